@@ -1,0 +1,32 @@
+"""``spacy-sapbert``: one typer app; each module adds its commands to it."""
+from __future__ import annotations
+
+import sys
+
+from ..errors import SapbertError
+from . import assets, evaluate, index, kb, link, ner, train  # noqa: F401  (register commands)
+from ._app import app
+
+
+def main() -> None:
+    """Console entry point: coded errors are printed as one line and exit with status 1."""
+    try:
+        app(standalone_mode=False)
+    except SapbertError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        sys.exit(1)
+    except SystemExit:
+        raise
+    except Exception as err:  # click usage errors etc.
+        import click
+
+        if isinstance(err, click.exceptions.ClickException):
+            err.show()
+            sys.exit(err.exit_code)
+        if isinstance(err, click.exceptions.Abort):
+            print("Aborted.", file=sys.stderr)
+            sys.exit(1)
+        raise
+
+
+__all__ = ["app", "main"]

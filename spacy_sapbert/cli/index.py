@@ -1,0 +1,4 @@
+"""CLI commands: build-index. Thin: parse arguments, call a library function, print a summary."""
+from __future__ import annotations
+
+from ._app import app  # noqa: F401

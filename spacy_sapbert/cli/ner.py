@@ -1,0 +1,4 @@
+"""CLI commands: convert-ner, train-ner. Thin: parse arguments, call a library function, print a summary."""
+from __future__ import annotations
+
+from ._app import app  # noqa: F401

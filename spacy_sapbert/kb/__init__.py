@@ -1,0 +1,3 @@
+from .concept import Concept, normalize_name
+
+__all__ = ["Concept", "normalize_name"]

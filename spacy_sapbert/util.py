@@ -1,0 +1,135 @@
+"""Small shared helpers: logging, seeding, atomic writes, device resolution, hashing."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator, Optional, Union
+
+from .errors import ConfigError, Errors
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+logger = logging.getLogger("spacy_sapbert")
+
+
+def get_logger(name: str) -> logging.Logger:
+    """A child of the package logger (``spacy_sapbert.<name>``); never configures handlers."""
+    return logger.getChild(name)
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, NumPy and (when installed) torch. Prefer passing a ``random.Random`` /
+    ``numpy.random.Generator`` around; this only pins libraries that use global state."""
+    random.seed(seed)
+    import numpy
+
+    numpy.random.seed(seed % (2**32))
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return
+    torch.manual_seed(seed)
+
+
+def ensure_path(path: PathLike) -> Path:
+    return path if isinstance(path, Path) else Path(path)
+
+
+@contextlib.contextmanager
+def atomic_write(
+    path: PathLike, mode: str = "w", encoding: Optional[str] = "utf8"
+) -> Iterator[IO]:
+    """Write ``path`` through a temporary file in the same folder, renamed into place on success.
+
+    On an exception the temporary file is removed and ``path`` is left as it was.
+    """
+    path = ensure_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    kwargs = {} if "b" in mode else {"encoding": encoding}
+    try:
+        with os.fdopen(fd, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: PathLike, *, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary sibling folder; on success it replaces ``path`` in one rename.
+
+    If ``path`` exists and ``overwrite`` is False, raise before doing any work. On an exception
+    the temporary folder is removed and ``path`` is untouched.
+    """
+    path = ensure_path(path)
+    if path.exists() and not overwrite:
+        raise ConfigError(Errors.E003.format(path=path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def file_sha256(path: PathLike, chunk_size: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk_size), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str = "auto") -> "torch.device":  # noqa: F821
+    """``auto`` → ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without a GPU is an error.
+
+    Accepts ``cpu``, ``cuda``, ``cuda:N``. Mixed precision and distributed training are *not*
+    decided here: they are explicit flags of their own.
+    """
+    import torch
+
+    name = device.strip().lower()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" or name.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                Errors.E002.format(
+                    what="device (no CUDA GPU is visible)", value=device, choices="auto, cpu"
+                )
+            )
+        return torch.device(name)
+    raise ConfigError(Errors.E002.format(what="device", value=device, choices=", ".join(DEVICE_CHOICES) + ", cuda:N"))
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (and finished children are not counted), in MB."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -1,0 +1,68 @@
+from pathlib import Path
+
+import pytest
+
+from spacy_sapbert.errors import ConfigError, Errors
+from spacy_sapbert.kb.concept import Concept, normalize_name
+from spacy_sapbert.util import atomic_dir, atomic_write, resolve_device
+
+
+def test_errors_are_coded():
+    assert Errors.E003.startswith("[SB-E003] ")
+    assert "{path}" in Errors.E003
+    assert Errors.__name__ == "Errors"
+
+
+def test_normalize_name_is_the_one_normaliser():
+    assert normalize_name("  Breast\u00a0CANCER\t type\n2 ") == "breast cancer type 2"
+    assert normalize_name("ﬁbrosis") == "fibrosis"  # NFKC folds the ligature
+
+
+def test_concept_names_order():
+    c = Concept("C1", "Fever", aliases=("pyrexia",))
+    assert c.names() == ("Fever", "pyrexia")
+
+
+def test_atomic_write_keeps_old_file_on_error(tmp_path: Path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_write(target) as fh:
+            fh.write("half")
+            raise RuntimeError("boom")
+    assert target.read_text() == "old"
+    assert list(tmp_path.iterdir()) == [target]
+    with atomic_write(target) as fh:
+        fh.write("new")
+    assert target.read_text() == "new"
+
+
+def test_atomic_dir_refuses_existing_and_cleans_up(tmp_path: Path):
+    target = tmp_path / "kb"
+    with atomic_dir(target) as tmp:
+        (tmp / "a").write_text("1")
+    assert (target / "a").read_text() == "1"
+    with pytest.raises(ConfigError, match=r"\[SB-E003\]"):
+        with atomic_dir(target):
+            pass
+    with pytest.raises(ValueError):
+        with atomic_dir(target, overwrite=True) as tmp:
+            (tmp / "b").write_text("2")
+            raise ValueError("stop")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kb"]
+    assert (target / "a").exists() and not (target / "b").exists()
+
+
+def test_resolve_device():
+    assert resolve_device("cpu").type == "cpu"
+    with pytest.raises(ConfigError, match=r"\[SB-E002\]"):
+        resolve_device("tpu")
+
+
+def test_tiny_bert_fixture_loads(tiny_bert_path):
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_path)
+    model = AutoModel.from_pretrained(tiny_bert_path)
+    ids = tok(["fever", "breast cancer"], padding=True, return_tensors="pt")
+    assert model(**ids).last_hidden_state.shape[-1] == 32
