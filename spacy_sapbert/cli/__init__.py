@@ -10,6 +10,13 @@ from ._app import app
 
 def main() -> None:
     """Console entry point: coded errors are printed as one line and exit with status 1."""
+    import logging
+    import os
+
+    logging.basicConfig(
+        level=os.environ.get("SPACY_SAPBERT_LOG_LEVEL", "INFO").upper(),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         app(standalone_mode=False)
     except SapbertError as err:

@@ -1,4 +1,98 @@
 """CLI commands: evaluate. Thin: parse arguments, call a library function, print a summary."""
 from __future__ import annotations
 
-from ._app import app  # noqa: F401
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import typer
+
+from ._app import app
+
+
+def _parse_set(values: List[str]) -> Dict[str, Any]:
+    from ..errors import ConfigError, Errors
+
+    out: Dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(Errors.E303.format(path="--set", what=f"'{item}' is not KEY=VALUE (e.g. evaluate.ks=[1,5])"))
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+@app.command("evaluate")
+def evaluate_command(
+    config_or_data: Path = typer.Argument(..., help="An evaluation config (.cfg, see configs/evaluate.cfg) or a dataset file/folder (PubTator, BioSyn folder, .tsv, .jsonl)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Report folder: metrics.json, report.md, errors.tsv/.md, acc_at_k.png, config.cfg."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help="KB folder (from `spacy-sapbert kb`)."),
+    kb_source: List[str] = typer.Option([], "--kb-source", help="Build the KB on the fly from PATH:FORMAT (repeatable; formats: medic, obo, tsv, jsonl, umls)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model under test: a model folder or a saved spaCy pipeline."),
+    base_model: Optional[str] = typer.Option(None, "--base-model", help="Base encoder before self-alignment (model folder)."),
+    data_format: str = typer.Option("auto", "--format", help="Dataset format: auto, pubtator, biosyn, tsv, jsonl."),
+    types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable), e.g. Disease."),
+    train: List[Path] = typer.Option([], "--train", help="Training-set file (repeatable): filtered subsets and back-off."),
+    backoff: bool = typer.Option(False, "--backoff", help="Add training mentions to the KB as aliases."),
+    abbreviations: bool = typer.Option(False, "--abbreviations", help="Resolve abbreviations in context (scispaCy)."),
+    fold_punctuation: bool = typer.Option(False, "--fold-punctuation", help="Replace punctuation by spaces in mentions and names."),
+    keep_case: bool = typer.Option(False, "--keep-case", help="Do not lowercase mentions."),
+    exclude_composite: bool = typer.Option(False, "--exclude-composite", help="Leave composite mentions (A|B, A+B) out."),
+    ks: str = typer.Option("1,5,10,20", "--ks", help="Comma-separated k values for acc@k."),
+    mode: List[str] = typer.Option([], "--mode", help="mention_only and/or end_to_end (repeatable)."),
+    no_scispacy: bool = typer.Option(False, "--no-scispacy", help="Skip scispaCy's EntityLinker."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Keep name vectors here between runs."),
+    set_: List[str] = typer.Option([], "--set", help="Config override KEY=VALUE (dotted, e.g. evaluate.error_sample=20); repeatable."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing report folder."),
+) -> None:
+    """Score linkers side by side (strict and lenient acc@k, filtered subsets) and write a report."""
+    from ..errors import ConfigError, Errors
+    from ..evaluation.run import evaluate
+    from ..evaluation.settings import default_config, load_config, merge_config, settings_from_config
+
+    overrides = _parse_set(set_)
+    if config_or_data.suffix == ".cfg":
+        config = load_config(config_or_data, overrides)
+        where: Any = config_or_data
+    else:
+        try:
+            k_values = [int(x) for x in ks.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(Errors.E304.format(value=ks)) from None
+        sources = []
+        for item in kb_source:
+            path, sep, fmt = item.rpartition(":")
+            if not sep or not path:
+                raise ConfigError(Errors.E303.format(path="--kb-source", what=f"'{item}' is not PATH:FORMAT"))
+            sources.append([path, fmt])
+        ev = {
+            "evaluate": {
+                "ks": k_values, "exclude_composite": exclude_composite,
+                "modes": mode or ["mention_only"], "cache_dir": str(cache_dir) if cache_dir else None,
+                "dataset": {"path": str(config_or_data), "format": data_format, "types": types or None,
+                            "train": [str(t) for t in train]},
+                "kb": {"path": str(kb) if kb else None, "sources": sources},
+                "input": {"lowercase": not keep_case, "fold_punctuation": fold_punctuation,
+                          "resolve_abbreviations": abbreviations, "backoff": backoff},
+                "systems": {"model": model, "base_encoder": base_model, "scispacy": not no_scispacy},
+            }
+        }
+        from thinc.api import Config
+
+        ev["evaluate"]["name"] = config_or_data.name
+        config = merge_config(default_config(), Config(ev), overrides)
+        where = "<arguments>"
+    settings = settings_from_config(config, where)
+    result = evaluate(settings, config_text=config.to_str(), output=output, overwrite=overwrite)
+    counts = result["counts"]
+    typer.echo(f"{counts['evaluated']} mentions evaluated ({counts['gold_not_in_kb']} with gold not in KB); "
+               f"subsets: " + ", ".join(f"{k}={v}" for k, v in counts["subsets"].items()))
+    for mode_name, systems in result["results"].items():
+        for name, subsets in systems.items():
+            full = subsets["full"]
+            typer.echo(f"  [{mode_name}] {name}: strict acc@1 {100 * full['strict']['acc@1']:.1f}"
+                       + (f", lenient acc@1 {100 * full['lenient']['acc@1']:.1f}" if full["lenient"] else ""))
+    typer.echo(f"Report written to {output}")

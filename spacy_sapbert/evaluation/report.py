@@ -1,0 +1,154 @@
+"""Writing a run's results: ``metrics.json``, ``report.md`` (tables naming their setting), an error
+sample (``errors.tsv`` / ``errors.md``) and ``acc_at_k.png`` (acc@k curves per system).
+
+The result dictionary the runner builds is the single source: the markdown, the plot and the json
+are all rendered from it, so they cannot disagree.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from ..util import PathLike, atomic_write, ensure_path
+
+ERROR_COLUMNS = ("system", "mode", "doc_id", "mention", "query", "gold", "predicted", "predicted_name", "score")
+
+
+def _pct(value: Optional[float]) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def setting_lines(result: Dict) -> List[str]:
+    s = result["setting"]
+    c = result["counts"]
+    return [
+        f"- dataset: `{s['dataset']}` ({s['format']}; types: {s['types'] or 'all'})",
+        f"- dictionary: {s['kb']} — {s['dictionary_names']:,} names after preprocessing, {s['kb_concepts']:,} concepts",
+        f"- input: {s['input']}",
+        f"- composite mentions: {s['composite']}",
+        f"- protocols: strict = one concept per prediction (ties by concept id); lenient = a predicted name "
+        f"is right if any concept sharing it is gold; composite gold: any part",
+        f"- mentions: {c['read']} read, {c['no_gold_id']} without gold id (left out), "
+        f"{c['composite']} composite ({'left out' if s['exclude_composite'] else 'kept'}), "
+        f"{c['gold_not_in_kb']} with gold ids not in the KB (kept, counted wrong), {c['evaluated']} evaluated",
+        "- subsets: " + ", ".join(f"{name} = {n}" for name, n in c["subsets"].items()),
+    ]
+
+
+def results_table(result: Dict, mode: str, subset: str) -> List[str]:
+    ks = result["setting"]["ks"]
+    show = [k for k in ks if k in (1, 5)] or ks[:2]
+    cols = [f"strict acc@{k}" for k in show] + [f"lenient acc@{k}" for k in show] + ["ambiguous top-1"]
+    nel = mode == "end_to_end"
+    if nel:
+        cols.append("nel_micro_f")
+    lines = ["| system | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for system, subsets in result["results"][mode].items():
+        sc = subsets.get(subset)
+        if sc is None:
+            continue
+        cells = [_pct(sc["strict"][f"acc@{k}"]) for k in show]
+        cells += [_pct(sc["lenient"][f"acc@{k}"]) if sc["lenient"] else "–" for k in show]
+        cells.append(_pct(sc["ambiguous_top1"]))
+        if nel:
+            cells.append(_pct(result.get("nel", {}).get(system, {}).get("nel_micro_f")))
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render_markdown(result: Dict) -> str:
+    out = [f"# Evaluation: {result['setting']['name']}", "", *setting_lines(result), ""]
+    for mode in result["results"]:
+        for subset, n in result["counts"]["subsets"].items():
+            out += [f"## {mode.replace('_', ' ')} — {subset} (n = {n})", "",
+                    f"_{result['setting']['input']}; composite: {result['setting']['composite']}; "
+                    f"acc in %_", ""]
+            out += results_table(result, mode, subset) + [""]
+    if result.get("nel"):
+        out += ["spaCy `Scorer.score_links` (gold spans; NIL = empty kb_id): "
+                "`nel_micro_f` in the end-to-end table.", ""]
+    out += ["Systems:", ""]
+    for name, desc in result["systems"].items():
+        extra = ", ".join(f"{k}={v}" for k, v in desc.items() if k not in ("name", "class"))
+        out.append(f"- **{name}** ({desc.get('class', '')}){': ' + extra if extra else ''}")
+    return "\n".join(out) + "\n"
+
+
+def sample_errors(errors: Sequence[Dict], size: int, seed: int) -> List[Dict]:
+    """Up to ``size`` errors per (system, mode), drawn with a seeded RNG, in input order."""
+    groups: Dict[tuple, List[int]] = {}
+    for i, e in enumerate(errors):
+        groups.setdefault((e["system"], e["mode"]), []).append(i)
+    rng = random.Random(seed)
+    keep: List[int] = []
+    for key in sorted(groups):
+        idx = groups[key]
+        keep.extend(sorted(rng.sample(idx, size)) if len(idx) > size else idx)
+    return [errors[i] for i in sorted(keep)]
+
+
+def _cell(value: object) -> str:
+    return str(value).replace("\t", " ").replace("\n", " ")
+
+
+def write_errors(errors: Sequence[Dict], folder: Path) -> None:
+    with atomic_write(folder / "errors.tsv") as fh:
+        fh.write("\t".join(ERROR_COLUMNS) + "\n")
+        for e in errors:
+            fh.write("\t".join(_cell(e.get(c, "")) for c in ERROR_COLUMNS) + "\n")
+    with atomic_write(folder / "errors.md") as fh:
+        fh.write("# Error sample (strict acc@1 misses)\n\n| " + " | ".join(ERROR_COLUMNS) + " |\n")
+        fh.write("|" + "---|" * len(ERROR_COLUMNS) + "\n")
+        for e in errors:
+            fh.write("| " + " | ".join(_cell(e.get(c, "")).replace("|", "\\|") for c in ERROR_COLUMNS) + " |\n")
+
+
+def plot_curves(result: Dict, path: Path, subset: str = "full") -> None:
+    """acc@k for k = 1..max(ks), strict (solid) and lenient (dashed), one colour per system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = result["curves"]
+    modes = list(curves)
+    fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.5), squeeze=False)
+    for ax, mode in zip(axes[0], modes):
+        for i, (system, data) in enumerate(curves[mode].items()):
+            colour = f"C{i % 10}"
+            ks = list(range(1, len(data["strict"]) + 1))
+            ax.plot(ks, [100 * v for v in data["strict"]], "-o", color=colour, ms=3, label=f"{system} strict")
+            if data.get("lenient") is not None:
+                ax.plot(ks, [100 * v for v in data["lenient"]], "--", color=colour, label=f"{system} lenient")
+        ax.set_xlabel("k")
+        ax.set_ylabel("acc@k (%)")
+        ax.set_title(f"{mode.replace('_', ' ')}, {subset}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(result["setting"]["name"] + " — " + result["setting"]["input"], fontsize=8)
+    fig.tight_layout()
+    with atomic_write(path, "wb", encoding=None) as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+
+
+def write_report(result: Dict, errors: Sequence[Dict], output: PathLike, *, config_text: Optional[str] = None,
+                 error_sample: int = 50, seed: int = 0) -> Path:
+    """Write every report file into ``output`` (created if needed); return the folder."""
+    folder = ensure_path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_write(folder / "metrics.json") as fh:
+        json.dump(result, fh, indent=2, sort_keys=False)
+    with atomic_write(folder / "report.md") as fh:
+        fh.write(render_markdown(result))
+    write_errors(sample_errors(errors, error_sample, seed), folder)
+    plot_curves(result, folder / "acc_at_k.png")
+    if config_text is not None:
+        with atomic_write(folder / "config.cfg") as fh:
+            fh.write(config_text)
+    return folder
+
+
+__all__ = ["write_report", "render_markdown", "results_table", "sample_errors", "plot_curves", "ERROR_COLUMNS"]

@@ -1,0 +1,173 @@
+"""The evaluation config: defaults, loading (``.cfg`` + dotted overrides), validation.
+
+A config has one ``[evaluate]`` block with sub-blocks ``dataset``, ``kb``, ``input`` and
+``systems``; ``DEFAULT_CONFIG`` lists every key with its default (and is what
+``configs/evaluate.cfg`` spells out). Unknown keys are errors, not silently ignored.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional
+
+from ..errors import ConfigError, Errors, MissingInputError
+from ..util import PathLike, ensure_path
+from .datasets import FORMATS
+
+MODES = ("mention_only", "end_to_end")
+
+DEFAULT_CONFIG = """
+[evaluate]
+name = "evaluation"
+seed = 0
+ks = [1,5,10,20]
+modes = ["mention_only"]
+exclude_composite = false
+levenshtein_threshold = 0.2
+error_sample = 50
+cache_dir = null
+batch_size = 128
+show_progress = true
+
+[evaluate.dataset]
+path = null
+format = "auto"
+types = null
+train = []
+train_format = "auto"
+
+[evaluate.kb]
+path = null
+sources = []
+
+[evaluate.input]
+lowercase = true
+fold_punctuation = false
+resolve_abbreviations = false
+backoff = false
+
+[evaluate.systems]
+model = null
+model_name = "model"
+base_encoder = null
+base_encoder_name = "base encoder"
+pooling = "cls"
+max_length = 25
+device = "auto"
+exact_match = true
+tfidf = true
+scispacy = true
+scispacy_k = 30
+scispacy_threshold = 0.0
+pipeline = null
+pipeline_name = "pipeline"
+"""
+
+
+def _config_cls():
+    from thinc.api import Config
+
+    return Config
+
+
+def default_config():
+    return _config_cls()().from_str(DEFAULT_CONFIG)
+
+
+def load_config(path: PathLike, overrides: Optional[Mapping[str, Any]] = None):
+    """Defaults, then the file, then ``overrides`` (``{"evaluate.dataset.path": ...}``)."""
+    path = ensure_path(path)
+    if not path.is_file():
+        raise MissingInputError(Errors.E001.format(what="Evaluation config", path=path,
+                                                   hint="see configs/evaluate.cfg for an example."))
+    Config = _config_cls()
+    try:
+        user = Config().from_disk(path, interpolate=True)
+    except Exception as err:  # thinc raises several types for syntax errors
+        raise ConfigError(Errors.E303.format(path=path, what=f"cannot parse it ({str(err).splitlines()[0]})")) from None
+    return merge_config(default_config(), user, overrides or {}, path)
+
+
+def merge_config(base, user, overrides: Mapping[str, Any], path: Any = "<arguments>"):
+    if "evaluate" not in user:
+        raise ConfigError(Errors.E303.format(path=path, what="no [evaluate] block"))
+    _check_keys(base["evaluate"], user["evaluate"], "evaluate", path)
+    merged = base.merge(user)
+    for dotted, value in overrides.items():
+        keys = dotted.split(".")
+        node = merged
+        for key in keys[:-1]:
+            if key not in node or not isinstance(node[key], dict):
+                raise ConfigError(Errors.E303.format(path=path, what=f"unknown override '{dotted}'"))
+            node = node[key]
+        if keys[-1] not in node:
+            raise ConfigError(Errors.E303.format(path=path, what=f"unknown override '{dotted}'"))
+        node[keys[-1]] = value
+    return merged
+
+
+def _check_keys(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str, path: Any) -> None:
+    for key, value in given.items():
+        if key not in defaults:
+            raise ConfigError(Errors.E303.format(path=path, what=f"unknown key '{where}.{key}' (known: {', '.join(defaults)})"))
+        if isinstance(defaults[key], dict):
+            if not isinstance(value, dict):
+                raise ConfigError(Errors.E303.format(path=path, what=f"'{where}.{key}' must be a block"))
+            _check_keys(defaults[key], value, f"{where}.{key}", path)
+
+
+def _resolve(base: Path, value: Optional[str]) -> Optional[Path]:
+    if value in (None, ""):
+        return None
+    p = Path(str(value)).expanduser()
+    return p if p.is_absolute() else (Path.cwd() / p)
+
+
+def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, Any]:
+    """Validate a merged config and return a plain settings dict (paths as ``Path``)."""
+    ev = dict(config["evaluate"])
+    where = config_path
+    base = Path.cwd()
+    ds = dict(ev["dataset"])
+    if not ds.get("path"):
+        raise ConfigError(Errors.E303.format(path=where, what="[evaluate.dataset] path is not set"))
+    if ds["format"] not in FORMATS or ds["train_format"] not in FORMATS:
+        raise ConfigError(Errors.E002.format(what="dataset format", value=f"{ds['format']}/{ds['train_format']}",
+                                             choices=", ".join(FORMATS)))
+    if isinstance(ds.get("types"), str):
+        ds["types"] = [ds["types"]]
+    train = ds.get("train") or []
+    if isinstance(train, str):
+        train = [train]
+    ds["path"] = _resolve(base, ds["path"])
+    ds["train"] = [_resolve(base, t) for t in train]
+    kb = dict(ev["kb"])
+    if bool(kb.get("path")) == bool(kb.get("sources")):
+        raise ConfigError(Errors.E303.format(path=where, what="set exactly one of [evaluate.kb] path (a KB folder) "
+                                             "or sources ([[path, format], ...])"))
+    if kb.get("sources"):
+        try:
+            kb["sources"] = [(str(_resolve(base, p)), str(f)) for p, f in kb["sources"]]
+        except (TypeError, ValueError):
+            raise ConfigError(Errors.E303.format(path=where, what="[evaluate.kb] sources must be [[path, format], ...]")) from None
+    modes = ev["modes"] if isinstance(ev["modes"], (list, tuple)) else [ev["modes"]]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ConfigError(Errors.E002.format(what="evaluation mode", value=bad or modes, choices=", ".join(MODES)))
+    thr = ev["levenshtein_threshold"]
+    if not isinstance(thr, (int, float)) or not 0 <= thr < 1:
+        raise ConfigError(Errors.E303.format(path=where, what=f"levenshtein_threshold must be in [0, 1), got {thr!r}"))
+    systems = dict(ev["systems"])
+    for key in ("model", "base_encoder", "pipeline"):
+        if systems.get(key) and not str(systems[key]).strip():
+            systems[key] = None
+    return {
+        "name": str(ev["name"]), "seed": int(ev["seed"]), "ks": list(ev["ks"]), "modes": list(modes),
+        "exclude_composite": bool(ev["exclude_composite"]), "levenshtein_threshold": float(thr),
+        "error_sample": int(ev["error_sample"]), "cache_dir": _resolve(base, ev["cache_dir"]),
+        "batch_size": int(ev["batch_size"]), "show_progress": bool(ev["show_progress"]),
+        "dataset": ds, "kb": kb, "input": {k: bool(v) for k, v in dict(ev["input"]).items()}, "systems": systems,
+        "config_path": str(config_path),
+    }
+
+
+__all__ = ["DEFAULT_CONFIG", "MODES", "default_config", "load_config", "merge_config", "settings_from_config"]

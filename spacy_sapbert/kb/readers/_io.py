@@ -1,0 +1,42 @@
+"""Line reading shared by the readers: coded errors for missing files and bad UTF-8, a byte
+progress bar, line numbers for error messages."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Tuple
+
+from tqdm import tqdm
+
+from ...errors import DataFormatError, Errors, MissingInputError
+from ...util import PathLike, ensure_path
+
+
+def require_file(path: PathLike, what: str, hint: str) -> Path:
+    path = ensure_path(path)
+    if not path.is_file():
+        raise MissingInputError(Errors.E001.format(what=what, path=path, hint=hint))
+    return path
+
+
+def iter_lines(path: PathLike, *, show_progress: bool = False, desc: str = "") -> Iterator[Tuple[int, str]]:
+    """Yield ``(line_number, line)`` (1-based, line ending removed). The file is read as bytes and
+    decoded line by line, so a bad byte is reported with its line (``Errors.E004``)."""
+    path = ensure_path(path)
+    bar = tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=desc or path.name,
+               disable=not show_progress, leave=False)
+    try:
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                bar.update(len(raw))
+                try:
+                    line = raw.decode("utf8")
+                except UnicodeDecodeError:
+                    raise DataFormatError(Errors.E004.format(path=path, line=lineno)) from None
+                if lineno == 1 and line.startswith("\ufeff"):
+                    line = line[1:]
+                yield lineno, line.rstrip("\r\n")
+    finally:
+        bar.close()
+
+
+__all__ = ["iter_lines", "require_file"]

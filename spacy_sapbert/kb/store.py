@@ -1,0 +1,399 @@
+"""``KnowledgeBase``: concepts, their names, and the name rows the index shares.
+
+Storage: a folder of ``.npy`` arrays (packed UTF-8 strings + int offsets, CSR maps between name
+rows and concepts) and a small ``kb.json``. ``from_disk`` memory-maps the arrays, so opening a UMLS
+sized KB takes milliseconds and nothing is decoded until asked for; no pickle anywhere.
+
+Name rows: ``kb.names`` are the deduplicated normalised names, sorted (code point order), then the
+rows added by ``add_alias`` in the order they were added. Existing rows never move.
+
+``add_alias`` never modifies files: additions live in memory on top of the (memory-mapped) base and
+``to_disk`` writes them beside the base as ``additions.jsonl`` (replayed by ``from_disk``), so the
+checksum and the row numbers survive a save/load round trip.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from itertools import chain
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+import numpy as np
+
+from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
+from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
+from ._build import ARRAY_NAMES, TYPE_SEP, build_arrays, checksum_arrays
+from ._strings import StrArray
+from .concept import Concept, normalize_name
+
+logger = get_logger("kb")
+
+FORMAT = "spacy_sapbert.kb"
+FORMAT_VERSION = 1
+META_FILE = "kb.json"
+ADDITIONS_FILE = "additions.jsonl"
+
+
+def _load_array(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError:  # zero-size arrays cannot be memory-mapped
+        return np.load(path, allow_pickle=False)
+
+
+class _Names(Sequence[str]):
+    """Base names (memory-mapped) followed by the names added with ``add_alias``."""
+
+    def __init__(self, base: StrArray, extra: List[str]) -> None:
+        self._base = base
+        self._extra = extra
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._extra)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        nb = len(self._base)
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                return [self[j] for j in range(start, stop, step)]
+            out = self._base[start : min(stop, nb)] if start < nb else []
+            if stop > nb:
+                out.extend(self._extra[max(start - nb, 0) : stop - nb])
+            return out
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._base[i] if i < nb else self._extra[i - nb]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._base
+        yield from list(self._extra)
+
+
+class _ConceptView(Mapping[str, Concept]):
+    """scispaCy's ``cui_to_entity``: concept id -> ``Concept`` (built on access)."""
+
+    def __init__(self, kb: "KnowledgeBase") -> None:
+        self._kb = kb
+
+    def __getitem__(self, cid: str) -> Concept:
+        ci = self._kb._cindex(cid)
+        if ci < 0:
+            raise KeyError(cid)
+        return self._kb._concept(ci)
+
+    def __contains__(self, cid: object) -> bool:
+        return isinstance(cid, str) and self._kb._cindex(cid) >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kb.concept_ids)
+
+    def __len__(self) -> int:
+        return len(self._kb)
+
+    def values(self):  # type: ignore[override]
+        return (self._kb._concept(ci) for ci in range(len(self._kb)))
+
+
+class _AliasView(Mapping[str, Set[str]]):
+    """scispaCy's ``alias_to_cuis``: normalised name -> set of concept ids (keys are normalised on lookup)."""
+
+    def __init__(self, kb: "KnowledgeBase") -> None:
+        self._kb = kb
+
+    def __getitem__(self, name: str) -> Set[str]:
+        row = self._kb.row_of_name(name) if isinstance(name, str) else -1
+        if row < 0:
+            raise KeyError(name)
+        return set(self._kb.concepts_of_row(row))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._kb.row_of_name(name) >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kb.names)
+
+    def __len__(self) -> int:
+        return len(self._kb.names)
+
+
+class KnowledgeBase:
+    """Concepts and names; see the module doc for storage, rows and ``add_alias``."""
+
+    def __init__(self, arrays: Dict[str, np.ndarray], *, source: str = "custom",
+                 sources: Optional[List[Dict[str, object]]] = None, checksum: Optional[str] = None) -> None:
+        self._a = arrays
+        self.source = source
+        self._base_checksum = checksum or checksum_arrays(arrays)
+        self._cids = StrArray(arrays["cid_blob"], arrays["cid_off"])
+        self._base_names = StrArray(arrays["name_blob"], arrays["name_off"], sep=True)
+        self._alts = StrArray(arrays["alt_blob"], arrays["alt_off"])
+        # additions (add_alias), in memory
+        self._ops: List[Tuple[str, str]] = []
+        self._extra_names: List[str] = []
+        self._extra_row: Dict[str, int] = {}
+        self._row_extra: Dict[int, List[int]] = {}
+        self._concept_extra_rows: Dict[int, List[int]] = {}
+        self._concept_extra_aliases: Dict[int, List[str]] = {}
+        self._checksum: Optional[str] = None
+        self._sources = sources if sources is not None else [self._own_stats(source)]
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def from_concepts(cls, concepts: Iterable[Concept], source: str = "custom") -> "KnowledgeBase":
+        """Build in memory from any iterable of concepts (consumed once; duplicates merged)."""
+        return cls(build_arrays(concepts), source=source)
+
+    @classmethod
+    def merge(cls, kbs: Sequence["KnowledgeBase"]) -> "KnowledgeBase":
+        """One KB with every concept of ``kbs`` (same ids merged: the first KB's canonical name wins).
+        Additions made with ``add_alias`` are kept as aliases; per-source counts are carried."""
+        if not kbs:
+            raise ConfigError(Errors.E012.format(option="kbs", value=[], why="merge needs at least one knowledge base"))
+        merged = cls(build_arrays(chain.from_iterable(kb.cui_to_entity.values() for kb in kbs)),
+                     source="+".join(kb.source for kb in kbs))
+        merged._sources = [dict(s) for kb in kbs for s in kb.sources]
+        return merged
+
+    # ---- persistence --------------------------------------------------------------------
+    def to_disk(self, path: PathLike, *, overwrite: bool = True) -> None:
+        """Write the KB folder atomically (arrays, ``kb.json``, ``additions.jsonl``)."""
+        path = ensure_path(path)
+        with atomic_dir(path, overwrite=overwrite) as tmp:
+            for key in ARRAY_NAMES:
+                np.save(tmp / f"{key}.npy", np.asarray(self._a[key]), allow_pickle=False)
+            meta = {"format": FORMAT, "version": FORMAT_VERSION, "source": self.source,
+                    "checksum": self._base_checksum, "n_concepts": len(self),
+                    "n_names": len(self._base_names), "sources": self.sources}
+            with atomic_write(tmp / META_FILE) as fh:
+                json.dump(meta, fh, indent=2, ensure_ascii=False)
+            if self._ops:
+                with atomic_write(tmp / ADDITIONS_FILE) as fh:
+                    for cid, name in self._ops:
+                        fh.write(json.dumps([cid, name], ensure_ascii=False) + "\n")
+            os.chmod(tmp, 0o755)  # mkdtemp/mkstemp create private modes; a KB is meant to be shared
+            for file in tmp.iterdir():
+                os.chmod(file, 0o644)
+
+    @classmethod
+    def from_disk(cls, path: PathLike) -> "KnowledgeBase":
+        """Open a KB folder: arrays are memory-mapped, additions replayed."""
+        path = ensure_path(path)
+        if not path.is_dir():
+            raise MissingInputError(Errors.E001.format(what="Knowledge base folder", path=path,
+                                                       hint="build it with `spacy-sapbert build-kb`."))
+        meta_path = path / META_FILE
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf8"))
+        except FileNotFoundError:
+            raise DataFormatError(Errors.E010.format(path=path, why=f"{META_FILE} is missing")) from None
+        except (ValueError, UnicodeDecodeError) as err:
+            raise DataFormatError(Errors.E010.format(path=path, why=f"{META_FILE} is not valid JSON: {err}")) from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
+            raise DataFormatError(Errors.E010.format(path=path, why=f"{META_FILE} is not format {FORMAT} v{FORMAT_VERSION}"))
+        arrays = {}
+        for key in ARRAY_NAMES:
+            file = path / f"{key}.npy"
+            if not file.exists():
+                raise DataFormatError(Errors.E010.format(path=path, why=f"{file.name} is missing"))
+            arrays[key] = _load_array(file)
+        kb = cls(arrays, source=meta["source"], sources=meta.get("sources"), checksum=meta["checksum"])
+        additions = path / ADDITIONS_FILE
+        if additions.exists():
+            with additions.open(encoding="utf8") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    try:
+                        cid, name = json.loads(line)
+                    except ValueError:
+                        raise DataFormatError(Errors.E011.format(
+                            path=additions, line=lineno, what="not a JSON [concept_id, name] pair",
+                            fix="Restore the file from the saved KB or delete it to drop the additions.")) from None
+                    kb.add_alias(cid, name)
+        return kb
+
+    # ---- sizes, ids ---------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._cids)
+
+    def __contains__(self, cid: object) -> bool:
+        return isinstance(cid, str) and self._cindex(cid) >= 0
+
+    def __repr__(self) -> str:
+        return f"KnowledgeBase(source={self.source!r}, concepts={len(self)}, names={len(self.names)})"
+
+    @property
+    def concept_ids(self) -> Sequence[str]:
+        return self._cids
+
+    @property
+    def names(self) -> Sequence[str]:
+        return _Names(self._base_names, self._extra_names)
+
+    @property
+    def cui_to_entity(self) -> Mapping[str, Concept]:
+        return _ConceptView(self)
+
+    @property
+    def alias_to_cuis(self) -> Mapping[str, Set[str]]:
+        return _AliasView(self)
+
+    def _cindex(self, cid: str) -> int:
+        return self._cids.find(cid)
+
+    def resolve_id(self, any_id: str) -> Optional[str]:
+        """The concept id for a concept id or an alternate id (exact string), else None."""
+        if not isinstance(any_id, str):
+            return None
+        if self._cindex(any_id) >= 0:
+            return any_id
+        j = self._alts.find(any_id)
+        return self._cids[int(self._a["alt_target"][j])] if j >= 0 else None
+
+    # ---- rows ---------------------------------------------------------------------------
+    def row_of_name(self, name: str) -> int:
+        """Row of a name (normalised here), or -1."""
+        norm = normalize_name(name)
+        row = self._base_names.find(norm)
+        return row if row >= 0 else self._extra_row.get(norm, -1)
+
+    def _row_cindices(self, row: int) -> List[int]:
+        nb = len(self._base_names)
+        out: List[int] = []
+        if row < nb:
+            ptr = self._a["row_ptr"]
+            out = [int(x) for x in self._a["row_concepts"][int(ptr[row]) : int(ptr[row + 1])]]
+        return out + self._row_extra.get(row, [])
+
+    def concepts_of_row(self, i: int) -> Tuple[str, ...]:
+        """Concept ids sharing name row ``i``, sorted."""
+        n = len(self.names)
+        if not -n <= i < n:
+            raise IndexError(i)
+        return tuple(self._cids[ci] for ci in sorted(self._row_cindices(i % n)))
+
+    def _rows_of(self, ci: int) -> Tuple[int, ...]:
+        ptr = self._a["crow_ptr"]
+        base = tuple(int(x) for x in self._a["crow_rows"][int(ptr[ci]) : int(ptr[ci + 1])])
+        return base + tuple(self._concept_extra_rows.get(ci, ()))
+
+    def rows_of_concept(self, cid: str) -> Tuple[int, ...]:
+        """Name rows of a concept: canonical name first. KeyError for an unknown id."""
+        ci = self._cindex(cid)
+        if ci < 0:
+            raise KeyError(cid)
+        return self._rows_of(ci)
+
+    def names_of_concept(self, cid: str) -> Tuple[str, ...]:
+        """Normalised names of a concept, canonical first, deduplicated."""
+        names = self.names
+        return tuple(names[r] for r in self.rows_of_concept(cid))
+
+    def row_concept_csr(self) -> Tuple[np.ndarray, np.ndarray]:
+        """``(ptr int64 [n_rows+1], concept_index int32)``: row i's concepts are
+        ``concept_ids[j] for j in concept_index[ptr[i]:ptr[i+1]]`` (sorted); includes additions.
+        Handy for vectorised max-over-names aggregation."""
+        ptr, idx = np.asarray(self._a["row_ptr"]), np.asarray(self._a["row_concepts"])
+        if not self._row_extra:
+            return ptr, idx
+        counts = np.diff(ptr).tolist()
+        lists = [idx[ptr[r]:ptr[r + 1]] for r in range(len(counts))]
+        n = len(self.names)
+        for r in range(n):
+            if r >= len(counts):
+                counts.append(0)
+                lists.append(np.zeros(0, np.int32))
+            if r in self._row_extra:
+                merged = np.sort(np.concatenate([lists[r], np.asarray(self._row_extra[r], np.int32)]))
+                lists[r] = merged.astype(np.int32)
+                counts[r] = len(merged)
+        return (np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                np.concatenate(lists).astype(np.int32) if lists else np.zeros(0, np.int32))
+
+    # ---- concepts -----------------------------------------------------------------------
+    def _concept(self, ci: int) -> Concept:
+        a = self._a
+        canon = StrArray(a["canon_blob"], a["canon_off"])[ci]
+        aliases = StrArray(a["alias_blob"], a["alias_off"])[int(a["alias_ptr"][ci]) : int(a["alias_ptr"][ci + 1])]
+        aliases.extend(self._concept_extra_aliases.get(ci, ()))
+        types = StrArray(a["type_blob"], a["type_off"])[ci]
+        definition = StrArray(a["def_blob"], a["def_off"])[ci]
+        return Concept(concept_id=self._cids[ci], canonical_name=canon, aliases=tuple(aliases),
+                       types=tuple(types.split(TYPE_SEP)) if types else (), definition=definition or None,
+                       alt_ids=self._alt_ids_of(ci))
+
+    def _alt_ids_of(self, ci: int) -> Tuple[str, ...]:
+        ptr = self._a["calt_ptr"]
+        hits = self._a["calt_idx"][int(ptr[ci]) : int(ptr[ci + 1])]
+        return tuple(self._alts[int(j)] for j in hits)
+
+    # ---- additions ----------------------------------------------------------------------
+    def add_alias(self, cid: str, name: str) -> None:
+        """Add ``name`` as a synonym of concept ``cid`` (a concept or alternate id).
+
+        A new normalised name gets a new row after all existing rows; a name the concept already
+        has changes nothing. Kept in memory; ``to_disk`` saves it (see module doc)."""
+        target = self.resolve_id(cid)
+        if target is None:
+            raise ConfigError(Errors.E008.format(concept_id=cid))
+        norm = normalize_name(name) if isinstance(name, str) else ""
+        if not norm:
+            raise ConfigError(Errors.E009.format(name=name))
+        ci = self._cindex(target)
+        row = self.row_of_name(norm)
+        if row >= 0 and ci in self._row_cindices(row):
+            return
+        if row < 0:
+            row = len(self.names)
+            self._extra_names.append(norm)
+            self._extra_row[norm] = row
+        self._row_extra.setdefault(row, []).append(ci)
+        self._concept_extra_rows.setdefault(ci, []).append(row)
+        self._concept_extra_aliases.setdefault(ci, []).append(name)
+        self._ops.append((target, name))
+        self._checksum = None
+
+    # ---- identity and statistics --------------------------------------------------------
+    @property
+    def checksum(self) -> str:
+        """sha256 of the arrays (and of the additions, in order): equal KBs, equal checksums."""
+        if not self._ops:
+            return self._base_checksum
+        if self._checksum is None:
+            h = hashlib.sha256(self._base_checksum.encode())
+            for cid, name in self._ops:
+                h.update(json.dumps([cid, name], ensure_ascii=False).encode())
+            self._checksum = h.hexdigest()
+        return self._checksum
+
+    def ambiguous_names(self) -> int:
+        """Number of name rows shared by more than one concept."""
+        counts = np.diff(np.asarray(self._a["row_ptr"]))
+        total = int(np.count_nonzero(counts > 1))
+        nb = len(self._base_names)
+        for row, extra in self._row_extra.items():
+            before = int(counts[row]) if row < nb else 0
+            total += int(before + len(extra) > 1) - int(before > 1)
+        return total
+
+    def _own_stats(self, source: str) -> Dict[str, object]:
+        return {"source": source, "concepts": len(self), "names": len(self.names),
+                "ambiguous_names": self.ambiguous_names()}
+
+    @property
+    def sources(self) -> List[Dict[str, object]]:
+        """Per-source counts (as built; a merged KB lists every source it was made from)."""
+        return [dict(s) for s in self._sources]
+
+    def stats(self) -> Dict[str, object]:
+        return {"concepts": len(self), "names": len(self.names), "ambiguous_names": self.ambiguous_names(),
+                "sources": self.sources}
+
+
+KBLike = Union[KnowledgeBase, PathLike]
+
+__all__ = ["KnowledgeBase"]

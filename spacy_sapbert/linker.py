@@ -1,0 +1,351 @@
+"""The ``sapbert_linker`` spaCy component: link entity spans to KB concepts.
+
+``nlp.add_pipe("sapbert_linker", config={...})`` works without importing this package (entry point
+``spacy_factories``). The KB and index are set up in :meth:`SapbertLinker.initialize` (settings in
+``[initialize.components.sapbert_linker]``) or loaded by :meth:`SapbertLinker.from_disk`; nothing
+is loaded or downloaded when the component is created.
+
+Output (scispaCy's format): ``span._.kb_ents`` = ``[(concept_id, score), ...]``, best first, at most
+``max_entities_per_mention``, scores >= ``threshold``; ``ent.kb_id_`` = the best concept or ``""``.
+Mentions are normalised with :func:`normalize_name`; those longer than ``max_length`` word pieces
+are truncated by the encoder; empty or whitespace-only spans get ``[]`` and ``kb_id_ = ""``.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from spacy.language import Language
+from spacy.pipeline import Pipe
+from spacy.tokens import Doc, Span
+from spacy.util import minibatch
+from spacy.vocab import Vocab
+
+from .encoder import DEFAULT_MODEL, Encoder
+from .errors import ConfigError, Errors, MissingInputError
+from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M, META_FILE, ConceptIndex
+from .kb.concept import normalize_name
+from .util import ensure_path, get_logger
+
+logger = get_logger("linker")
+
+DEFAULT_CONFIG: Dict[str, Any] = {
+    "model": DEFAULT_MODEL,
+    "pooling": "cls",
+    "max_length": 25,
+    "batch_size": 128,
+    "device": "auto",
+    "precision": "auto",
+    "k": 10,
+    "threshold": 0.5,
+    "max_entities_per_mention": 5,
+    "resolve_abbreviations": True,
+    "filter_for_definitions": False,
+    "semantic_types": [],
+    "spans_key": None,
+    "extension_name": "kb_ents",
+    "ef_search": DEFAULT_EF_SEARCH,
+    "set_kb_id": True,
+}
+
+
+@Language.factory("sapbert_linker", default_config=DEFAULT_CONFIG)
+def make_sapbert_linker(
+    nlp: Language,
+    name: str,
+    *,
+    model: str,
+    pooling: str,
+    max_length: int,
+    batch_size: int,
+    device: str,
+    precision: str,
+    k: int,
+    threshold: float,
+    max_entities_per_mention: int,
+    resolve_abbreviations: bool,
+    filter_for_definitions: bool,
+    semantic_types: List[str],
+    spans_key: Optional[str],
+    extension_name: str,
+    ef_search: int,
+    set_kb_id: bool,
+) -> "SapbertLinker":
+    """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
+    (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
+    ``resolve_abbreviations``, ``filter_for_definitions`` (default False here: many KBs have no
+    definitions). Ours: ``model`` (hub id or folder, loaded in initialize), ``pooling``,
+    ``max_length``, ``batch_size``, ``device``, ``precision``, ``semantic_types`` (applied before
+    the top-k cut), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``),
+    ``extension_name`` (the Span attribute written), ``ef_search`` (hnsw search depth),
+    ``set_kb_id`` (write ``kb_id_`` of the spans)."""
+    return SapbertLinker(
+        nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
+        device=device, precision=precision, k=k, threshold=threshold,
+        max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
+        filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, spans_key=spans_key,
+        extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
+    )
+
+
+class SapbertLinker(Pipe):
+    """Links spans to concepts with a SapBERT encoder and a :class:`ConceptIndex`."""
+
+    def __init__(self, vocab: Vocab, name: str = "sapbert_linker", **cfg: Any) -> None:
+        self.vocab = vocab
+        self.name = name
+        self.cfg: Dict[str, Any] = dict(DEFAULT_CONFIG)
+        self.cfg.update(cfg)
+        self.cfg["semantic_types"] = list(self.cfg["semantic_types"] or [])
+        _validate_cfg(self.cfg)
+        self.encoder: Optional[Encoder] = None
+        self.index: Optional[ConceptIndex] = None
+        self._detector: Any = None
+        if not Span.has_extension(self.cfg["extension_name"]):
+            Span.set_extension(self.cfg["extension_name"], default=None)
+
+    # ---- resources ----------------------------------------------------------------------
+    @property
+    def kb(self) -> Any:
+        """The :class:`KnowledgeBase` (``cui_to_entity``, ``alias_to_cuis``: scispaCy's views)."""
+        return None if self.index is None else self.index.kb
+
+    def set_resources(self, encoder: Encoder, index: ConceptIndex, *, path: Any = "<memory>") -> None:
+        """Use an already loaded encoder and index (its ``kb`` comes along); checked for a match."""
+        index.check_compatible(encoder, path=path)
+        index.set_ef(self.cfg["ef_search"])
+        if self.cfg["semantic_types"]:
+            index.check_types(self.cfg["semantic_types"])
+        self.encoder, self.index = encoder, index
+
+    def initialize(
+        self,
+        get_examples: Optional[Callable[[], Iterable[Any]]] = None,
+        *,
+        nlp: Optional[Language] = None,
+        kb_path: Optional[str] = None,
+        index_path: Optional[str] = None,
+        exact: Optional[bool] = None,
+        M: int = DEFAULT_M,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        work_dir: Optional[str] = None,
+        num_threads: int = 1,
+        show_progress: bool = True,
+    ) -> None:
+        """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
+        or build it (and save it there, when given, so the next run reuses it)."""
+        from .kb import KnowledgeBase
+
+        if kb_path is None:
+            raise ConfigError(Errors.E115.format(name=self.name))
+        encoder = self._load_encoder(self.cfg["model"])
+        kb = KnowledgeBase.from_disk(kb_path)
+        if index_path is not None and (ensure_path(index_path) / META_FILE).exists():
+            index = ConceptIndex.from_disk(index_path, kb)
+        else:
+            index = ConceptIndex.build(kb, encoder, exact=exact, M=M, ef_construction=ef_construction,
+                                       ef_search=self.cfg["ef_search"], batch_size=self.cfg["batch_size"],
+                                       work_dir=work_dir, num_threads=num_threads, show_progress=show_progress)
+            if index_path is not None:
+                index.to_disk(index_path)
+        self.set_resources(encoder, index, path=index_path or "<memory>")
+
+    def _load_encoder(self, name_or_path: str) -> Encoder:
+        cfg = self.cfg
+        return Encoder.load(name_or_path, pooling=cfg["pooling"], max_length=cfg["max_length"],
+                            device=cfg["device"], precision=cfg["precision"])
+
+    # ---- linking ------------------------------------------------------------------------
+    def __call__(self, doc: Doc) -> Doc:
+        try:
+            self._link([doc])
+        except Exception as err:  # spaCy's error-handler protocol
+            self.get_error_handler()(self.name, self, [doc], err)
+        return doc
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """Link a stream of docs; the mentions of ``batch_size`` docs are encoded at once."""
+        for docs in minibatch(stream, size=batch_size):
+            try:
+                self._link(docs)
+            except Exception as err:
+                self.get_error_handler()(self.name, self, docs, err)
+            yield from docs
+
+    def _spans(self, doc: Doc) -> Sequence[Span]:
+        key = self.cfg["spans_key"]
+        if key is None:
+            return doc.ents
+        return doc.spans[key] if key in doc.spans else ()  # a doc without the group: nothing to link
+
+    def _link(self, docs: Sequence[Doc]) -> None:
+        if self.encoder is None or self.index is None:
+            raise MissingInputError(Errors.E114.format(name=self.name))
+        cfg = self.cfg
+        per_doc: List[List[Tuple[Span, str]]] = []
+        for doc in docs:
+            spans = list(self._spans(doc))
+            long_forms = self._long_forms(doc) if cfg["resolve_abbreviations"] and spans else {}
+            per_doc.append([(span, normalize_name(_mention_text(span, long_forms))) for span in spans])
+        unique = sorted({text for mentions in per_doc for _, text in mentions if text})
+        found: Dict[str, List[Tuple[str, float]]] = {}
+        if unique:
+            vectors = self.encoder.encode(unique, batch_size=cfg["batch_size"])
+            ranked = self.index.search(vectors, max(cfg["k"], cfg["max_entities_per_mention"]),
+                                       semantic_types=cfg["semantic_types"] or None,
+                                       require_definition=cfg["filter_for_definitions"])
+            threshold, cap = cfg["threshold"], cfg["max_entities_per_mention"]
+            for text, cands in zip(unique, ranked):
+                found[text] = [(cid, round(score, 6)) for cid, score in cands if score >= threshold][:cap]
+        ext = cfg["extension_name"]
+        for doc, mentions in zip(docs, per_doc):
+            kb_ids: List[str] = []
+            for span, text in mentions:
+                cands = list(found.get(text, []))
+                span._.set(ext, cands)
+                kb_ids.append(cands[0][0] if cands else "")
+            if cfg["set_kb_id"] and mentions:
+                self._set_kb_ids(doc, [span for span, _ in mentions], kb_ids)
+
+    def _set_kb_ids(self, doc: Doc, spans: List[Span], kb_ids: List[str]) -> None:
+        if self.cfg["spans_key"] is None:
+            doc.ents = [Span(doc, s.start, s.end, label=s.label, kb_id=kid, span_id=s.id)
+                        for s, kid in zip(spans, kb_ids)]
+        else:
+            from spacy.tokens import SpanGroup
+
+            key = self.cfg["spans_key"]
+            group = doc.spans[key]
+            doc.spans[key] = SpanGroup(doc, name=key, attrs=dict(group.attrs), spans=[
+                Span(doc, s.start, s.end, label=s.label, kb_id=kid, span_id=s.id) for s, kid in zip(spans, kb_ids)
+            ])
+
+    def _long_forms(self, doc: Doc) -> Dict[int, Tuple[int, str]]:
+        """Short-form start token → (end token, long form text), from ``doc._.abbreviations`` when
+        an ``abbreviation_detector`` ran before us and found some, else from scispaCy's detector
+        run here (without touching the doc)."""
+        found: Dict[int, Tuple[int, str]] = {}
+        if Doc.has_extension("abbreviations"):
+            for abbr in doc._.abbreviations or ():
+                if isinstance(abbr, dict):  # AbbreviationDetector(make_serializable=True)
+                    found[int(abbr["short_start"])] = (int(abbr["short_end"]), str(abbr["long_text"]))
+                elif isinstance(abbr, Span) and abbr._.long_form is not None:
+                    long_form = abbr._.long_form
+                    found[abbr.start] = (abbr.end, getattr(long_form, "text", str(long_form)))
+        if found:
+            return found
+        from scispacy.abbreviation import filter_matches
+
+        if self._detector is None:
+            self._detector = _make_detector(self.vocab)
+        matches = self._detector.matcher(doc)
+        candidates = filter_matches([(m, s + 1, e - 1) for m, s, e in matches], doc)
+        if not candidates:
+            return found
+        with warnings.catch_warnings():  # scispaCy runs its matcher even when it has no patterns
+            warnings.filterwarnings("ignore", message=r"\[W036\]")
+            occurrences = self._detector.find_matches_for(candidates, doc)
+        for long_form, shorts in occurrences:
+            for short in shorts:
+                found[short.start] = (short.end, long_form.text)
+        return found
+
+    # ---- serialisation ------------------------------------------------------------------
+    def to_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> None:
+        """Write encoder (safetensors + tokenizer), KB and index below ``path``."""
+        path = ensure_path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if self.encoder is None or self.index is None:
+            return  # an uninitialised component has nothing to save; from_disk leaves it so
+        self.encoder.to_disk(path / "encoder")
+        kb_dir = path / "kb"
+        if kb_dir.exists():
+            shutil.rmtree(kb_dir)
+        self.kb.to_disk(kb_dir)
+        self.index.to_disk(path / "index")
+
+    def from_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
+        from .kb import KnowledgeBase
+
+        path = ensure_path(path)
+        if not (path / "index").exists():
+            return self
+        encoder = Encoder.from_disk(path / "encoder", device=self.cfg["device"], precision=self.cfg["precision"])
+        kb = KnowledgeBase.from_disk(path / "kb")
+        index = ConceptIndex.from_disk(path / "index", kb)
+        self.set_resources(encoder, index, path=path / "index")
+        return self
+
+    def to_bytes(self, *, exclude: Iterable[str] = ()) -> bytes:
+        import srsly
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.to_disk(tmp)
+            files = {str(p.relative_to(tmp)): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()}
+        return srsly.msgpack_dumps(files)
+
+    def from_bytes(self, data: bytes, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
+        import srsly
+
+        with tempfile.TemporaryDirectory() as tmp:
+            for rel, content in srsly.msgpack_loads(data).items():
+                target = Path(tmp) / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+            self.from_disk(tmp)
+            if self.index is not None:  # KB files are memory-mapped: keep them in memory
+                self.index.kb = _detach_kb(self.index.kb)
+        return self
+
+
+def _detach_kb(kb: Any) -> Any:
+    from .kb import KnowledgeBase
+
+    return KnowledgeBase.merge([kb])
+
+
+def _make_detector(vocab: Vocab) -> Any:
+    """scispaCy's AbbreviationDetector, used only for its matchers (it needs an object with .vocab)."""
+    from scispacy.abbreviation import AbbreviationDetector
+
+    class _VocabOnly:
+        def __init__(self, vocab: Vocab) -> None:
+            self.vocab = vocab
+
+    return AbbreviationDetector(_VocabOnly(vocab))  # type: ignore[arg-type]
+
+
+def _mention_text(span: Span, long_forms: Dict[int, Tuple[int, str]]) -> str:
+    """The span's text with every abbreviation inside it replaced by its long form."""
+    if not long_forms:
+        return span.text
+    parts: List[str] = []
+    i = span.start
+    doc = span.doc
+    while i < span.end:
+        hit = long_forms.get(i)
+        if hit is not None and hit[0] <= span.end:
+            parts.append(hit[1] + doc[hit[0] - 1].whitespace_)
+            i = hit[0]
+        else:
+            parts.append(doc[i].text_with_ws)
+            i += 1
+    return "".join(parts)
+
+
+def _validate_cfg(cfg: Dict[str, Any]) -> None:
+    for what, minimum in (("k", 1), ("max_entities_per_mention", 1), ("batch_size", 1), ("ef_search", 1)):
+        if not isinstance(cfg[what], int) or cfg[what] < minimum:
+            raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=cfg[what]))
+    threshold = cfg["threshold"]
+    if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
+        raise ConfigError(Errors.E116.format(value=threshold))
+    if not cfg["extension_name"] or not str(cfg["extension_name"]).isidentifier():
+        raise ConfigError(Errors.E002.format(what="extension_name", value=cfg["extension_name"],
+                                             choices="a Python identifier such as kb_ents"))
+
+
+__all__ = ["SapbertLinker", "make_sapbert_linker", "DEFAULT_CONFIG"]

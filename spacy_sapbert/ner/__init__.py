@@ -1,0 +1,21 @@
+"""NER stage: PubTator → DocBin conversion and a thin wrapper over ``spacy train``."""
+from .convert import (
+    DEFAULT_LABEL_MAP,
+    MISALIGNED_CHOICES,
+    ConversionStats,
+    convert_pubtator,
+    pubtator_to_docs,
+    read_docbin,
+)
+from .train import train_ner, ner_scores
+
+__all__ = [
+    "DEFAULT_LABEL_MAP",
+    "MISALIGNED_CHOICES",
+    "ConversionStats",
+    "convert_pubtator",
+    "pubtator_to_docs",
+    "read_docbin",
+    "train_ner",
+    "ner_scores",
+]

@@ -1,0 +1,204 @@
+"""Training settings: one dataclass per config section, read from a confection (spaCy-style) file.
+
+``configs/pretrain.cfg`` and ``configs/finetune.cfg`` hold the defaults; command-line overrides use
+spaCy's syntax (``--training.batch_size 64``, ``--loss.name infonce``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional
+
+from ..errors import ConfigError, Errors
+from ..util import PathLike
+
+AMP_CHOICES = ("none", "bf16", "fp16")
+POOLING_CHOICES = ("cls", "mean")
+BATCHING_CHOICES = ("random", "similar")
+
+
+@dataclass
+class ModelSettings:
+    pooling: str = "cls"
+    max_length: int = 25
+
+
+@dataclass
+class PairSettings:
+    max_pairs_per_concept: Optional[int] = 50
+    seed: int = 0
+
+
+@dataclass
+class TrainingSettings:
+    batch_size: int = 256  # pairs per optimizer step, over all processes (2 names each)
+    epochs: int = 1
+    max_steps: int = 0  # > 0: stop after this many steps (overrides epochs)
+    max_minutes: float = 0.0  # > 0: stop (with a checkpoint) after this much training time
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_steps: int = 0
+    grad_clip: float = 1.0  # 0: off
+    seed: int = 42
+    amp: str = "none"  # none | bf16 | fp16 (CUDA only)
+    device: str = "auto"
+    distributed: bool = False  # also switched on by torchrun's WORLD_SIZE > 1
+    batching: str = "random"  # random | similar (pairs with similar names share a batch)
+    checkpoint_every: int = 1000  # steps; a checkpoint is also written at the end
+    keep_checkpoints: int = 2
+    eval_every: int = 0  # steps; 0: evaluate on the dev set only at the end (if one is given)
+    patience: int = 0  # > 0: stop after this many dev evaluations without improvement
+    keep_best: bool = False  # the output model is the best on the dev set (fine-tuning)
+    log_every: int = 20
+
+
+@dataclass
+class LossSettings:
+    name: str = "multi_similarity"  # multi_similarity | infonce | triplet
+    alpha: float = 2.0
+    beta: float = 50.0
+    base: float = 0.5
+    temperature: float = 0.07
+    triplet_margin: float = 0.2
+
+
+@dataclass
+class MinerSettings:
+    enabled: bool = True
+    margin: float = 0.2
+    kind: str = "all"  # all | hard | semihard
+
+
+@dataclass
+class TrainConfig:
+    model: ModelSettings = field(default_factory=ModelSettings)
+    pairs: PairSettings = field(default_factory=PairSettings)
+    training: TrainingSettings = field(default_factory=TrainingSettings)
+    loss: LossSettings = field(default_factory=LossSettings)
+    miner: MinerSettings = field(default_factory=MinerSettings)
+
+    SECTIONS = ("model", "pairs", "training", "loss", "miner")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<config>") -> "TrainConfig":
+        values: Dict[str, Any] = {}
+        for name in data:
+            if name not in cls.SECTIONS and name not in ("paths",):
+                raise ConfigError(Errors.E212.format(path=source, what=f"unknown section [{name}]"))
+        for section in cls.SECTIONS:
+            klass = type(getattr(cls(), section))
+            given = dict(data.get(section, {}) or {})
+            known = {f.name for f in dataclasses.fields(klass)}
+            unknown = sorted(set(given) - known)
+            if unknown:
+                raise ConfigError(
+                    Errors.E212.format(
+                        path=source, what=f"unknown setting {section}.{unknown[0]} (known: {', '.join(sorted(known))})"
+                    )
+                )
+            values[section] = klass(**given)
+        config = cls(**values)
+        config.validate(source)
+        return config
+
+    def to_dict(self) -> Dict[str, Dict[str, Any]]:
+        return {s: dataclasses.asdict(getattr(self, s)) for s in self.SECTIONS}
+
+    def validate(self, source: str = "<config>") -> None:
+        t = self.training
+        checks = [
+            ("model.pooling", self.model.pooling, POOLING_CHOICES),
+            ("training.amp", t.amp, AMP_CHOICES),
+            ("training.batching", t.batching, BATCHING_CHOICES),
+            ("loss.name", self.loss.name, ("multi_similarity", "infonce", "triplet")),
+            ("miner.kind", self.miner.kind, ("all", "hard", "semihard")),
+        ]
+        for what, value, choices in checks:
+            if value not in choices:
+                raise ConfigError(Errors.E002.format(what=what, value=value, choices=", ".join(choices)))
+        positive = [
+            ("training.batch_size", t.batch_size),
+            ("model.max_length", self.model.max_length),
+            ("training.checkpoint_every", t.checkpoint_every),
+            ("training.log_every", t.log_every),
+            ("training.keep_checkpoints", t.keep_checkpoints),
+        ]
+        non_negative = [
+            ("training.epochs", t.epochs),
+            ("training.max_steps", t.max_steps),
+            ("training.max_minutes", t.max_minutes),
+            ("training.warmup_steps", t.warmup_steps),
+            ("training.grad_clip", t.grad_clip),
+            ("training.eval_every", t.eval_every),
+            ("training.patience", t.patience),
+            ("training.lr", t.lr),
+            ("training.weight_decay", t.weight_decay),
+        ]
+        for what, value in positive:
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(Errors.E212.format(path=source, what=f"{what} must be > 0, not {value!r}"))
+        for what, value in non_negative:
+            if not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(Errors.E212.format(path=source, what=f"{what} must be >= 0, not {value!r}"))
+        if t.epochs == 0 and t.max_steps == 0:
+            raise ConfigError(Errors.E212.format(path=source, what="set training.epochs or training.max_steps"))
+        cap = self.pairs.max_pairs_per_concept
+        if cap is not None and (not isinstance(cap, int) or cap < 1):
+            raise ConfigError(Errors.E212.format(path=source, what=f"pairs.max_pairs_per_concept must be >= 1 or null, not {cap!r}"))
+
+
+# configs/finetune.cfg: what differs from the pretraining defaults
+FINETUNE_DEFAULTS: Dict[str, Any] = {
+    "pairs.max_pairs_per_concept": 20,
+    "training.batch_size": 128,
+    "training.epochs": 5,
+    "training.checkpoint_every": 200,
+    "training.eval_every": 200,
+    "training.patience": 3,
+    "training.keep_best": True,
+}
+
+
+def load_config(
+    path: Optional[PathLike] = None, overrides: Optional[Mapping[str, Any]] = None, *, task: str = "pretrain"
+) -> TrainConfig:
+    """Read a confection config file (or start from the built-in defaults of ``task``, ``pretrain``
+    or ``finetune``, the same as ``configs/<task>.cfg``) and apply ``overrides``
+    (``{"training.batch_size": 64}``, as spaCy's ``parse_config_overrides`` returns them)."""
+    from confection import Config
+
+    overrides = dict(overrides or {})
+    source = str(path) if path is not None else f"<{task} defaults>"
+    if path is None:
+        if task not in ("pretrain", "finetune"):
+            raise ConfigError(Errors.E002.format(what="task", value=task, choices="pretrain, finetune"))
+        data: Dict[str, Any] = TrainConfig().to_dict()
+        base = dict(FINETUNE_DEFAULTS) if task == "finetune" else {}
+        for key, value in {**base, **overrides}.items():
+            section, _, name = key.partition(".")
+            if not name or section not in data:
+                raise ConfigError(Errors.E212.format(path=source, what=f"cannot override '{key}'"))
+            data[section][name] = value
+        return TrainConfig.from_dict(data, source=source)
+    if not Path(path).is_file():
+        from ..errors import MissingInputError
+
+        raise MissingInputError(Errors.E001.format(what="Config file", path=path, hint="see configs/pretrain.cfg."))
+    try:
+        cfg = Config().from_disk(path, overrides=overrides, interpolate=True)
+    except Exception as err:  # confection raises several error types for bad files/overrides
+        raise ConfigError(Errors.E212.format(path=source, what=str(err).strip().splitlines()[0])) from None
+    return TrainConfig.from_dict(cfg, source=source)
+
+
+__all__ = [
+    "TrainConfig",
+    "ModelSettings",
+    "PairSettings",
+    "TrainingSettings",
+    "LossSettings",
+    "MinerSettings",
+    "load_config",
+    "FINETUNE_DEFAULTS",
+]

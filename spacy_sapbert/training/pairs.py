@@ -1,0 +1,270 @@
+"""Training pairs, streamed to disk.
+
+A *pair set* is a folder:
+
+- ``pairs.bin``: little-endian int64 rows ``(text_a, text_b, label)``. A text id below
+  ``n_kb_names`` is a row of ``kb.names``; a larger id ``n_kb_names + i`` is line ``i`` of
+  ``texts.txt`` (task-data mentions). ``label`` is the position of the concept in ``kb.concept_ids``.
+- ``texts.txt``: extra (normalised) texts, one a line; empty for KB synonym pairs.
+- ``meta.json``: counts, the KB checksum, the cap and seed, written last (its presence marks a
+  complete pair set).
+
+Pairs are written concept by concept, so memory stays flat for a UMLS-sized KB; the reader
+memory-maps ``pairs.bin``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import DataFormatError, EmptyResultError, Errors, MissingInputError
+from ..kb.concept import normalize_name
+from ..util import PathLike, atomic_dir, ensure_path, get_logger
+
+logger = get_logger("training.pairs")
+
+PAIRS_FILE = "pairs.bin"
+TEXTS_FILE = "texts.txt"
+META_FILE = "meta.json"
+FORMAT_VERSION = 1
+_CHUNK = 65536
+
+
+def _combination(index: int, n: int) -> Tuple[int, int]:
+    """The ``index``-th pair ``(i, j)``, ``i < j``, of ``range(n)`` in lexicographic order."""
+    # Pairs starting at i: n - 1 - i. Solve for the largest i whose start offset <= index.
+    i = int(n - 2 - math.floor(math.sqrt(-8 * index + 4 * n * (n - 1) - 7) / 2.0 - 0.5))
+    start = i * n - i * (i + 1) // 2
+    # guard against float rounding
+    while start > index:
+        i -= 1
+        start = i * n - i * (i + 1) // 2
+    while i + 1 < n - 1 and (i + 1) * n - (i + 1) * (i + 2) // 2 <= index:
+        i += 1
+        start = i * n - i * (i + 1) // 2
+    return i, i + 1 + (index - start)
+
+
+def sample_pairs(n: int, cap: Optional[int], rng: random.Random) -> List[Tuple[int, int]]:
+    """All ``i < j`` pairs of ``n`` items, or ``cap`` of them sampled without replacement (sorted)."""
+    total = n * (n - 1) // 2
+    if cap is None or total <= cap:
+        return [(i, j) for i in range(n) for j in range(i + 1, n)]
+    picked = sorted(rng.sample(range(total), cap))
+    return [_combination(t, n) for t in picked]
+
+
+def _concept_rng(seed: int, concept_id: str) -> random.Random:
+    # str seeds are hashed with SHA-512 by random.Random: stable across runs and processes.
+    return random.Random(f"{seed}:{concept_id}")
+
+
+class _PairWriter:
+    def __init__(self, folder: Path) -> None:
+        self.fh = open(folder / PAIRS_FILE, "wb")
+        self.buffer: List[Tuple[int, int, int]] = []
+        self.count = 0
+
+    def add(self, a: int, b: int, label: int) -> None:
+        self.buffer.append((a, b, label))
+        if len(self.buffer) >= _CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.fh.write(np.asarray(self.buffer, dtype="<i8").tobytes())
+            self.count += len(self.buffer)
+            self.buffer = []
+
+    def close(self) -> None:
+        self.flush()
+        self.fh.close()
+
+
+def write_kb_pairs(
+    kb: Any,
+    path: PathLike,
+    *,
+    max_pairs_per_concept: Optional[int] = 50,
+    seed: int = 0,
+    overwrite: bool = False,
+    show_progress: bool = False,
+) -> "PairSet":
+    """Synonym pairs of every concept of ``kb`` (its normalised, deduplicated names), at most
+    ``max_pairs_per_concept`` per concept, sampled with a per-concept seeded RNG (so the result
+    does not depend on the order concepts are visited). Concepts with one name give nothing."""
+    from tqdm import tqdm
+
+    path = ensure_path(path)
+    n_names = len(kb.names)
+    index_of = {cid: i for i, cid in enumerate(kb.concept_ids)}
+    n_concepts_used = 0
+    with atomic_dir(path, overwrite=overwrite) as tmp:
+        writer = _PairWriter(tmp)
+        try:
+            for cid in tqdm(kb.concept_ids, desc="pairs", unit="concept", disable=not show_progress):
+                rows = kb.rows_of_concept(cid)
+                if len(rows) < 2:
+                    continue
+                n_concepts_used += 1
+                label = index_of[cid]
+                for i, j in sample_pairs(len(rows), max_pairs_per_concept, _concept_rng(seed, cid)):
+                    writer.add(int(rows[i]), int(rows[j]), label)
+        finally:
+            writer.close()
+        if writer.count == 0:
+            raise EmptyResultError(Errors.E200.format(n=len(kb)))
+        (tmp / TEXTS_FILE).write_text("", encoding="utf8")
+        meta = {
+            "format": FORMAT_VERSION,
+            "kind": "kb",
+            "n_pairs": writer.count,
+            "n_kb_names": n_names,
+            "n_texts": 0,
+            "n_concepts": n_concepts_used,
+            "kb_checksum": kb.checksum,
+            "max_pairs_per_concept": max_pairs_per_concept,
+            "seed": seed,
+        }
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf8")
+    logger.info("%d pairs from %d concepts written to %s", writer.count, n_concepts_used, path)
+    return PairSet(path)
+
+
+def _mention_fields(mention: Any) -> Tuple[str, Sequence[str]]:
+    if isinstance(mention, tuple) and len(mention) == 2:
+        return mention[0], mention[1]
+    return mention.text, mention.ids
+
+
+def write_task_pairs(
+    kb: Any,
+    mentions: Iterable[Any],
+    path: PathLike,
+    *,
+    max_pairs_per_mention: Optional[int] = None,
+    seed: int = 0,
+    dedupe: bool = True,
+    overwrite: bool = False,
+) -> "PairSet":
+    """Pairs for fine-tuning: each mention (``Mention`` or ``(text, ids)``) with every dictionary
+    name of each of its gold concepts (ids resolved with ``kb.resolve_id``; unknown ids skipped
+    and counted). ``max_pairs_per_mention`` caps very synonym-rich concepts (seeded sample);
+    ``dedupe`` writes a repeated (normalised text, gold concepts) mention once."""
+    path = ensure_path(path)
+    n_names = len(kb.names)
+    index_of = {cid: i for i, cid in enumerate(kb.concept_ids)}
+    texts: Dict[str, int] = {}
+    unknown = 0
+    n_mentions = 0
+    seen = set()
+    with atomic_dir(path, overwrite=overwrite) as tmp:
+        writer = _PairWriter(tmp)
+        try:
+            for k, mention in enumerate(mentions):
+                raw, ids = _mention_fields(mention)
+                text = normalize_name(raw)
+                if not text:
+                    continue
+                cids = sorted({c for c in (kb.resolve_id(i) for i in ids) if c is not None})
+                unknown += sum(1 for i in ids if kb.resolve_id(i) is None)
+                if not cids or (dedupe and (text, tuple(cids)) in seen):
+                    continue
+                seen.add((text, tuple(cids)))
+                n_mentions += 1
+                text_id = texts.setdefault(text, n_names + len(texts))
+                pairs = [(row, index_of[c]) for c in cids for row in kb.rows_of_concept(c)]
+                if max_pairs_per_mention is not None and len(pairs) > max_pairs_per_mention:
+                    rng = random.Random(f"{seed}:{k}:{text}")
+                    pairs = sorted(rng.sample(pairs, max_pairs_per_mention))
+                for row, label in pairs:
+                    writer.add(text_id, int(row), label)
+        finally:
+            writer.close()
+        if writer.count == 0:
+            raise EmptyResultError(Errors.E201.format(unknown=unknown))
+        with open(tmp / TEXTS_FILE, "w", encoding="utf8") as fh:
+            for text in texts:  # insertion order == id order
+                fh.write(text + "\n")
+        meta = {
+            "format": FORMAT_VERSION,
+            "kind": "task",
+            "n_pairs": writer.count,
+            "n_kb_names": n_names,
+            "n_texts": len(texts),
+            "n_mentions": n_mentions,
+            "unknown_ids": unknown,
+            "dedupe": dedupe,
+            "kb_checksum": kb.checksum,
+            "max_pairs_per_concept": max_pairs_per_mention,
+            "seed": seed,
+        }
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf8")
+    if unknown:
+        logger.warning("%d gold ids were not found in the KB and were skipped", unknown)
+    logger.info("%d task pairs from %d mentions written to %s", writer.count, n_mentions, path)
+    return PairSet(path)
+
+
+@dataclass
+class PairSet:
+    """A pair set folder on disk; ``pairs`` is a read-only memory map ``[n, 3]`` int64."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        self.path = ensure_path(self.path)
+        meta_path = self.path / META_FILE
+        if not meta_path.is_file():
+            raise MissingInputError(
+                Errors.E001.format(
+                    what="Pair set", path=self.path, hint="write it with write_kb_pairs / write_task_pairs."
+                )
+            )
+        try:
+            self.meta: Dict[str, Any] = json.loads(meta_path.read_text(encoding="utf8"))
+            n = int(self.meta["n_pairs"])
+        except (ValueError, KeyError) as err:
+            raise DataFormatError(Errors.E202.format(path=meta_path, what=str(err))) from None
+        bin_path = self.path / PAIRS_FILE
+        size = bin_path.stat().st_size if bin_path.is_file() else -1
+        if size != n * 3 * 8:
+            raise DataFormatError(
+                Errors.E202.format(path=bin_path, what=f"{size} bytes, expected {n * 24} for {n} pairs")
+            )
+        self.pairs = np.memmap(bin_path, dtype="<i8", mode="r", shape=(n, 3))
+        lines = (self.path / TEXTS_FILE).read_text(encoding="utf8").split("\n")
+        self.texts: List[str] = lines[:-1] if lines and lines[-1] == "" else lines
+        if len(self.texts) != int(self.meta.get("n_texts", 0)):
+            raise DataFormatError(Errors.E202.format(path=self.path / TEXTS_FILE, what="wrong number of lines"))
+
+    def __len__(self) -> int:
+        return int(self.pairs.shape[0])
+
+    def check_kb(self, kb: Any) -> None:
+        """Raise if the pairs were written from another KB (their ids would point elsewhere)."""
+        from ..errors import IncompatibleError
+
+        if self.meta.get("kb_checksum") != kb.checksum:
+            raise IncompatibleError(
+                Errors.E203.format(path=self.path, theirs=self.meta.get("kb_checksum"), ours=kb.checksum)
+            )
+
+    def text(self, kb: Any, text_id: int) -> str:
+        n = int(self.meta["n_kb_names"])
+        return kb.names[text_id] if text_id < n else self.texts[text_id - n]
+
+    def iter_pairs(self, kb: Any) -> Iterator[Tuple[str, str, str]]:
+        """``(name_a, name_b, concept_id)`` for every pair (for inspection and tests)."""
+        cids = kb.concept_ids
+        for a, b, label in self.pairs:
+            yield self.text(kb, int(a)), self.text(kb, int(b)), cids[int(label)]
+
+
+__all__ = ["PairSet", "write_kb_pairs", "write_task_pairs", "sample_pairs"]

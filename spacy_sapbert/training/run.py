@@ -1,0 +1,120 @@
+"""``pretrain`` and ``finetune``: what the CLI commands call.
+
+Both write their pair set to ``OUTPUT/pairs`` (rank 0 under DDP, the others wait), reuse it on
+``resume``, then run the :class:`~spacy_sapbert.training.trainer.Trainer`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence, Tuple, Union
+
+from ..errors import ConfigError, Errors
+from ..util import PathLike, ensure_path, get_logger
+from . import checkpoint as ckpt
+from .config import TrainConfig
+from .distributed import barrier, init_distributed
+from .pairs import META_FILE, PairSet, write_kb_pairs, write_task_pairs
+from .trainer import DevSet, TrainResult, Trainer
+
+logger = get_logger("training.run")
+
+KBLike = Union[Any, PathLike]
+
+
+def _load_kb(kb: KBLike) -> Any:
+    if isinstance(kb, (str, Path)):
+        from ..kb import KnowledgeBase
+
+        return KnowledgeBase.from_disk(kb)
+    return kb
+
+
+def _precheck(output: Path, resume: bool) -> None:
+    """Refuse early (before writing pairs) when ``output`` holds a run and we do not resume."""
+    if (output / ckpt.RUN_FILE).is_file() and not resume:
+        raise ConfigError(Errors.E209.format(path=output))
+
+
+def _pairs(output: Path, config: TrainConfig, kb: Any, write: Any) -> PairSet:
+    from ..util import resolve_device
+
+    folder = output / "pairs"
+    info = init_distributed(config.training.distributed, resolve_device(config.training.device).type)
+    if info.is_main and not (folder / META_FILE).is_file():
+        write(folder)
+    barrier(info)
+    pairs = PairSet(folder)
+    pairs.check_kb(kb)
+    wanted = {"max_pairs_per_concept": config.pairs.max_pairs_per_concept, "seed": config.pairs.seed}
+    for key, value in wanted.items():
+        if pairs.meta.get(key) != value:
+            raise ConfigError(Errors.E208.format(path=output, field=f"pairs.{key}", theirs=pairs.meta.get(key), ours=value))
+    return pairs
+
+
+def pretrain(
+    kb: KBLike,
+    base_model: str,
+    output: PathLike,
+    *,
+    config: Optional[TrainConfig] = None,
+    dev: Optional[DevSet] = None,
+    resume: bool = False,
+) -> TrainResult:
+    """Self-alignment pretraining of ``base_model`` on the synonym pairs of ``kb`` (a
+    ``KnowledgeBase`` or its folder). The model lands in ``OUTPUT/model``."""
+    config = config or TrainConfig()
+    output = ensure_path(output)
+    _precheck(output, resume)
+    kb = _load_kb(kb)
+    pairs = _pairs(
+        output,
+        config,
+        kb,
+        lambda folder: write_kb_pairs(
+            kb, folder, max_pairs_per_concept=config.pairs.max_pairs_per_concept, seed=config.pairs.seed,
+            show_progress=True,
+        ),
+    )
+    return Trainer(config, kb, pairs, base_model, output, dev=dev).run(resume=resume)
+
+
+def finetune(
+    kb: KBLike,
+    mentions: Iterable[Any],
+    base_model: str,
+    output: PathLike,
+    *,
+    config: Optional[TrainConfig] = None,
+    dev: Optional[DevSet] = None,
+    resume: bool = False,
+) -> TrainResult:
+    """Fine-tune ``base_model`` (e.g. a self-aligned model) on task data: each training mention
+    (``Mention`` or ``(text, ids)``) paired with the dictionary names of its gold concepts.
+    ``pairs.max_pairs_per_concept`` caps the pairs of one mention."""
+    config = config or TrainConfig()
+    output = ensure_path(output)
+    _precheck(output, resume)
+    kb = _load_kb(kb)
+    pairs = _pairs(
+        output,
+        config,
+        kb,
+        lambda folder: write_task_pairs(
+            kb, mentions, folder, max_pairs_per_mention=config.pairs.max_pairs_per_concept, seed=config.pairs.seed
+        ),
+    )
+    return Trainer(config, kb, pairs, base_model, output, dev=dev).run(resume=resume)
+
+
+def dev_set(kb: Any, mentions: Sequence[Any], ks: Tuple[int, ...] = (1, 5)) -> DevSet:
+    """A :class:`DevSet` from ``Mention`` objects or ``(text, ids)`` tuples (mentions without ids dropped)."""
+    items = []
+    for m in mentions:
+        text, ids = (m if isinstance(m, tuple) else (m.text, m.ids))
+        if ids:
+            items.append((text, tuple(ids)))
+    return DevSet(kb=kb, mentions=items, ks=ks)
+
+
+__all__ = ["pretrain", "finetune", "dev_set"]

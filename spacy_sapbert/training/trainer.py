@@ -1,0 +1,441 @@
+"""The training loop: pairs → (global) batch → embeddings → miner → loss → AdamW.
+
+Deterministic: the order of pairs in epoch ``e`` comes from ``numpy.random.default_rng([seed, e])``
+and torch's RNG (dropout) is re-seeded from ``(seed, step, rank)`` before every step, so a resumed run
+continues exactly like an uninterrupted one. GPU features are explicit: ``training.amp`` (bf16/fp16
+autocast, GradScaler for fp16; refused on CPU) and DDP (torchrun's env vars or
+``training.distributed``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import ConfigError, Errors, TrainingError
+from ..util import PathLike, ensure_path, get_logger, resolve_device
+from . import checkpoint as ckpt
+from .config import TrainConfig
+from .distributed import DistInfo, barrier, broadcast_flag, gather_with_grad, init_distributed, shutdown
+from .losses import make_loss
+from .miners import TripletMarginMiner
+from .pairs import PairSet
+
+logger = get_logger("training.trainer")
+
+METRICS_FILE = "metrics.jsonl"
+
+
+@dataclass
+class DevSet:
+    """Mentions ``(text, gold_ids)`` and the KB to search (may differ from the training KB)."""
+
+    kb: Any
+    mentions: Sequence[Tuple[str, Sequence[str]]]
+    ks: Tuple[int, ...] = (1, 5)
+
+
+@dataclass
+class TrainResult:
+    output: Path
+    model_path: Path
+    steps: int
+    pairs_seen: int
+    train_seconds: float
+    final_loss: Optional[float]
+    history: List[Dict[str, Any]] = field(default_factory=list)
+    best_dev: Optional[float] = None
+
+
+def load_base_model(name_or_path: str) -> Tuple[Any, Any]:
+    """Tokenizer + encoder model; anything that is not a BERT-like encoder → E205."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(name_or_path)
+    except (OSError, ValueError) as err:
+        raise ConfigError(Errors.E205.format(path=name_or_path, what=str(err).splitlines()[0][:200])) from None
+    if getattr(config, "is_encoder_decoder", False) or getattr(config, "is_decoder", False):
+        raise ConfigError(Errors.E205.format(path=name_or_path, what=f"model type '{config.model_type}' is a decoder"))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        model = AutoModel.from_pretrained(name_or_path, config=config)
+    except (OSError, ValueError, KeyError) as err:
+        raise ConfigError(Errors.E205.format(path=name_or_path, what=str(err).splitlines()[0][:200])) from None
+    if not hasattr(model, "get_input_embeddings") or getattr(model, "main_input_name", "") != "input_ids":
+        raise ConfigError(Errors.E205.format(path=name_or_path, what=f"'{type(model).__name__}' takes no token ids"))
+    return tokenizer, model
+
+
+class _EpochOrder:
+    """Batches of pair indices for one epoch: shuffled, or grouped by similar anchor names."""
+
+    def __init__(self, pairs: PairSet, kb: Any, batch_size: int, batching: str, seed: int) -> None:
+        self.pairs, self.kb, self.batch_size, self.batching, self.seed = pairs, kb, batch_size, batching, seed
+        self._keys: Optional[np.ndarray] = None
+        self._cache: Tuple[int, Optional[np.ndarray]] = (-1, None)
+
+    def n_batches(self) -> int:
+        return math.ceil(len(self.pairs) / self.batch_size)
+
+    def _sort_keys(self) -> np.ndarray:
+        if self._keys is None:
+            # word-sorted anchor name: "breast cancer" and "cancer of breast" land together, and
+            # names sharing words ("breast cyst") in the same or the next batch: hard negatives.
+            texts = [" ".join(sorted(self.pairs.text(self.kb, int(a)).split())) for a in self.pairs.pairs[:, 0]]
+            self._keys = np.argsort(np.asarray(texts, dtype=object), kind="stable")
+        return self._keys
+
+    def order(self, epoch: int) -> np.ndarray:
+        if self._cache[0] == epoch:
+            return self._cache[1]  # type: ignore[return-value]
+        rng = np.random.default_rng([self.seed, epoch])
+        n = len(self.pairs)
+        if self.batching == "random":
+            order = rng.permutation(n)
+        else:
+            ranked = self._sort_keys()
+            starts = np.arange(0, n, self.batch_size)
+            shift = int(rng.integers(0, self.batch_size)) if n > self.batch_size else 0
+            rolled = np.roll(ranked, -shift)  # batch borders move every epoch
+            blocks = [rolled[s : s + self.batch_size] for s in starts]
+            order = np.concatenate([blocks[i] for i in rng.permutation(len(blocks))])
+        self._cache = (epoch, order)
+        return order
+
+    def batch(self, epoch: int, index: int) -> np.ndarray:
+        order = self.order(epoch)
+        return order[index * self.batch_size : (index + 1) * self.batch_size]
+
+
+class Trainer:
+    """One training run into ``output``. Use :func:`train` unless you need the pieces."""
+
+    def __init__(self, config: TrainConfig, kb: Any, pairs: PairSet, base_model: str, output: PathLike,
+                 *, dev: Optional[DevSet] = None) -> None:
+        import torch
+
+        self.config, self.kb, self.pairs, self.base_model = config, kb, pairs, str(base_model)
+        self.output = ensure_path(output)
+        self.dev = dev
+        t = config.training
+        self.device = resolve_device(t.device)
+        self.dist = init_distributed(t.distributed, self.device.type)
+        if self.dist.enabled and self.device.type == "cuda":
+            self.device = torch.device("cuda", self.dist.local_rank)
+            torch.cuda.set_device(self.device)
+        if t.amp != "none" and self.device.type != "cuda":
+            raise ConfigError(Errors.E204.format(amp=t.amp, device=self.device))
+        if t.batch_size % self.dist.world_size:
+            raise ConfigError(Errors.E211.format(batch_size=t.batch_size, world_size=self.dist.world_size))
+        pairs.check_kb(kb)
+        self.tokenizer, model = load_base_model(self.base_model)
+        self.model = model.to(self.device)
+        self.module = self.model
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = DistributedDataParallel(self.model, device_ids=ids)
+        self.optimizer = self._make_optimizer()
+        self.scaler = torch.amp.GradScaler("cuda") if t.amp == "fp16" else None
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.amp)
+        self.loss_fn = make_loss(config.loss.name, **self._loss_kwargs())
+        self.miner = TripletMarginMiner(config.miner.margin, config.miner.kind) if config.miner.enabled else None
+        self.batches = _EpochOrder(pairs, kb, t.batch_size, t.batching, t.seed)
+        self.identity = ckpt.run_identity(config.to_dict(), self.base_model, kb.checksum, pairs.meta)
+
+    # ---- setup -------------------------------------------------------------------------------
+    def _loss_kwargs(self) -> Dict[str, float]:
+        loss = self.config.loss
+        if loss.name == "multi_similarity":
+            return {"alpha": loss.alpha, "beta": loss.beta, "base": loss.base}
+        if loss.name == "infonce":
+            return {"temperature": loss.temperature}
+        return {"margin": loss.triplet_margin}
+
+    def _make_optimizer(self) -> Any:
+        import torch
+
+        decay, no_decay = [], []
+        for name, param in self.module.named_parameters():
+            (no_decay if param.ndim < 2 or "LayerNorm" in name else decay).append(param)
+        groups = [
+            {"params": decay, "weight_decay": self.config.training.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        return torch.optim.AdamW(groups, lr=self.config.training.lr)
+
+    def total_steps(self) -> int:
+        t = self.config.training
+        return t.max_steps if t.max_steps > 0 else t.epochs * self.batches.n_batches()
+
+    def settings(self) -> Dict[str, Any]:
+        from ..encoder import weights_fingerprint
+
+        return {
+            "name": f"sapbert-trained:{self.base_model}",
+            "pooling": self.config.model.pooling,
+            "max_length": self.config.model.max_length,
+            "dim": int(self.module.config.hidden_size),
+            "fingerprint": weights_fingerprint(self.module),
+        }
+
+    # ---- one step ----------------------------------------------------------------------------
+    def _texts_and_labels(self, batch: np.ndarray) -> Tuple[List[str], "torch.Tensor"]:  # noqa: F821
+        """This process's texts (its share of the pairs: all first names, then all second names)
+        and the labels of the global batch in the order ``gather_with_grad`` concatenates rows."""
+        import torch
+
+        rows = np.asarray(self.pairs.pairs[batch])
+        world = self.dist.world_size
+        share = len(rows) // world  # a short last batch that does not split evenly loses its remainder
+        labels, mine = [], rows[:0]
+        for r in range(world):
+            part = rows[r * share : (r + 1) * share]
+            labels.append(np.concatenate([part[:, 2], part[:, 2]]))
+            if r == self.dist.rank:
+                mine = part
+        texts = [self.pairs.text(self.kb, int(i)) for i in mine[:, 0]]
+        texts += [self.pairs.text(self.kb, int(i)) for i in mine[:, 1]]
+        return texts, torch.from_numpy(np.concatenate(labels)).to(self.device)
+
+    def _embed(self, texts: List[str]) -> "torch.Tensor":  # noqa: F821
+        from ..encoder import pool
+
+        enc = self.tokenizer(texts, max_length=self.config.model.max_length, truncation=True, padding=True,
+                             return_tensors="pt").to(self.device)
+        out = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
+        return pool(out.last_hidden_state, enc["attention_mask"], self.config.model.pooling)
+
+    def _lr(self, step: int) -> float:
+        t = self.config.training
+        if t.warmup_steps and step < t.warmup_steps:
+            return t.lr * (step + 1) / t.warmup_steps
+        return t.lr
+
+    def step(self, batch: np.ndarray, global_step: int) -> float:
+        import torch
+
+        t = self.config.training
+        torch.manual_seed((t.seed * 1_000_003 + global_step * 7_919 + self.dist.rank) % (2**62))
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._lr(global_step)
+        texts, labels = self._texts_and_labels(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=self.device.type, dtype=self.amp_dtype or torch.float32,
+                            enabled=self.amp_dtype is not None):
+            local = self._embed(texts)
+        emb = gather_with_grad(local.float(), self.dist)
+        pairs = self.miner(emb, labels) if self.miner is not None else None
+        loss = self.loss_fn(emb, labels, pairs)
+        if not torch.isfinite(loss):
+            raise TrainingError(Errors.E214.format(value=loss.item(), step=global_step))
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
+        else:
+            loss.backward()
+        if t.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.module.parameters(), t.grad_clip)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        return float(loss.detach())
+
+    def _first_step(self, batch: np.ndarray, global_step: int) -> float:
+        import torch
+
+        oom_types: Tuple[type, ...] = (MemoryError, torch.cuda.OutOfMemoryError)
+        try:
+            return self.step(batch, global_step)
+        except oom_types:
+            pass
+        except RuntimeError as err:
+            if "out of memory" not in str(err).lower():
+                raise
+        t = self.config.training
+        suggest = max(self.dist.world_size, (t.batch_size // 2) // self.dist.world_size * self.dist.world_size)
+        hint = "" if t.amp != "none" or self.device.type != "cuda" else ", or --training.amp bf16"
+        raise TrainingError(Errors.E206.format(batch_size=t.batch_size, names=2 * t.batch_size,
+                                               max_length=self.config.model.max_length, device=self.device,
+                                               suggest=suggest, amp_hint=hint))
+
+    # ---- evaluation ----------------------------------------------------------------------------
+    def evaluate(self) -> Dict[str, float]:
+        """Concept-level acc@k of the current weights on the dev set (exact search)."""
+        from ..encoder import Encoder
+        from ..index import ConceptIndex
+        from ..kb.concept import normalize_name
+
+        if self.dev is None:
+            return {}
+        was_training = self.module.training
+        enc = Encoder(self.module, self.tokenizer, pooling=self.config.model.pooling,
+                      max_length=self.config.model.max_length, device=str(self.device), precision="fp32",
+                      cache_size=0)
+        try:
+            index = ConceptIndex.build(self.dev.kb, enc, exact=True, show_progress=False)
+            queries = [normalize_name(text) for text, _ in self.dev.mentions]
+            ranked = index.search(enc.encode(queries), max(self.dev.ks))
+        finally:
+            self.module.train(was_training)
+        result: Dict[str, float] = {}
+        for k in self.dev.ks:
+            hits = 0
+            for (_, ids), concepts in zip(self.dev.mentions, ranked):
+                gold = {self.dev.kb.resolve_id(i) for i in ids} - {None}
+                hits += any(cid in gold for cid, _ in concepts[:k])
+            result[f"dev_acc@{k}"] = hits / max(1, len(self.dev.mentions))
+        return result
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def _log(self, row: Dict[str, Any]) -> None:
+        if self.dist.is_main:
+            with open(self.output / METRICS_FILE, "a", encoding="utf8") as fh:
+                fh.write(json.dumps(row) + "\n")
+
+    def run(self, *, resume: bool = False, callback: Optional[Callable[[Dict[str, Any]], None]] = None) -> TrainResult:
+        import torch
+        from tqdm import tqdm
+
+        t = self.config.training
+        if self.dist.is_main:
+            ckpt.prepare_output(self.output, self.identity, resume=resume)
+        barrier(self.dist)
+        state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "pairs_seen": 0, "train_seconds": 0.0,
+                 "best_dev": None, "evals_without_gain": 0}
+        if resume:
+            found = ckpt.list_checkpoints(self.output)
+            if not found:
+                raise TrainingError(Errors.E210.format(path=self.output))
+            state.update(ckpt.load_checkpoint(found[-1][1], self.module, self.optimizer, self.scaler))
+            logger.info("resumed from %s (step %d)", found[-1][1], state["global_step"])
+            if self.dist.is_main:
+                self._truncate_metrics(int(state["global_step"]))
+        total = self.total_steps()
+        n_batches = self.batches.n_batches()
+        self.model.train()
+        bar = tqdm(total=total, initial=min(state["global_step"], total), unit="step", desc="train",
+                   disable=not self.dist.is_main, dynamic_ncols=True)
+        history: List[Dict[str, Any]] = []
+        last_loss: Optional[float] = None
+        window: List[float] = []
+        window_pairs, window_start = 0, time.perf_counter()
+        first = True
+        stop = False
+        try:
+            while state["global_step"] < total and not stop:
+                if state["step_in_epoch"] >= n_batches:
+                    state["epoch"] += 1
+                    state["step_in_epoch"] = 0
+                batch = self.batches.batch(state["epoch"], state["step_in_epoch"])
+                started = time.perf_counter()
+                if first:
+                    loss = self._first_step(batch, state["global_step"])
+                    first = False
+                else:
+                    loss = self.step(batch, state["global_step"])
+                state["train_seconds"] += time.perf_counter() - started
+                state["global_step"] += 1
+                state["step_in_epoch"] += 1
+                state["pairs_seen"] += len(batch)
+                last_loss = loss
+                window.append(loss)
+                window_pairs += len(batch)
+                step = state["global_step"]
+                if step % t.log_every == 0 or step == total:
+                    elapsed = time.perf_counter() - window_start
+                    row = {"step": step, "epoch": state["epoch"], "pairs_seen": state["pairs_seen"],
+                           "loss": sum(window) / len(window), "lr": self._lr(step - 1),
+                           "pairs_per_s": window_pairs / max(elapsed, 1e-9), "train_seconds": state["train_seconds"]}
+                    self._log(row)
+                    history.append(row)
+                    bar.set_postfix(loss=f"{row['loss']:.4f}", pairs_s=f"{row['pairs_per_s']:.0f}")
+                    window, window_pairs, window_start = [], 0, time.perf_counter()
+                bar.update(1)
+                out_of_time = t.max_minutes > 0 and state["train_seconds"] >= t.max_minutes * 60
+                stop = broadcast_flag(out_of_time, self.dist, self.device)
+                final = step >= total or stop
+                if self.dev is not None and ((t.eval_every and step % t.eval_every == 0) or final):
+                    stop = self._dev_eval(state, history, callback) or stop
+                    stop = broadcast_flag(stop, self.dist, self.device)
+                    final = final or stop
+                if step % t.checkpoint_every == 0 or final:
+                    self._save(state)
+        finally:
+            bar.close()
+        model_path = self._finish(state)
+        shutdown(self.dist)
+        return TrainResult(output=self.output, model_path=model_path, steps=state["global_step"],
+                           pairs_seen=state["pairs_seen"], train_seconds=state["train_seconds"],
+                           final_loss=last_loss, history=history, best_dev=state.get("best_dev"))
+
+    def _dev_eval(self, state: Dict[str, Any], history: List[Dict[str, Any]],
+                  callback: Optional[Callable[[Dict[str, Any]], None]]) -> bool:
+        """Evaluate (rank 0), log, keep the best model; True when patience ran out."""
+        t = self.config.training
+        stop = False
+        if self.dist.is_main:
+            figures = self.evaluate()
+            row = {"step": state["global_step"], "pairs_seen": state["pairs_seen"],
+                   "train_seconds": state["train_seconds"], **figures}
+            self._log(row)
+            history.append(row)
+            logger.info("dev at step %d: %s", state["global_step"], figures)
+            if callback is not None:
+                callback(row)
+            score = figures[f"dev_acc@{self.dev.ks[0]}"]  # type: ignore[union-attr]
+            if state["best_dev"] is None or score > state["best_dev"]:
+                state["best_dev"] = score
+                state["evals_without_gain"] = 0
+                if t.keep_best:
+                    ckpt.write_final_model(self.output, self.module, self.tokenizer, self.settings(),
+                                           name="best")
+            else:
+                state["evals_without_gain"] += 1
+                stop = t.patience > 0 and state["evals_without_gain"] >= t.patience
+        barrier(self.dist)
+        return stop
+
+    def _save(self, state: Dict[str, Any]) -> None:
+        if self.dist.is_main:
+            ckpt.save_checkpoint(self.output, state["global_step"], self.module, self.tokenizer, self.optimizer,
+                                 self.scaler, dict(state), self.settings(), keep=self.config.training.keep_checkpoints)
+        barrier(self.dist)
+
+    def _finish(self, state: Dict[str, Any]) -> Path:
+        target = self.output / "model"
+        if self.dist.is_main:
+            best = self.output / "best"
+            if self.config.training.keep_best and best.is_dir():
+                ckpt.write_final_model(self.output, None, None, {}, source=best)
+            else:
+                ckpt.write_final_model(self.output, self.module, self.tokenizer, self.settings())
+        barrier(self.dist)
+        return target
+
+    def _truncate_metrics(self, step: int) -> None:
+        path = self.output / METRICS_FILE
+        if not path.is_file():
+            return
+        rows = [line for line in path.read_text(encoding="utf8").splitlines() if line.strip()]
+        kept = [line for line in rows if json.loads(line).get("step", 0) <= step]
+        path.write_text("".join(line + "\n" for line in kept), encoding="utf8")
+
+
+def train(config: TrainConfig, kb: Any, pairs: PairSet, base_model: str, output: PathLike, *,
+          dev: Optional[DevSet] = None, resume: bool = False,
+          callback: Optional[Callable[[Dict[str, Any]], None]] = None) -> TrainResult:
+    """Train ``base_model`` on ``pairs`` (from ``kb``) into ``output``; see the module docstring."""
+    return Trainer(config, kb, pairs, base_model, output, dev=dev).run(resume=resume, callback=callback)
+
+
+__all__ = ["Trainer", "TrainResult", "DevSet", "train", "load_base_model"]
