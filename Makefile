@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-all demo clean
+.PHONY: venv test test-all demo demo-clean clean
 
 $(STAMP): requirements.txt requirements-dev.txt setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,16 @@ venv: $(STAMP)
 # Default test run: fast tests plus the slow ones that use ../shared/data when it is present.
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The offline demo on this machine's CPU: weasel runs the project's `demo` workflow (project.yml):
+# public data from ../shared/data (or the official downloads), KB, a short self-alignment run of the
+# offline MiniLM, index, NER, package -> pip install -> spacy.load by name, evaluation report.
+# Steps whose inputs did not change are skipped on a rerun; `make demo-clean` starts over.
+demo: $(STAMP)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PY) -m weasel run demo
+
+demo-clean:
+	rm -rf training corpus metrics packages assets/data assets/downloads assets/base_model project.lock
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -171,6 +171,8 @@ def main() -> None:
             start = time.perf_counter()
             info = make_synthetic(folder, args.rows)
             print(f"  generated {info['rows']:,} MRCONSO rows ({info['cuis']:,} CUIs) in {time.perf_counter()-start:.0f}s", flush=True)
+        else:
+            print(f"  reusing {folder / 'MRCONSO.RRF'} (delete it to regenerate; seed 0, deterministic)", flush=True)
         rows.append(measure(f"synthetic_{args.rows}", "umls", folder))
     header = ("| source | concepts | names | ambiguous | build s | build peak MB | disk MB | load ms | load peak MB "
               "| iterate names s | scispaCy jsonl load s | scispaCy peak MB |")

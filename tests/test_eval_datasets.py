@@ -173,6 +173,9 @@ def test_read_dataset_detects_format(eval_dir, tmp_path):
     assert detect_format(eval_dir / "mentions.tsv") == "tsv"
     assert detect_format(eval_dir / "mentions.jsonl") == "jsonl"
     assert len(iter_mentions(read_dataset(eval_dir / "test.pubtator"))) == 12
+    blank_first = tmp_path / "corpus.txt"
+    blank_first.write_text("\n" + (eval_dir / "test.pubtator").read_text(encoding="utf8"), encoding="utf8")
+    assert detect_format(blank_first) == "pubtator"
     odd = tmp_path / "data.xyz"
     odd.write_text("hello\n", encoding="utf8")
     with pytest.raises(ConfigError, match="SB-E002.*could not detect"):

@@ -41,7 +41,7 @@ def test_build_kb_merges_sources_and_prints_summary(kbdir, tmp_path):
 def test_build_kb_one_format_for_all_sources_and_language_option(kbdir, tmp_path):
     out = tmp_path / "kb"
     result = runner.invoke(app, ["build-kb", str(kbdir / "umls"), "-f", "umls", "-o", str(out), "-l", "all",
-                                 "--keep-suppressed", "-t", "T047,T184", "--no-tradenames", "--no-definitions"])
+                                 "--keep-suppressed", "-t", "T047", "-t", "Sign or Symptom", "--no-tradenames", "--no-definitions"])
     assert result.exit_code == 0, result.output
     kb = KnowledgeBase.from_disk(out)
     assert list(kb.concept_ids) == ["C0000001", "C0000002", "C0000005", "C0000006"]

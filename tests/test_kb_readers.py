@@ -54,6 +54,7 @@ def test_umls_language_filter(kbdir):
     got = _by_id(read_umls(kbdir / "umls", languages=["ENG", "FRE", "GER"]))
     assert "C0000005" in got and "Infarctus du myocarde" in got["C0000001"].aliases
     assert len(_by_id(read_umls(kbdir / "umls", languages=None))) == 6
+    assert _by_id(read_umls(kbdir / "umls", languages="GER", sabs="MSHGER")).keys() == {"C0000005"}  # str = one value
 
 
 def test_umls_sab_filters(kbdir):
@@ -71,7 +72,9 @@ def test_umls_suppress_filter(kbdir):
 
 
 def test_umls_semantic_type_filter(kbdir):
-    assert sorted(_by_id(read_umls(kbdir / "umls", semantic_types=["T121"]))) == ["C0000003", "C0000004"]
+    got = _by_id(read_umls(kbdir / "umls", semantic_types=["T121"]))
+    assert sorted(got) == ["C0000003", "C0000004"]
+    assert got["C0000003"].types == ("T109", "T121")  # all TUIs of a kept concept
     got = _by_id(read_umls(kbdir / "umls", semantic_types=["Sign or Symptom"]))
     assert sorted(got) == ["C0000002", "C0000006"]
     assert got["C0000002"].types == ("T184",)
@@ -83,11 +86,24 @@ def test_umls_without_definitions_or_tradenames(kbdir):
     assert got["C0000004"].aliases == ()
 
 
-def test_umls_layout_from_mrfiles_and_mrcols(kbdir):
-    for folder in ("umls_mrfiles", "umls_mrcols"):
-        got = _by_id(read_umls(kbdir / folder))
-        assert got["C0000010"].canonical_name == "Shortness of breath"
-        assert got["C0000010"].aliases == ("Dyspnoea",)
+def test_umls_layout_from_mrfiles(kbdir):
+    got = _by_id(read_umls(kbdir / "umls_mrfiles"))  # a non-standard column order, read from MRFILES.RRF
+    assert got["C0000010"].canonical_name == "Shortness of breath"
+    assert got["C0000010"].aliases == ("Dyspnoea",)
+
+
+def test_umls_mrcols_confirms_standard_layout(kbdir, tmp_path):
+    # MRCOLS.RRF (sorted by column name, like a release) with the standard columns: standard order used
+    got = _by_id(read_umls(kbdir / "umls_mrcols", tradenames=False))
+    assert got["C0000001"].canonical_name == "Myocardial Infarction"
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    shutil.copy(kbdir / "umls_mrfiles" / "MRCONSO.RRF", odd / "MRCONSO.RRF")
+    lines = [line for line in (kbdir / "umls_mrcols" / "MRCOLS.RRF").read_text(encoding="utf8").splitlines()
+             if line.split("|")[0] in {"CUI", "STR", "LAT", "SAB", "TS", "STT", "ISPREF", "SUPPRESS"}]
+    (odd / "MRCOLS.RRF").write_text("\n".join(lines) + "\n", encoding="utf8")
+    with pytest.raises(DataFormatError, match=r"\[SB-E013\].*MRCONSO.RRF.*add the release's MRFILES.RRF"):
+        list(read_umls(odd))
 
 
 def test_umls_bad_inputs(kbdir, tmp_path):
@@ -177,6 +193,13 @@ def test_obo_bad_inputs(tmp_path):
         list(read_obo(f))
 
 
+def test_obo_synonym_without_scope_is_related(tmp_path):
+    f = tmp_path / "noscope.obo"
+    f.write_text('[Term]\nid: X:1\nname: one\nsynonym: "uno" []\nsynonym: "eins"\n', encoding="utf8")
+    assert next(read_obo(f)).aliases == ("uno", "eins")
+    assert next(read_obo(f, synonym_scopes="EXACT")).aliases == ()
+
+
 def test_obo_term_without_name_is_skipped_with_warning(tmp_path, caplog):
     f = tmp_path / "noname.obo"
     f.write_text("[Term]\nid: X:1\n\n[Term]\nid: X:2\nname: two\n", encoding="utf8")
@@ -217,7 +240,7 @@ def test_medic_bad_inputs(tmp_path):
     f.write_text("||name\n", encoding="utf8")
     with pytest.raises(DataFormatError, match=r"\[SB-E011\].*line 1: no id"):
         list(read_medic(f))
-    f.write_text("\n\n", encoding="utf8")
+    f.write_text("\n# a comment\n", encoding="utf8")
     with pytest.raises(EmptyResultError, match=r"\[SB-E007\]"):
         list(read_medic(f))
     with pytest.raises(MissingInputError, match=r"\[SB-E001\]"):

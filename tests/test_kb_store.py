@@ -200,3 +200,63 @@ def test_empty_kb_round_trip(tmp_path):
     assert len(kb) == 0 and len(kb.names) == 0
     kb.to_disk(tmp_path / "empty")
     assert len(KnowledgeBase.from_disk(tmp_path / "empty")) == 0
+
+
+def test_concept_row_csr_and_type_masks(kb):
+    kb.add_alias("C3", "fits")
+    ptr, rows = kb.concept_row_csr()
+    for j, cid in enumerate(kb.concept_ids):
+        assert tuple(int(r) for r in rows[ptr[j]:ptr[j + 1]]) == kb.rows_of_concept(cid)
+    assert kb.all_types() == ("T047", "T184")
+    assert kb.concept_type_mask(["T184"]).tolist() == [True, False, False]
+    assert kb.types_of("C2") == ("T047",)
+    mask = kb.row_type_mask(["T047"])
+    assert [kb.names[i] for i in mask.nonzero()[0]] == ["heart attack", "mi", "myocardial infarction"]
+    assert not kb.row_type_mask(["T999"]).any()
+    assert kb.concept_definition_mask().tolist() == [False, True, False]
+    both = kb.rows_of_concept_mask(kb.concept_type_mask(["T047", "T184"]) & ~kb.concept_definition_mask())
+    assert [kb.names[i] for i in both.nonzero()[0]] == ["fever", "mi", "pyrexia"]
+
+
+def test_pickle_reopens_memory_map_and_keeps_additions(kb, tmp_path):
+    import pickle  # multiprocessing only (nlp.pipe(n_process=...)); never a file format here
+
+    kb.add_alias("C1", "hot")
+    copy = pickle.loads(pickle.dumps(kb))
+    assert copy.checksum == kb.checksum and list(copy.names) == list(kb.names)
+    kb.to_disk(tmp_path / "kb")
+    loaded = KnowledgeBase.from_disk(tmp_path / "kb")
+    loaded.add_alias("C2", "cardiac arrest")
+    data = pickle.dumps(loaded)
+    assert len(data) < 2000  # the path and the additions, not the arrays
+    again = pickle.loads(data)
+    assert isinstance(again._a["name_blob"], np.memmap)
+    assert again.checksum == loaded.checksum and again.alias_to_cuis["cardiac arrest"] == {"C2"}
+    KnowledgeBase.from_concepts([Concept("Q", "Other")]).to_disk(tmp_path / "kb")
+    with pytest.raises(DataFormatError, match=r"\[SB-E010\].*changed"):
+        pickle.loads(data)
+
+
+def test_sorted_sequences_answer_membership_by_binary_search(kb):
+    kb.add_alias("C1", "zz hot")
+    assert "C2" in kb.concept_ids and "C9" not in kb.concept_ids and 2 not in kb.concept_ids
+    assert kb.concept_ids.index("C3") == 2
+    with pytest.raises(ValueError):
+        kb.concept_ids.index("C9")
+    names = kb.names
+    assert "mi" in names and "zz hot" in names and "nope" not in names
+    assert names.index("mi") == list(names).index("mi") and names.index("zz hot") == len(names) - 1
+    with pytest.raises(ValueError):
+        names.index("nope")
+    unsorted = StrArray(*pack_strings(["b", "a"]))
+    assert "a" in unsorted and unsorted.index("a") == 1
+
+
+def test_verify_detects_altered_arrays(kb, tmp_path):
+    kb.to_disk(tmp_path / "kb")
+    KnowledgeBase.from_disk(tmp_path / "kb").verify()
+    blob = np.load(tmp_path / "kb" / "name_blob.npy")
+    blob[0] = ord("x")
+    np.save(tmp_path / "kb" / "name_blob.npy", blob)
+    with pytest.raises(DataFormatError, match=r"\[SB-E010\].*do not match the checksum"):
+        KnowledgeBase.from_disk(tmp_path / "kb").verify()

@@ -68,3 +68,19 @@ def test_cli_bad_override_syntax(corpora, tmp_path):
                                       "--set", "max_steps"])
     assert result.exit_code != 0 and isinstance(result.exception, ConfigError)
     assert "SB-E002" in str(result.exception)
+
+
+def test_transformer_config_trains_on_cpu_with_a_tiny_bert(tiny_bert_path, tmp_path):
+    """configs/ner_trf.cfg is the GPU config; here it runs two steps on CPU with a tiny random BERT
+    (no mixed precision on CPU, short strided windows for the 64-position model)."""
+    train = tmp_path / "fx.spacy"
+    convert_pubtator([PROJECT / "ncbi_dev.txt", PROJECT / "bc5cdr_dev.txt"], train)
+    best = train_ner(ROOT / "configs" / "ner_trf.cfg", tmp_path / "trf", train=train, dev=train, overrides={
+        "paths.transformer": str(tiny_bert_path), "training.max_steps": 2, "training.eval_frequency": 1,
+        "components.transformer.model.mixed_precision": False,
+        "components.transformer.model.get_spans.window": 4, "components.transformer.model.get_spans.stride": 3})
+    import spacy
+
+    nlp = spacy.load(best)
+    assert nlp.pipe_names == ["transformer", "ner"]
+    assert set(nlp.get_pipe("ner").labels) == {"Chemical", "Disease"}

@@ -195,7 +195,7 @@ def test_finetune_on_task_mentions_keeps_the_best_dev_model(tmp_path, tiny_bert_
     assert config.training.keep_best and config.pairs.max_pairs_per_concept == 20
     result = finetune(kb, train, str(tiny_bert_path), tmp_path / "ft", config=config, dev=dev)
     accs = [r["dev_acc@1"] for r in result.history if "dev_acc@1" in r]
-    assert result.best_dev == max(accs) and result.best_dev > 0.5
+    assert result.best_dev == max(accs) and result.best_dev >= accs[0] + 0.2
     best = _weights(tmp_path / "ft" / "best")
     final = _weights(result.model_path)
     assert all(torch.equal(best[k], final[k]) for k in best)

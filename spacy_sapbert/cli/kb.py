@@ -26,7 +26,7 @@ def build_kb_command(
     sab: Optional[List[str]] = typer.Option(None, "--sab", help="UMLS: keep only these source vocabularies (repeat or comma-separate)."),
     exclude_sab: Optional[List[str]] = typer.Option(None, "--exclude-sab", help="UMLS: drop these source vocabularies."),
     keep_suppressed: bool = typer.Option(False, "--keep-suppressed", help="UMLS: keep rows with SUPPRESS != N."),
-    semantic_type: Optional[List[str]] = typer.Option(None, "--semantic-type", "-t", help="UMLS: keep only concepts with these TUIs or STY names."),
+    semantic_type: Optional[List[str]] = typer.Option(None, "--semantic-type", "-t", help="UMLS: keep only concepts with these TUIs or STY names (repeat the option; STY names may contain commas)."),
     no_definitions: bool = typer.Option(False, "--no-definitions", help="UMLS: do not read MRDEF.RRF."),
     no_tradenames: bool = typer.Option(False, "--no-tradenames", help="UMLS: do not add MRREL trade names as synonyms."),
     obo_scopes: Optional[str] = typer.Option(None, "--obo-scopes", help="OBO: synonym scopes to keep, comma-separated, or 'all' (default EXACT,RELATED)."),
@@ -57,7 +57,7 @@ def build_kb_command(
     if keep_suppressed:
         umls["keep_suppressed"] = True
     if semantic_type:
-        umls["semantic_types"] = _split(semantic_type)
+        umls["semantic_types"] = [t.strip() for t in semantic_type if t.strip()]
     if no_definitions:
         umls["definitions"] = False
     if no_tradenames:

@@ -299,8 +299,12 @@ def detect_format(path: PathLike) -> str:
         return "jsonl"
     if path.suffix == ".tsv":
         return "tsv"
+    first = ""
     with path.open("r", encoding="utf8", errors="replace") as fh:
-        first = fh.readline()
+        for line in fh:  # the first non-blank line (NCBI's train set starts with a blank one)
+            if line.strip():
+                first = line
+                break
     if re.match(r"^[^|\t]+\|[ta]\|", first):
         return "pubtator"
     raise ConfigError(Errors.E002.format(what=f"dataset format of '{path}'", value="(could not detect)", choices=", ".join(FORMATS)))

@@ -121,6 +121,24 @@ def score_links(linked: Sequence[Any], where: Sequence[Optional[Tuple[int, int]]
     return {k: v for k, v in scores.items() if k.startswith("nel_micro") or k == "nel_f_per_type"}
 
 
+class _CachedEncoder:
+    """Duck-types the encoder for ``ConceptIndex.build``: vectors come from the run's
+    :class:`~.baselines.VectorCache` (same key as :class:`~.baselines.DenseEncoder`)."""
+
+    def __init__(self, encoder, cache_dir, show_progress: bool) -> None:
+        from .baselines import VectorCache
+
+        self._encoder = encoder
+        self._show_progress = show_progress
+        for attr in ("dim", "fingerprint", "pooling", "max_length", "name"):
+            setattr(self, attr, getattr(encoder, attr, ""))
+        key = hashlib.sha1(f"{encoder.fingerprint}|{encoder.pooling}|{encoder.max_length}".encode()).hexdigest()[:16]
+        self._cache = VectorCache(cache_dir, key)
+
+    def encode(self, texts, *, batch_size: int = 128, **_: Any):
+        return self._cache.get(self._encoder, list(texts), batch_size=batch_size, show_progress=self._show_progress)
+
+
 def _sapbert_pipeline(model: str, kb, settings: Dict[str, Any], resolve_abbreviations: bool, max_k: int):
     import spacy
 
@@ -134,12 +152,10 @@ def _sapbert_pipeline(model: str, kb, settings: Dict[str, Any], resolve_abbrevia
         "model": str(model), "pooling": encoder.pooling, "max_length": encoder.max_length, "k": max_k,
         "threshold": -1.0, "max_entities_per_mention": max_k, "resolve_abbreviations": resolve_abbreviations,
         "batch_size": settings["batch_size"]})
-    work = None
-    if settings["cache_dir"] is not None:
-        key = hashlib.sha1(f"{encoder.fingerprint}|{kb.checksum}".encode()).hexdigest()[:16]
-        work = ensure_path(settings["cache_dir"]) / f"index-{key}"
-    index = ConceptIndex.build(kb, encoder, exact=True, batch_size=settings["batch_size"], work_dir=work,
-                               show_progress=settings["show_progress"])
+    # the index encodes kb.names through the run's vector cache: names the mention-only systems
+    # (or an earlier run) encoded with this encoder are not encoded again
+    index = ConceptIndex.build(kb, _CachedEncoder(encoder, settings["cache_dir"], settings["show_progress"]),
+                               exact=True, batch_size=settings["batch_size"], show_progress=False)
     linker.set_resources(encoder, index)
     return nlp, {"class": "SapbertLinker (pipeline)", "model": str(model), "fingerprint": encoder.fingerprint,
                  "search": "exact", "threshold": -1.0, "resolve_abbreviations": resolve_abbreviations}

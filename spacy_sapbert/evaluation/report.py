@@ -111,6 +111,7 @@ def plot_curves(result: Dict, path: Path, subset: str = "full") -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     curves = result["curves"]
     modes = list(curves)
@@ -122,6 +123,7 @@ def plot_curves(result: Dict, path: Path, subset: str = "full") -> None:
             ax.plot(ks, [100 * v for v in data["strict"]], "-o", color=colour, ms=3, label=f"{system} strict")
             if data.get("lenient") is not None:
                 ax.plot(ks, [100 * v for v in data["lenient"]], "--", color=colour, label=f"{system} lenient")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("k")
         ax.set_ylabel("acc@k (%)")
         ax.set_title(f"{mode.replace('_', ' ')}, {subset}")

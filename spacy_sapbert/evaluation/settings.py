@@ -83,7 +83,7 @@ def load_config(path: PathLike, overrides: Optional[Mapping[str, Any]] = None):
     try:
         user = Config().from_disk(path, interpolate=True)
     except Exception as err:  # thinc raises several types for syntax errors
-        raise ConfigError(Errors.E303.format(path=path, what=f"cannot parse it ({str(err).splitlines()[0]})")) from None
+        raise ConfigError(Errors.E303.format(path=path, what=f"cannot parse it ({' '.join(str(err).split())})")) from None
     return merge_config(default_config(), user, overrides or {}, path)
 
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from dataclasses import replace
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -35,18 +34,23 @@ ARRAY_NAMES: Tuple[str, ...] = (
 )
 
 
-def _merge(old: Concept, new: Concept) -> Concept:
-    aliases = dict.fromkeys(old.aliases)
+# A concept while building: (canonical_name, aliases, types, definition, alt_ids); a plain tuple
+# takes a fraction of the memory of a Concept instance, which matters at UMLS scale.
+_Record = Tuple[str, Tuple[str, ...], Tuple[str, ...], Optional[str], Tuple[str, ...]]
+
+
+def _record(c: Concept) -> _Record:
+    return (c.canonical_name, tuple(c.aliases), tuple(c.types), c.definition or None, tuple(c.alt_ids))
+
+
+def _merge(old: _Record, new: Concept) -> _Record:
+    canonical, aliases, types, definition, alt_ids = old
+    merged = dict.fromkeys(aliases)
     for name in new.names():
-        if name != old.canonical_name:
-            aliases.setdefault(name)
-    return replace(
-        old,
-        aliases=tuple(aliases),
-        types=tuple(dict.fromkeys(old.types + new.types)),
-        definition=old.definition or new.definition,
-        alt_ids=tuple(dict.fromkeys(old.alt_ids + new.alt_ids)),
-    )
+        if name != canonical:
+            merged.setdefault(name)
+    return (canonical, tuple(merged), tuple(dict.fromkeys(types + tuple(new.types))),
+            definition or new.definition or None, tuple(dict.fromkeys(alt_ids + tuple(new.alt_ids))))
 
 
 def checksum_arrays(arrays: Dict[str, np.ndarray]) -> str:
@@ -60,10 +64,10 @@ def checksum_arrays(arrays: Dict[str, np.ndarray]) -> str:
 
 def build_arrays(concepts: Iterable[Concept]) -> Dict[str, np.ndarray]:
     """Consume ``concepts`` once and return the packed arrays (see ``ARRAY_NAMES``)."""
-    by_id: Dict[str, Concept] = {}
+    by_id: Dict[str, _Record] = {}
     for concept in concepts:
         old = by_id.get(concept.concept_id)
-        by_id[concept.concept_id] = concept if old is None else _merge(old, concept)
+        by_id[concept.concept_id] = _record(concept) if old is None else _merge(old, concept)
     cids = sorted(by_id)
     arrays: Dict[str, np.ndarray] = {}
     arrays["cid_blob"], arrays["cid_off"] = pack_strings(cids)
@@ -78,17 +82,17 @@ def build_arrays(concepts: Iterable[Concept]) -> Dict[str, np.ndarray]:
     crow_ptr = array("q", [0])
     crow_rows = array("q")
     for ci, cid in enumerate(cids):
-        c = by_id.pop(cid)
-        canon.append(c.canonical_name)
-        aliases.extend(c.aliases)
+        canonical, c_aliases, c_types, definition, alt_ids = by_id.pop(cid)
+        canon.append(canonical)
+        aliases.extend(c_aliases)
         alias_ptr.append(len(aliases))
-        types.append(TYPE_SEP.join(c.types))
-        defs.append(c.definition or "")
-        for alt in c.alt_ids:
+        types.append(TYPE_SEP.join(c_types))
+        defs.append(definition or "")
+        for alt in alt_ids:
             if alt != cid:
                 alts.append((alt, ci))
         local: Dict[int, None] = {}
-        for raw in c.names():
+        for raw in (canonical, *c_aliases):
             norm = normalize_name(raw)
             if norm:
                 local.setdefault(name_to_row.setdefault(norm, len(name_to_row)))
@@ -142,7 +146,14 @@ def build_arrays(concepts: Iterable[Concept]) -> Dict[str, np.ndarray]:
     arrays["row_concepts"] = owners[by_row].astype(np.int32)
     counts = np.bincount(rows, minlength=len(order)) if len(rows) else np.zeros(len(order), np.int64)
     arrays["row_ptr"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    for key in arrays:  # offsets and pointers: uint32 while they fit (halves their size on disk)
+        if key.endswith(("_off", "_ptr")):
+            arrays[key] = compact_offsets(arrays[key])
     return arrays
 
 
-__all__ = ["ARRAY_NAMES", "TYPE_SEP", "build_arrays", "checksum_arrays"]
+def compact_offsets(arr: np.ndarray) -> np.ndarray:
+    return arr.astype(np.uint32) if arr.size == 0 or int(arr[-1]) < 2**32 else arr.astype(np.int64)
+
+
+__all__ = ["ARRAY_NAMES", "TYPE_SEP", "build_arrays", "checksum_arrays", "compact_offsets"]

@@ -7,7 +7,8 @@ slices and iteration decode a whole chunk at once and split it: ~20x faster than
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, List, Sequence, Tuple, Union, overload
+from array import array
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 
@@ -16,28 +17,27 @@ _CHUNK = 65536
 
 def pack_strings(items: Iterable[str], *, sep: bool = False) -> Tuple[np.ndarray, np.ndarray]:
     """Encode ``items`` into ``(blob uint8, offsets int64 of length n+1)``."""
-    parts: List[bytes] = []
-    offsets = [0]
-    total = 0
-    tail = b"\n" if sep else b""
+    buf = bytearray()
+    offsets = array("q", [0])
     for item in items:
-        data = item.encode("utf8") + tail
-        parts.append(data)
-        total += len(data)
-        offsets.append(total)
-    blob = np.frombuffer(b"".join(parts), dtype=np.uint8) if total else np.zeros(0, dtype=np.uint8)
-    return blob, np.asarray(offsets, dtype=np.int64)
+        buf += item.encode("utf8")
+        if sep:
+            buf += b"\n"
+        offsets.append(len(buf))
+    blob = np.frombuffer(bytes(buf), dtype=np.uint8) if buf else np.zeros(0, dtype=np.uint8)
+    return blob, np.frombuffer(offsets, dtype=np.int64).copy()
 
 
 class StrArray(Sequence[str]):
     """A read-only sequence of strings stored as a blob + offsets (see module doc)."""
 
-    __slots__ = ("blob", "offsets", "sep")
+    __slots__ = ("blob", "offsets", "sep", "is_sorted")
 
-    def __init__(self, blob: np.ndarray, offsets: np.ndarray, *, sep: bool = False) -> None:
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray, *, sep: bool = False, is_sorted: bool = False) -> None:
         self.blob = blob
         self.offsets = offsets
         self.sep = sep
+        self.is_sorted = is_sorted
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -81,6 +81,20 @@ class StrArray(Sequence[str]):
         n = len(self)
         for a in range(0, n, _CHUNK):
             yield from self._range(a, min(a + _CHUNK, n))
+
+    def __contains__(self, key: object) -> bool:
+        """O(log n) for a sorted array (``is_sorted=True``), else a scan."""
+        if self.is_sorted:
+            return isinstance(key, str) and self.find(key) >= 0
+        return any(item == key for item in self)
+
+    def index(self, key, start: int = 0, stop: Optional[int] = None) -> int:  # type: ignore[override]
+        if self.is_sorted and start == 0 and stop is None:
+            i = self.find(key) if isinstance(key, str) else -1
+            if i < 0:
+                raise ValueError(f"{key!r} is not in the array")
+            return i
+        return super().index(key, start, len(self) if stop is None else stop)
 
     def find(self, key: str) -> int:
         """Index of ``key`` in a *sorted* array (code point order), or -1."""

@@ -18,14 +18,16 @@ import json
 import os
 from itertools import chain
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
 from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from ._build import ARRAY_NAMES, TYPE_SEP, build_arrays, checksum_arrays
+from ._masks import MaskMixin
 from ._strings import StrArray
+from ._views import AliasView, ConceptView, Names
 from .concept import Concept, normalize_name
 
 logger = get_logger("kb")
@@ -43,86 +45,7 @@ def _load_array(path: Path) -> np.ndarray:
         return np.load(path, allow_pickle=False)
 
 
-class _Names(Sequence[str]):
-    """Base names (memory-mapped) followed by the names added with ``add_alias``."""
-
-    def __init__(self, base: StrArray, extra: List[str]) -> None:
-        self._base = base
-        self._extra = extra
-
-    def __len__(self) -> int:
-        return len(self._base) + len(self._extra)
-
-    def __getitem__(self, i):  # type: ignore[override]
-        nb = len(self._base)
-        if isinstance(i, slice):
-            start, stop, step = i.indices(len(self))
-            if step != 1:
-                return [self[j] for j in range(start, stop, step)]
-            out = self._base[start : min(stop, nb)] if start < nb else []
-            if stop > nb:
-                out.extend(self._extra[max(start - nb, 0) : stop - nb])
-            return out
-        i = int(i)
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return self._base[i] if i < nb else self._extra[i - nb]
-
-    def __iter__(self) -> Iterator[str]:
-        yield from self._base
-        yield from list(self._extra)
-
-
-class _ConceptView(Mapping[str, Concept]):
-    """scispaCy's ``cui_to_entity``: concept id -> ``Concept`` (built on access)."""
-
-    def __init__(self, kb: "KnowledgeBase") -> None:
-        self._kb = kb
-
-    def __getitem__(self, cid: str) -> Concept:
-        ci = self._kb._cindex(cid)
-        if ci < 0:
-            raise KeyError(cid)
-        return self._kb._concept(ci)
-
-    def __contains__(self, cid: object) -> bool:
-        return isinstance(cid, str) and self._kb._cindex(cid) >= 0
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._kb.concept_ids)
-
-    def __len__(self) -> int:
-        return len(self._kb)
-
-    def values(self):  # type: ignore[override]
-        return (self._kb._concept(ci) for ci in range(len(self._kb)))
-
-
-class _AliasView(Mapping[str, Set[str]]):
-    """scispaCy's ``alias_to_cuis``: normalised name -> set of concept ids (keys are normalised on lookup)."""
-
-    def __init__(self, kb: "KnowledgeBase") -> None:
-        self._kb = kb
-
-    def __getitem__(self, name: str) -> Set[str]:
-        row = self._kb.row_of_name(name) if isinstance(name, str) else -1
-        if row < 0:
-            raise KeyError(name)
-        return set(self._kb.concepts_of_row(row))
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self._kb.row_of_name(name) >= 0
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._kb.names)
-
-    def __len__(self) -> int:
-        return len(self._kb.names)
-
-
-class KnowledgeBase:
+class KnowledgeBase(MaskMixin):
     """Concepts and names; see the module doc for storage, rows and ``add_alias``."""
 
     def __init__(self, arrays: Dict[str, np.ndarray], *, source: str = "custom",
@@ -130,9 +53,9 @@ class KnowledgeBase:
         self._a = arrays
         self.source = source
         self._base_checksum = checksum or checksum_arrays(arrays)
-        self._cids = StrArray(arrays["cid_blob"], arrays["cid_off"])
-        self._base_names = StrArray(arrays["name_blob"], arrays["name_off"], sep=True)
-        self._alts = StrArray(arrays["alt_blob"], arrays["alt_off"])
+        self._cids = StrArray(arrays["cid_blob"], arrays["cid_off"], is_sorted=True)
+        self._base_names = StrArray(arrays["name_blob"], arrays["name_off"], sep=True, is_sorted=True)
+        self._alts = StrArray(arrays["alt_blob"], arrays["alt_off"], is_sorted=True)
         # additions (add_alias), in memory
         self._ops: List[Tuple[str, str]] = []
         self._extra_names: List[str] = []
@@ -141,6 +64,7 @@ class KnowledgeBase:
         self._concept_extra_rows: Dict[int, List[int]] = {}
         self._concept_extra_aliases: Dict[int, List[str]] = {}
         self._checksum: Optional[str] = None
+        self._path: Optional[Path] = None  # set by from_disk: pickling reopens the memory map
         self._sources = sources if sources is not None else [self._own_stats(source)]
 
     # ---- construction -------------------------------------------------------------------
@@ -181,8 +105,8 @@ class KnowledgeBase:
                 os.chmod(file, 0o644)
 
     @classmethod
-    def from_disk(cls, path: PathLike) -> "KnowledgeBase":
-        """Open a KB folder: arrays are memory-mapped, additions replayed."""
+    def from_disk(cls, path: PathLike, *, replay: bool = True) -> "KnowledgeBase":
+        """Open a KB folder: arrays are memory-mapped, additions replayed (unless ``replay=False``)."""
         path = ensure_path(path)
         if not path.is_dir():
             raise MissingInputError(Errors.E001.format(what="Knowledge base folder", path=path,
@@ -203,8 +127,9 @@ class KnowledgeBase:
                 raise DataFormatError(Errors.E010.format(path=path, why=f"{file.name} is missing"))
             arrays[key] = _load_array(file)
         kb = cls(arrays, source=meta["source"], sources=meta.get("sources"), checksum=meta["checksum"])
+        kb._path = path.resolve()
         additions = path / ADDITIONS_FILE
-        if additions.exists():
+        if additions.exists() and replay:
             with additions.open(encoding="utf8") as fh:
                 for lineno, line in enumerate(fh, 1):
                     try:
@@ -232,15 +157,15 @@ class KnowledgeBase:
 
     @property
     def names(self) -> Sequence[str]:
-        return _Names(self._base_names, self._extra_names)
+        return Names(self._base_names, self._extra_names)
 
     @property
     def cui_to_entity(self) -> Mapping[str, Concept]:
-        return _ConceptView(self)
+        return ConceptView(self)
 
     @property
     def alias_to_cuis(self) -> Mapping[str, Set[str]]:
-        return _AliasView(self)
+        return AliasView(self)
 
     def _cindex(self, cid: str) -> int:
         return self._cids.find(cid)
@@ -314,6 +239,30 @@ class KnowledgeBase:
         return (np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
                 np.concatenate(lists).astype(np.int32) if lists else np.zeros(0, np.int32))
 
+    def concept_row_csr(self) -> Tuple[np.ndarray, np.ndarray]:
+        """``(ptr int64 [n_concepts+1], rows int32)``: concept ``concept_ids[j]`` has name rows
+        ``rows[ptr[j]:ptr[j+1]]`` (canonical first); includes additions. For loops over all concepts."""
+        ptr, rows = np.asarray(self._a["crow_ptr"]), np.asarray(self._a["crow_rows"])
+        if not self._concept_extra_rows:
+            return ptr, rows
+        counts = np.diff(ptr)
+        parts, new_counts = [], counts.copy()
+        for ci in range(len(self)):
+            parts.append(rows[ptr[ci]:ptr[ci + 1]])
+            extra = self._concept_extra_rows.get(ci)
+            if extra:
+                parts.append(np.asarray(extra, dtype=np.int32))
+                new_counts[ci] += len(extra)
+        return (np.concatenate([[0], np.cumsum(new_counts)]).astype(np.int64),
+                np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32))
+
+    # ---- pickling (multiprocessing, e.g. nlp.pipe(n_process=2)) ---------------------------
+    def __reduce__(self):
+        if self._path is not None:
+            return (_reopen, (str(self._path), self._base_checksum, list(self._ops)))
+        return (_rebuild, (dict((k, np.asarray(v)) for k, v in self._a.items()), self.source, self.sources,
+                           self._base_checksum, list(self._ops)))
+
     # ---- concepts -----------------------------------------------------------------------
     def _concept(self, ci: int) -> Concept:
         a = self._a
@@ -370,6 +319,12 @@ class KnowledgeBase:
             self._checksum = h.hexdigest()
         return self._checksum
 
+    def verify(self) -> None:
+        """Recompute the checksum of the arrays (reads them all) and raise if the files were altered."""
+        if checksum_arrays(self._a) != self._base_checksum:
+            raise DataFormatError(Errors.E010.format(path=self._path or "<memory>",
+                                                     why="its arrays do not match the checksum in kb.json"))
+
     def ambiguous_names(self) -> int:
         """Number of name rows shared by more than one concept."""
         counts = np.diff(np.asarray(self._a["row_ptr"]))
@@ -394,6 +349,20 @@ class KnowledgeBase:
                 "sources": self.sources}
 
 
-KBLike = Union[KnowledgeBase, PathLike]
+def _replay(kb: KnowledgeBase, ops: List[Tuple[str, str]]) -> KnowledgeBase:
+    for cid, name in ops:
+        kb.add_alias(cid, name)
+    return kb
+
+
+def _reopen(path: str, checksum: str, ops: List[Tuple[str, str]]) -> KnowledgeBase:
+    kb = KnowledgeBase.from_disk(path, replay=False)
+    if kb._base_checksum != checksum:
+        raise DataFormatError(Errors.E010.format(path=path, why="the folder changed since this KB was opened"))
+    return _replay(kb, ops)
+
+
+def _rebuild(arrays, source, sources, checksum, ops) -> KnowledgeBase:
+    return _replay(KnowledgeBase(arrays, source=source, sources=sources, checksum=checksum), ops)
 
 __all__ = ["KnowledgeBase"]

@@ -14,7 +14,7 @@ from . import checkpoint as ckpt
 from .config import TrainConfig
 from .distributed import barrier, init_distributed
 from .pairs import META_FILE, PairSet, write_kb_pairs, write_task_pairs
-from .trainer import DevSet, TrainResult, Trainer
+from .trainer import DevSet, TrainResult, Trainer, check_precision
 
 logger = get_logger("training.run")
 
@@ -29,8 +29,11 @@ def _load_kb(kb: KBLike) -> Any:
     return kb
 
 
-def _precheck(output: Path, resume: bool) -> None:
-    """Refuse early (before writing pairs) when ``output`` holds a run and we do not resume."""
+def _precheck(output: Path, resume: bool, config: TrainConfig) -> None:
+    """Refuse early (before writing pairs): AMP off CUDA, ``output`` holding a run without resume."""
+    from ..util import resolve_device
+
+    check_precision(config.training.amp, resolve_device(config.training.device))
     if (output / ckpt.RUN_FILE).is_file() and not resume:
         raise ConfigError(Errors.E209.format(path=output))
 
@@ -65,7 +68,7 @@ def pretrain(
     ``KnowledgeBase`` or its folder). The model lands in ``OUTPUT/model``."""
     config = config or TrainConfig()
     output = ensure_path(output)
-    _precheck(output, resume)
+    _precheck(output, resume, config)
     kb = _load_kb(kb)
     pairs = _pairs(
         output,
@@ -94,7 +97,7 @@ def finetune(
     ``pairs.max_pairs_per_concept`` caps the pairs of one mention."""
     config = config or TrainConfig()
     output = ensure_path(output)
-    _precheck(output, resume)
+    _precheck(output, resume, config)
     kb = _load_kb(kb)
     pairs = _pairs(
         output,

@@ -69,7 +69,18 @@ def load_base_model(name_or_path: str) -> Tuple[Any, Any]:
         raise ConfigError(Errors.E205.format(path=name_or_path, what=str(err).splitlines()[0][:200])) from None
     if not hasattr(model, "get_input_embeddings") or getattr(model, "main_input_name", "") != "input_ids":
         raise ConfigError(Errors.E205.format(path=name_or_path, what=f"'{type(model).__name__}' takes no token ids"))
+    # the pooler head is not used ([CLS]/mean over last_hidden_state): freeze it so that DDP does not
+    # wait for its gradients and the saved weights keep it unchanged
+    pooler = getattr(model, "pooler", None)
+    if pooler is not None:
+        pooler.requires_grad_(False)
     return tokenizer, model
+
+
+def check_precision(amp: str, device: Any) -> None:
+    """Mixed precision is a CUDA feature: refuse it elsewhere (before any work is done)."""
+    if amp != "none" and getattr(device, "type", str(device)) != "cuda":
+        raise ConfigError(Errors.E204.format(amp=amp, device=device))
 
 
 class _EpochOrder:
@@ -129,8 +140,7 @@ class Trainer:
         if self.dist.enabled and self.device.type == "cuda":
             self.device = torch.device("cuda", self.dist.local_rank)
             torch.cuda.set_device(self.device)
-        if t.amp != "none" and self.device.type != "cuda":
-            raise ConfigError(Errors.E204.format(amp=t.amp, device=self.device))
+        check_precision(t.amp, self.device)
         if t.batch_size % self.dist.world_size:
             raise ConfigError(Errors.E211.format(batch_size=t.batch_size, world_size=self.dist.world_size))
         pairs.check_kb(kb)
@@ -164,6 +174,8 @@ class Trainer:
 
         decay, no_decay = [], []
         for name, param in self.module.named_parameters():
+            if not param.requires_grad:
+                continue
             (no_decay if param.ndim < 2 or "LayerNorm" in name else decay).append(param)
         groups = [
             {"params": decay, "weight_decay": self.config.training.weight_decay},

@@ -3,12 +3,17 @@ progress bar, line numbers for error messages."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Iterable, Iterator, Set, Tuple, Union
 
 from tqdm import tqdm
 
 from ...errors import DataFormatError, Errors, MissingInputError
 from ...util import PathLike, ensure_path
+
+
+def as_set(values: Union[str, Iterable[str]]) -> Set[str]:
+    """A set of option values; a single string is one value (not a set of characters)."""
+    return {values} if isinstance(values, str) else set(values)
 
 
 def require_file(path: PathLike, what: str, hint: str) -> Path:
@@ -39,4 +44,4 @@ def iter_lines(path: PathLike, *, show_progress: bool = False, desc: str = "") -
         bar.close()
 
 
-__all__ = ["iter_lines", "require_file"]
+__all__ = ["as_set", "iter_lines", "require_file"]

@@ -5,7 +5,7 @@ concept ids as they are: MeSH ids lose a ``MESH:`` prefix (``MESH:D008107`` -> `
 unprefixed numbers are OMIM ids (``215600`` -> ``OMIM:215600``), ``OMIM:`` ids stay. The first id of a
 line is the concept id; the other ids, and the other spellings of every id (``MESH:D008107``,
 ``215600``), are alternate ids, so ``kb.resolve_id`` maps any of them to the concept. An id that is
-itself the first id of another line stays that line's concept.
+itself the first id of another line stays that line's concept. Blank lines and ``#`` lines are skipped.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def read_medic(path: PathLike, *, show_progress: bool = False) -> Iterator[Conce
     path = require_file(path, "MEDIC file", "pass the MEDIC dictionary (ID[|ALT]||name|synonyms) file.")
     count = 0
     for lineno, line in iter_lines(path, show_progress=show_progress):
-        if not line.strip():
+        if not line.strip() or line.startswith("#"):
             continue
         left, sep, right = line.partition("||")
         if not sep:

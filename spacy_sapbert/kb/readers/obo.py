@@ -16,7 +16,7 @@ from typing import Collection, Dict, Iterator, List, Optional, Tuple
 from ...errors import ConfigError, DataFormatError, EmptyResultError, Errors, Warnings
 from ...util import PathLike, get_logger
 from ..concept import Concept
-from ._io import iter_lines, require_file
+from ._io import as_set, iter_lines, require_file
 
 logger = get_logger("kb.obo")
 
@@ -66,7 +66,7 @@ def _concepts(term: Dict[str, List[Tuple[int, str]]], path, start: int, scopes: 
         if text is None:
             raise DataFormatError(Errors.E011.format(path=path, line=lineno, what="synonym without a quoted text",
                                                      fix='Write it as synonym: "text" EXACT [].'))
-        scope = rest.split(" ", 1)[0].upper() if rest else "RELATED"
+        scope = rest.split(" ", 1)[0].upper() if rest and not rest.startswith("[") else "RELATED"  # OBO default
         if scope in scopes and text.strip() and text != name:
             synonyms.append(text)
     definition = None
@@ -101,11 +101,11 @@ def read_obo(
 ) -> Iterator[Concept]:
     """Concepts from an OBO file (see the module doc for the options)."""
     path = require_file(path, "OBO file", "pass the .obo file of the ontology.")
-    scopes = {s.upper() for s in synonym_scopes}
+    scopes = {s.upper() for s in as_set(synonym_scopes)}
     bad = sorted(scopes - set(SCOPES))
     if bad:
         raise ConfigError(Errors.E002.format(what="synonym scope", value=",".join(bad), choices=", ".join(SCOPES)))
-    prefixes = set(map_xrefs) if map_xrefs else None
+    prefixes = as_set(map_xrefs) if map_xrefs else None
     term: Optional[Dict[str, List[Tuple[int, str]]]] = None
     start = 0
     count = 0

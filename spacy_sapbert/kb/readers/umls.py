@@ -5,8 +5,8 @@ release, which is sorted by CUI) become one ``Concept`` as soon as the next CUI 
 (CUI -> TUIs), the first MRDEF definition per CUI and the trade-name pairs of MRREL are held in memory.
 If a CUI reappears later in an unsorted file, it is yielded again and the KB merges the two.
 
-Column layouts come from ``MRFILES.RRF`` (its ``FMT`` column) or, failing that, ``MRCOLS.RRF``
-(column order of appearance) in the same folder; without them the standard layout is used.
+Column layouts come from ``MRFILES.RRF`` (its ``FMT`` column) in the same folder; ``MRCOLS.RRF`` alone
+can only confirm the standard layout (it has no column order); without them the standard layout is used.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Collection, Dict, Iterator, List, Optional, Sequence, Set, Tu
 from ...errors import DataFormatError, EmptyResultError, Errors, MissingInputError
 from ...util import PathLike, ensure_path, get_logger
 from ..concept import Concept
-from ._io import iter_lines, require_file
+from ._io import as_set, iter_lines, require_file
 
 logger = get_logger("kb.umls")
 
@@ -38,31 +38,40 @@ TRADENAME_RELAS = frozenset({"has_tradename", "tradename_of"})
 
 
 def read_layout(meta_dir: Path) -> Dict[str, Tuple[str, ...]]:
-    """Column names per RRF file, from MRFILES.RRF, else MRCOLS.RRF, else the standard layout."""
+    """Column names per RRF file, in file order.
+
+    ``MRFILES.RRF`` gives each file's columns in order (its FMT field) and is used as is. ``MRCOLS.RRF``
+    lists columns but not their order (a release sorts it by column name), so without MRFILES it can
+    only confirm the standard layout: a file whose MRCOLS column set differs is an error (E013).
+    Without either file the standard layout is used."""
     layout = dict(STANDARD_LAYOUT)
     mrfiles, mrcols = meta_dir / "MRFILES.RRF", meta_dir / "MRCOLS.RRF"
-    found: Dict[str, List[str]] = {}
     if mrfiles.is_file():
         for lineno, line in iter_lines(mrfiles):
             parts = line.split("|")
             if len(parts) < 3:
                 raise DataFormatError(Errors.E005.format(path=mrfiles, line=lineno, expected="at least 3",
                                                          found=len(parts), fix="MRFILES.RRF is FIL|DES|FMT|...; restore it from the release."))
-            found[Path(parts[0]).name] = parts[2].split(",")
+            name, cols = Path(parts[0]).name, tuple(parts[2].split(","))
+            if name in layout:
+                missing = [c for c in NEEDED[name] if c not in cols]
+                if missing:
+                    raise DataFormatError(Errors.E013.format(path=meta_dir, file=name,
+                                                             why=f"MRFILES.RRF: columns {', '.join(missing)} missing"))
+                layout[name] = cols
     elif mrcols.is_file():
+        found: Dict[str, Set[str]] = {}
         for lineno, line in iter_lines(mrcols):
             parts = line.split("|")
             if len(parts) < 7:
                 raise DataFormatError(Errors.E005.format(path=mrcols, line=lineno, expected="at least 7",
                                                          found=len(parts), fix="MRCOLS.RRF is COL|DES|REF|MIN|AV|MAX|FIL|...; restore it from the release."))
-            found.setdefault(Path(parts[6]).name, []).append(parts[0])
-    for name, cols in found.items():
-        if name not in layout:
-            continue
-        missing = [c for c in NEEDED[name] if c not in cols]
-        if missing:
-            raise DataFormatError(Errors.E013.format(path=meta_dir, file=name, why=f"columns {', '.join(missing)} missing"))
-        layout[name] = tuple(cols)
+            found.setdefault(Path(parts[6]).name, set()).add(parts[0])
+        for name, cols in found.items():
+            if name in layout and cols != set(layout[name]):
+                raise DataFormatError(Errors.E013.format(
+                    path=meta_dir, file=name, why=f"MRCOLS.RRF lists {','.join(sorted(cols))}, not the standard "
+                    "columns, and gives no column order; add the release's MRFILES.RRF"))
     return layout
 
 
@@ -108,25 +117,26 @@ def read_umls(
 
     languages: LAT values to keep (None or empty: all). sabs / exclude_sabs: source vocabularies to
     keep / drop. keep_suppressed: also keep rows with SUPPRESS != N. semantic_types: keep only CUIs with
-    one of these TUIs or STY names (needs MRSTY.RRF). definitions: first non-suppressed MRDEF definition.
+    one of these TUIs or STY names (needs MRSTY.RRF; kept concepts list all their TUIs).
+    definitions: first non-suppressed MRDEF definition.
     tradenames: add the names of ``has_tradename``/``tradename_of`` partners (MRREL) as synonyms.
     Canonical name: the row with TS=P, STT=PF, ISPREF=Y (best match of the three; first row on ties).
     """
     meta = _resolve_dir(path)
     layout = read_layout(meta)
-    langs = {x.upper() for x in languages} if languages else None
-    keep_sab = set(sabs) if sabs else None
-    drop_sab = set(exclude_sabs) if exclude_sabs else set()
-    wanted_types = set(semantic_types) if semantic_types else None
+    langs = {x.upper() for x in as_set(languages)} if languages else None
+    keep_sab = as_set(sabs) if sabs else None
+    drop_sab = as_set(exclude_sabs) if exclude_sabs else set()
+    wanted_types = as_set(semantic_types) if semantic_types else None
 
     types: Dict[str, Tuple[str, ...]] = {}
+    matched: Set[str] = set()  # CUIs with a wanted semantic type
     mrsty = meta / "MRSTY.RRF"
     if mrsty.is_file():
         interned: Dict[Tuple[str, ...], Tuple[str, ...]] = {}
-        for _, (cui, tui, sty) in _rows(mrsty, layout["MRSTY.RRF"], NEEDED["MRSTY.RRF"]):
-            if wanted_types is not None and tui not in wanted_types and sty not in wanted_types:
-                types.setdefault(cui, ())
-                continue
+        for _, (cui, tui, sty) in _rows(mrsty, layout["MRSTY.RRF"], NEEDED["MRSTY.RRF"], show_progress=show_progress):
+            if wanted_types is not None and (tui in wanted_types or sty in wanted_types):
+                matched.add(cui)
             key = types.get(cui, ()) + (tui,)
             types[cui] = interned.setdefault(key, key)
     elif wanted_types is not None:
@@ -136,7 +146,7 @@ def read_umls(
     defs: Dict[str, str] = {}
     mrdef = meta / "MRDEF.RRF"
     if definitions and mrdef.is_file():
-        for _, (cui, text, suppress) in _rows(mrdef, layout["MRDEF.RRF"], NEEDED["MRDEF.RRF"]):
+        for _, (cui, text, suppress) in _rows(mrdef, layout["MRDEF.RRF"], NEEDED["MRDEF.RRF"], show_progress=show_progress):
             if (keep_suppressed or suppress == "N") and cui not in defs:
                 defs[cui] = text
 
@@ -152,7 +162,7 @@ def read_umls(
     yielded: Set[str] = set()
 
     def make(cui: str, rows: List[Tuple[int, str]]) -> Optional[Concept]:
-        if wanted_types is not None and not types.get(cui):
+        if wanted_types is not None and cui not in matched:
             return None
         rows.sort(key=lambda r: -r[0])  # stable: the first best-ranked row wins
         names = list(dict.fromkeys(s for _, s in rows))

@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""Run a ``spacy-sapbert`` command on N GPUs: ``torchrun`` (DDP) when N > 1, a plain process otherwise.
+
+``python scripts/launch.py --gpus 4 -- pretrain KB --base-model M --output OUT ...`` runs
+``python -m torch.distributed.run --standalone --nproc_per_node 4 -m spacy_sapbert pretrain ...
+--distributed``; with ``--gpus 1`` (or 0 for CPU) it runs ``python -m spacy_sapbert pretrain ...``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def build_command(gpus: int, args: list) -> list:
+    if gpus > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
+                "-m", "spacy_sapbert", *args, "--distributed"]
+    return [sys.executable, "-m", "spacy_sapbert", *args]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpus", type=int, default=1, help="number of GPUs (processes); 0 = CPU")
+    parser.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    parser.add_argument("--resume-if-exists", type=Path, default=None,
+                        help="add --resume when this run folder already holds a run (run.json): an interrupted "
+                             "run continues from its last checkpoint")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the spacy-sapbert command and its arguments")
+    ns = parser.parse_args(argv)
+    args = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
+    if not args:
+        parser.error("give the spacy-sapbert command after --")
+    if ns.gpus > 1:
+        import torch
+
+        visible = torch.cuda.device_count()
+        if visible < ns.gpus:
+            print(f"--gpus {ns.gpus} (vars.gpus) but {visible} CUDA GPU(s) are visible: lower vars.gpus "
+                  f"(e.g. --vars.gpus {visible}).", file=sys.stderr)
+            return 1
+    if ns.resume_if_exists is not None and (ns.resume_if_exists / "run.json").is_file():
+        args = [*args, "--resume"]
+    cmd = build_command(ns.gpus, args)
+    print(" ".join(cmd), flush=True)
+    if ns.dry_run:
+        return 0
+    os.execv(cmd[0], cmd)
+    return 0  # pragma: no cover
+
+
+if __name__ == "__main__":
+    sys.exit(main())

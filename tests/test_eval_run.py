@@ -1,0 +1,214 @@
+"""Whole runs on the tiny fixtures: hand-computed numbers per setting, the report files, the CLI,
+the bad-input errors, and the end-to-end mode through spaCy pipelines."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from thinc.api import Config
+from typer.testing import CliRunner
+
+from spacy_sapbert.cli import app
+from spacy_sapbert.errors import ConfigError, EmptyResultError, MissingInputError
+from spacy_sapbert.evaluation.run import evaluate, evaluate_config
+from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
+
+# The fixture test set (tests/fixtures/eval/test.pubtator) and KB (kb_medic.txt), by hand:
+#   1 "Breast cancer" D001 exact         5 "WD" D006 (not a KB name; "Wilson disease (WD)" in text)
+#   2 "ovarian carcinoma" OMIM:114480     6 "mammary cancers" D001 (KB has "mammary cancer")
+#     (alternate id of D002) exact        7 "breast and ovarian cancer" D001|D002 composite
+#   3 "tumor" D005: name of D004 and D005 8 "seen" -1: left out
+#     (strict rank 2, lenient rank 1)     9 "colon polyp" D999: not in the KB
+#   4 "Wilson disease" D006 exact        10 "Aspirin" C001: not in the KB
+#  11 "ataxias 1 and 2" D007+D008 composite (no exact match)   12 "Ataxia" D007 exact
+# Exact match, composite kept: 11 evaluated; strict@1 4/11 (1,2,4,12), strict@5 5/11 (+3),
+# lenient@1 5/11; ambiguous top-1 1/11 ("tumor").
+
+
+def _settings(fixtures_dir, **evaluate_block):
+    f = fixtures_dir / "eval"
+    block = {"dataset": {"path": str(f / "test.pubtator"), "train": [str(f / "train.pubtator")]},
+             "kb": {"sources": [[str(f / "kb_medic.txt"), "medic"]]},
+             "systems": {"tfidf": False, "scispacy": False}, "show_progress": False}
+    for key, value in evaluate_block.items():
+        if isinstance(value, dict) and isinstance(block.get(key), dict):
+            block[key] = {**block[key], **value}
+        else:
+            block[key] = value
+    config = merge_config(default_config(), Config({"evaluate": block}), {})
+    return settings_from_config(config), config
+
+
+def _run(fixtures_dir, **block):
+    settings, _ = _settings(fixtures_dir, **block)
+    with pytest.warns(UserWarning, match="SB-W30"):
+        return evaluate(settings)
+
+
+def _full(result, system="exact match", mode="mention_only"):
+    return result["results"][mode][system]["full"]
+
+
+def test_exact_match_by_hand(fixtures_dir):
+    r = _run(fixtures_dir)
+    full = _full(r)
+    assert r["counts"]["read"] == 12 and r["counts"]["no_gold_id"] == 1 and r["counts"]["composite"] == 2
+    assert r["counts"]["gold_not_in_kb"] == 2 and r["counts"]["evaluated"] == 11
+    assert r["gold_not_in_kb"] == ["C001", "D999"]
+    assert full["strict"]["acc@1"] == pytest.approx(4 / 11)
+    assert full["strict"]["acc@5"] == pytest.approx(5 / 11)
+    assert full["lenient"]["acc@1"] == pytest.approx(5 / 11)
+    assert full["ambiguous_top1"] == pytest.approx(1 / 11)
+    # filtered: names + training mentions ("mammary cancers", "wd") removed -> 7, 9, 10, 11 left;
+    # filtered_lev0.2: none of those is within 0.2 of a name -> same 4
+    assert r["counts"]["subsets"] == {"full": 11, "filtered": 4, "filtered_lev0.2": 4}
+    assert r["results"]["mention_only"]["exact match"]["filtered"]["strict"]["acc@1"] == 0.0
+
+
+def test_exclude_composite(fixtures_dir):
+    r = _run(fixtures_dir, exclude_composite=True)
+    assert r["counts"]["evaluated"] == 9
+    assert _full(r)["strict"]["acc@1"] == pytest.approx(4 / 9)
+
+
+def test_abbreviations_and_backoff(fixtures_dir):
+    abbr = _run(fixtures_dir, input={"resolve_abbreviations": True})
+    assert _full(abbr)["strict"]["acc@1"] == pytest.approx(5 / 11)  # "WD" -> "Wilson disease"
+    backoff = _run(fixtures_dir, input={"backoff": True})
+    # "Mammary cancers" -> D001 and "WD" -> D006 become aliases: 6 and 5 now match exactly
+    assert backoff["counts"]["backoff_names"] == 2
+    assert _full(backoff)["strict"]["acc@1"] == pytest.approx(6 / 11)
+    assert _full(backoff)["lenient"]["acc@1"] == pytest.approx(7 / 11)
+    assert "dictionary back-off" in backoff["setting"]["input"]
+
+
+def test_no_train_files_means_dictionary_only_filter(fixtures_dir):
+    r = _run(fixtures_dir, dataset={"train": []})
+    # without training mentions "wd" and "mammary cancers" stay in "filtered"; "mammary cancers" is
+    # one edit from a name and leaves the Levenshtein subset
+    assert r["counts"]["subsets"] == {"full": 11, "filtered": 6, "filtered_lev0.2": 5}
+
+
+def test_report_files_and_rerun_from_config(fixtures_dir, tmp_path):
+    settings, config = _settings(fixtures_dir, systems={"tfidf": True, "scispacy": True}, error_sample=2)
+    out = tmp_path / "report"
+    with pytest.warns(UserWarning):
+        result = evaluate(settings, config_text=config.to_str(), output=out)
+    names = {p.name for p in out.iterdir()}
+    assert names == {"metrics.json", "report.md", "errors.tsv", "errors.md", "acc_at_k.png", "config.cfg"}
+    assert (out / "acc_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["results"] == json.loads(json.dumps(result["results"]))
+    md = (out / "report.md").read_text()
+    assert "input: lowercase, punctuation kept, abbreviations as written, no back-off" in md
+    assert "| exact match | 36.4 | 45.5 | 45.5 | 45.5 | 9.1 |" in md
+    assert "| scispaCy EntityLinker |" in md and "filtered_lev0.2 (n = 4)" in md
+    rows = (out / "errors.tsv").read_text().splitlines()
+    assert rows[0].split("\t") == ["system", "mode", "doc_id", "mention", "query", "gold", "predicted",
+                                   "predicted_name", "score"]
+    per_system = {}
+    for row in rows[1:]:
+        per_system[row.split("\t")[0]] = per_system.get(row.split("\t")[0], 0) + 1
+    assert per_system["exact match"] == 2  # sampled down to error_sample
+    with pytest.raises(ConfigError, match="SB-E003"):
+        evaluate(settings, output=out)
+    again = tmp_path / "again"
+    with pytest.warns(UserWarning):
+        rerun = evaluate_config(out / "config.cfg", again)
+    assert rerun["results"] == result["results"]
+
+
+def test_cli_arguments_and_config(fixtures_dir, tmp_path):
+    f = fixtures_dir / "eval"
+    runner = CliRunner()
+    out = tmp_path / "cli"
+    with pytest.warns(UserWarning, match="SB-W30"):
+        res = runner.invoke(app, ["evaluate", str(f / "test.pubtator"), "--output", str(out),
+                                  "--kb-source", f"{f / 'kb_medic.txt'}:medic", "--train", str(f / "train.pubtator"),
+                                  "--no-scispacy", "--exclude-composite", "--ks", "1,3", "--backoff",
+                                  "--set", "evaluate.show_progress=false"])
+    assert res.exit_code == 0, res.output
+    assert "9 mentions evaluated (2 with gold not in KB)" in res.output
+    assert "[mention_only] exact match: strict acc@1 66.7" in res.output  # 6/9
+    with pytest.warns(UserWarning, match="SB-W30"):
+        res = runner.invoke(app, ["evaluate", str(out / "config.cfg"), "--output", str(tmp_path / "cli2")])
+    assert res.exit_code == 0, res.output
+    assert "strict acc@1 66.7" in res.output
+    bad = runner.invoke(app, ["evaluate", str(f / "test.pubtator"), "--output", str(tmp_path / "x"),
+                              "--kb-source", "nocolon"])
+    assert isinstance(bad.exception, ConfigError) and "PATH:FORMAT" in str(bad.exception)
+    bad = runner.invoke(app, ["evaluate", str(f / "test.pubtator"), "--output", str(tmp_path / "x"),
+                              "--kb", str(tmp_path), "--ks", "1,a"])
+    assert isinstance(bad.exception, ConfigError) and "SB-E304" in str(bad.exception)
+    bad = runner.invoke(app, ["evaluate", str(f / "test.pubtator"), "--output", str(tmp_path / "x"),
+                              "--kb", str(tmp_path), "--set", "novalue"])
+    assert isinstance(bad.exception, ConfigError) and "KEY=VALUE" in str(bad.exception)
+
+
+def test_config_errors(fixtures_dir, tmp_path):
+    f = fixtures_dir / "eval"
+    cfg = tmp_path / "e.cfg"
+    cases = [
+        ("[evaluate]\ncolour = 1\n", "unknown key 'evaluate.colour'"),
+        ("[other]\nx = 1\n", "no \\[evaluate\\] block"),
+        ("[evaluate\n", "cannot parse it"),
+        ('[evaluate.dataset]\npath = "x"\n', "cannot parse it.*Section 'evaluate' is not defined"),
+        (f'[evaluate]\n[evaluate.dataset]\npath = "{f / "test.pubtator"}"\n', "set exactly one of"),
+        ('[evaluate]\n[evaluate.kb]\npath = "x"\n', "path is not set"),
+        (f'[evaluate]\nlevenshtein_threshold = 1.5\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
+         "levenshtein_threshold"),
+        (f'[evaluate]\nmodes = ["online"]\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
+         "SB-E002"),
+        (f'[evaluate]\n[evaluate.dataset]\npath = "x"\nformat = "brat"\n[evaluate.kb]\npath = "y"\n', "SB-E002"),
+        ('[evaluate]\ndataset = 3\n', "must be a block"),
+    ]
+    for text, what in cases:
+        cfg.write_text(text, encoding="utf8")
+        with pytest.raises(ConfigError, match=what):
+            evaluate_config(cfg)
+    with pytest.raises(ConfigError, match="unknown override"):
+        cfg.write_text(f'[evaluate]\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n', encoding="utf8")
+        evaluate_config(cfg, overrides={"evaluate.nope.x": 1})
+    with pytest.raises(MissingInputError, match="SB-E001"):
+        evaluate_config(tmp_path / "missing.cfg")
+
+
+def test_bad_input_errors(fixtures_dir, tmp_path):
+    settings, _ = _settings(fixtures_dir, dataset={"types": ["Nothing"]})
+    with pytest.raises(EmptyResultError, match="SB-E302"):
+        evaluate(settings)
+    other_kb = tmp_path / "kb.tsv"
+    other_kb.write_text("X1\tsomething else\n", encoding="utf8")
+    settings, _ = _settings(fixtures_dir, kb={"sources": [[str(other_kb), "tsv"]]})
+    with pytest.warns(UserWarning, match="SB-W301"), pytest.raises(EmptyResultError, match="SB-E306"):
+        evaluate(settings)
+    settings, _ = _settings(fixtures_dir, kb={"sources": [], "path": str(tmp_path / "nokb")})
+    with pytest.warns(UserWarning, match="SB-W301"), pytest.raises(MissingInputError, match="SB-E001"):
+        evaluate(settings)
+    settings, _ = _settings(fixtures_dir, systems={"exact_match": False})
+    with pytest.warns(UserWarning), pytest.raises(ConfigError, match="no system is switched on"):
+        evaluate(settings)
+    f = fixtures_dir / "eval"
+    settings, _ = _settings(fixtures_dir, modes=["end_to_end"],
+                            dataset={"path": str(f / "mentions_positional.tsv"), "train": []})
+    with pytest.warns(UserWarning), pytest.raises(ConfigError, match="SB-E305.*documents with text"):
+        evaluate(settings)
+
+
+def test_end_to_end_with_pipelines(fixtures_dir, tiny_bert_path, tmp_path):
+    settings, _ = _settings(fixtures_dir, modes=["mention_only", "end_to_end"], cache_dir=str(tmp_path / "cache"),
+                            systems={"model": str(tiny_bert_path), "scispacy": True, "model_name": "tiny"})
+    with pytest.warns(UserWarning, match="SB-W30"):
+        r = evaluate(settings, output=tmp_path / "out")
+    e2e = r["results"]["end_to_end"]
+    assert set(e2e) == {"tiny (pipeline)", "scispaCy EntityLinker (pipeline)"}
+    for name in e2e:
+        assert 0.0 <= r["nel"][name]["nel_micro_f"] <= 1.0
+        assert e2e[name]["full"]["n"] == 11 and e2e[name]["full"]["lenient"] is None
+    # the same encoder, mention-only (our exact search) and end to end (sapbert_linker + ConceptIndex)
+    mention_only = r["results"]["mention_only"]["tiny"]["full"]["strict"]
+    assert e2e["tiny (pipeline)"]["full"]["strict"]["acc@1"] == pytest.approx(mention_only["acc@1"])
+    # scispaCy's linker end to end sees the same dictionary as mention-only
+    assert e2e["scispaCy EntityLinker (pipeline)"]["full"]["strict"] == \
+        r["results"]["mention_only"]["scispaCy EntityLinker"]["full"]["strict"]
+    assert "nel_micro_f" in (tmp_path / "out" / "report.md").read_text()
