@@ -37,6 +37,12 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def ensure_path(path: PathLike) -> Path:
     return path if isinstance(path, Path) else Path(path)
 
@@ -52,6 +58,7 @@ def atomic_write(
     path = ensure_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
     kwargs = {} if "b" in mode else {"encoding": encoding}
     try:
         with os.fdopen(fd, mode, **kwargs) as fh:
@@ -77,6 +84,7 @@ def atomic_dir(path: PathLike, *, overwrite: bool = False) -> Iterator[Path]:
         raise ConfigError(Errors.E003.format(path=path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder the usual mode
     try:
         yield tmp
         if path.exists():

@@ -66,3 +66,18 @@ def test_tiny_bert_fixture_loads(tiny_bert_path):
     model = AutoModel.from_pretrained(tiny_bert_path)
     ids = tok(["fever", "breast cancer"], padding=True, return_tensors="pt")
     assert model(**ids).last_hidden_state.shape[-1] == 32
+
+
+def test_atomic_outputs_get_the_usual_modes(tmp_path: Path):
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        with atomic_write(tmp_path / "f.txt") as fh:
+            fh.write("x")
+        with atomic_dir(tmp_path / "d"):
+            pass
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
