@@ -1,6 +1,6 @@
 """Self-alignment pretraining of the offline MiniLM on public synonyms, then fine-tuning on NCBI-disease.
 
-    python benchmarks/pretrain_public.py --minutes 30 --ablation-minutes 10 --finetune-minutes 12
+    python benchmarks/pretrain_public.py --minutes 20 --segments 2 --ablation-minutes 10 --finetune-minutes 10
 
 What it does (every figure printed comes from this run; the machine may be shared, see the header):
 
@@ -97,13 +97,14 @@ class Evaluator:
                          "lenient@1": res["lenient"]["acc@1"], "lenient@5": res["lenient"]["acc@5"]}
         return out
 
-    def model(self, path: str, pooling: str) -> Dict[str, Any]:
+    def model(self, path: str, pooling: str, cache_dir: Any = None) -> Dict[str, Any]:
         from spacy_sapbert.encoder import Encoder
         from spacy_sapbert.evaluation.baselines import DenseEncoder
 
         enc = Encoder.load(path, pooling=pooling, max_length=25, device="cpu", cache_size=0)
         t = time.time()
-        result = self._score(DenseEncoder(enc, self.dictionary, batch_size=256, show_progress=False))
+        result = self._score(DenseEncoder(enc, self.dictionary, batch_size=256, show_progress=False,
+                                          cache_dir=cache_dir))
         result["eval_seconds"] = round(time.time() - t, 1)
         return result
 
@@ -123,18 +124,21 @@ def fmt(row: Dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--minutes", type=float, default=30.0, help="pretraining budget (training time)")
-    ap.add_argument("--segments", type=int, default=3, help="learning-curve points")
+    ap.add_argument("--minutes", type=float, default=20.0, help="pretraining budget (training time)")
+    ap.add_argument("--segments", type=int, default=2, help="learning-curve points")
     ap.add_argument("--ablation-minutes", type=float, default=10.0, help="mining-off run (0: skip)")
-    ap.add_argument("--finetune-minutes", type=float, default=12.0, help="fine-tuning budget (0: skip)")
-    ap.add_argument("--sources", default="medic,do,mesh,hpo,drugs")
+    ap.add_argument("--finetune-minutes", type=float, default=10.0, help="fine-tuning budget (0: skip)")
+    ap.add_argument("--sources", default="medic,do,mesh,hpo", help="of medic,do,mesh,hpo,drugs")
     ap.add_argument("--pooling", default="mean")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--batch-size", type=int, default=64, help="pairs per step")
     ap.add_argument("--pairs-per-concept", type=int, default=20)
     ap.add_argument("--batching", default="similar")
-    ap.add_argument("--finetune-lr", type=float, default=5e-5)
-    ap.add_argument("--finetune-eval-every", type=int, default=150)
+    ap.add_argument("--finetune-lr", type=float, default=1e-4)
+    ap.add_argument("--warmup-steps", type=int, default=50)
+    ap.add_argument("--finetune-segments", type=int, default=1,
+                    help="> 1: evaluate after each part and keep the best on dev (early stopping)")
+    ap.add_argument("--base-cls", action="store_true", help="also evaluate the base model with [CLS] pooling")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "pretrain_public")
     ap.add_argument("--fresh", action="store_true", help="delete --out first")
     args = ap.parse_args()
@@ -144,7 +148,7 @@ def main() -> None:
 
     from spacy_sapbert.evaluation.datasets import iter_mentions, read_pubtator
     from spacy_sapbert.training.config import load_config
-    from spacy_sapbert.training.run import dev_set, finetune, pretrain
+    from spacy_sapbert.training.run import finetune, pretrain
     from spacy_sapbert.util import peak_rss_mb
 
     if args.fresh and args.out.exists():
@@ -177,15 +181,19 @@ def main() -> None:
 
     print(f"{'system':<44} dev: strict@1 @5 lenient@1 @5 | test: strict@1 @5 lenient@1 @5", flush=True)
     show("char-3gram tf-idf", ev.tfidf())
-    show("MiniLM base, [CLS]", ev.model(base, "cls"))
-    show("MiniLM base, mean", ev.model(base, "mean"))
+    vectors = args.out / "base_vectors"  # the base model's dictionary vectors, reused by reruns
+    if args.base_cls or args.pooling == "cls":
+        show("MiniLM base, [CLS]", ev.model(base, "cls", vectors))
+    if args.pooling == "mean":
+        show("MiniLM base, mean", ev.model(base, "mean", vectors))
 
     def config(minutes: float, mining: bool, extra: Dict[str, Any] = None):
         return load_config(None, {
             "model.pooling": args.pooling, "pairs.max_pairs_per_concept": args.pairs_per_concept,
             "training.lr": args.lr, "training.batch_size": args.batch_size, "training.batching": args.batching,
             "training.max_minutes": minutes, "training.max_steps": 10**9, "training.checkpoint_every": 200,
-            "training.log_every": 10, "training.device": "cpu", "miner.enabled": mining, **(extra or {})})
+            "training.log_every": 10, "training.device": "cpu", "training.warmup_steps": args.warmup_steps,
+            "miner.enabled": mining, **(extra or {})})
 
     def throughput(run: Path) -> float:
         rows_ = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -226,20 +234,28 @@ def main() -> None:
         ft = args.out / "finetune"
         if ft.exists():
             shutil.rmtree(ft)
-        cfg = load_config(None, {
-            "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.batch_size,
-            "training.max_minutes": args.finetune_minutes, "training.max_steps": 10**9,
-            "training.eval_every": args.finetune_eval_every, "training.checkpoint_every": args.finetune_eval_every,
-            "training.log_every": 10, "training.device": "cpu", "training.patience": 3,
-        }, task="finetune")
-        started = time.time()
-        res = finetune(medic, splits["train"], str(run / "model"), ft, config=cfg,
-                       dev=dev_set(medic, splits["dev"], ks=(1, 5)))
-        row = ev.model(str(res.model_path), args.pooling)
-        report["finetune"] = {"minutes": round(res.train_seconds / 60, 1), "steps": res.steps,
-                              "pairs_seen": res.pairs_seen, "best_dev_strict@1": res.best_dev,
-                              "wall_minutes": round((time.time() - started) / 60, 1), **row}
-        show(f"+ fine-tuned on NCBI train {res.train_seconds / 60:.0f} min", row)
+        best = None
+        for i in range(1, args.finetune_segments + 1):
+            cfg = load_config(None, {
+                "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.batch_size,
+                "training.max_minutes": args.finetune_minutes * i / args.finetune_segments,
+                "training.max_steps": 10**9, "training.checkpoint_every": 200, "training.log_every": 10,
+                "training.device": "cpu", "training.warmup_steps": 0,
+            }, task="finetune")
+            started = time.time()
+            res = finetune(medic, splits["train"], str(run / "model"), ft, config=cfg, resume=i > 1)
+            row = ev.model(str(res.model_path), args.pooling)
+            point = {"minutes": round(res.train_seconds / 60, 1), "steps": res.steps, "pairs_seen": res.pairs_seen,
+                     "n_pairs": json.loads((ft / "pairs" / "meta.json").read_text())["n_pairs"],
+                     "pairs_per_s": round(throughput(ft), 1), "wall_minutes": round((time.time() - started) / 60, 1),
+                     **row}
+            report.setdefault("finetune_curve", []).append(point)
+            show(f"+ fine-tuned on NCBI train {point['minutes']:.0f} min", row)
+            if best is None or row["dev"]["strict@1"] > best["dev"]["strict@1"]:
+                best = point
+        report["finetune"] = best
+        print(f"fine-tuning: best on dev after {best['minutes']} min ({best['pairs_seen']} of {best['n_pairs']} pairs "
+              f"per epoch): test strict@1 {100 * best['test']['strict@1']:.1f}", flush=True)
     report["peak_rss_mb"] = round(peak_rss_mb())
     report["total_minutes"] = round((time.time() - t0) / 60, 1)
     (args.out / "report.json").write_text(json.dumps({**report, "rows": rows}, indent=2), encoding="utf8")

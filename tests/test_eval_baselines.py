@@ -51,6 +51,10 @@ def test_ranking_orders_concepts_by_score_then_id(kb):
     r = d.ranking([d.row("tumor"), d.row("breast cancer")], [0.9, 0.9], k=2)
     assert [n for n, _, _ in r.names] == ["tumor", "breast cancer"]
     assert r.concepts == [("D001", 0.9), ("D004", 0.9)]  # ties by id, cut at k
+    # two of the first k names belong to D001: concepts reach past the k names given to the cut
+    r = d.ranking([d.row("breast cancer"), d.row("mammary cancer"), d.row("ovarian cancer")], [0.9, 0.8, 0.7], k=2)
+    assert [n for n, _, _ in r.names] == ["breast cancer", "mammary cancer"]
+    assert r.concepts == [("D001", 0.9), ("D002", 0.7)]
 
 
 def test_top_rows_deterministic_ties():

@@ -161,6 +161,8 @@ def test_config_errors(fixtures_dir, tmp_path):
          "SB-E002"),
         (f'[evaluate]\n[evaluate.dataset]\npath = "x"\nformat = "brat"\n[evaluate.kb]\npath = "y"\n', "SB-E002"),
         ('[evaluate]\ndataset = 3\n', "must be a block"),
+        ('[evaluate]\n[evaluate.input]\nbackoff = true\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
+         "backoff needs training files"),
     ]
     for text, what in cases:
         cfg.write_text(text, encoding="utf8")

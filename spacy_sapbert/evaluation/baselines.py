@@ -21,6 +21,10 @@ from .metrics import Ranking
 
 logger = get_logger("evaluation.baselines")
 
+# concepts are ranked over the best NAME_POOL * k names (a concept with several near names must not
+# push others out of its top k); the name list itself is cut at k
+NAME_POOL = 4
+
 
 class Dictionary:
     """The names every system searches: ``names[i]`` belongs to the concepts ``concepts[i]``."""
@@ -53,7 +57,7 @@ class Dictionary:
 
     def ranking(self, rows: Sequence[int], scores: Sequence[float], k: int) -> Ranking:
         """A :class:`Ranking` from name rows best first: names cut at ``k``; concepts scored by
-        their best name, ordered by (-score, concept id), cut at ``k``."""
+        their best name among *all* ``rows`` given, ordered by (-score, concept id), cut at ``k``."""
         names = [(self.names[r], self.concepts[r], float(s)) for r, s in zip(rows[:k], scores[:k])]
         best: Dict[str, float] = {}
         for r, s in zip(rows, scores):
@@ -131,7 +135,7 @@ class TfidfCharNgrams(System):
         q = self.vectorizer.transform(list(queries))
         for start in range(0, q.shape[0], self.chunk_size):
             sims = (q[start : start + self.chunk_size] @ self.matrix).toarray()
-            for rows, vals in top_rows(sims, k, min_score=0.0):
+            for rows, vals in top_rows(sims, NAME_POOL * k, min_score=0.0):
                 out.append(self.dictionary.ranking(rows.tolist(), vals.tolist(), k))
         return out
 
@@ -198,7 +202,7 @@ class DenseEncoder(System):
         out: List[Ranking] = []
         for start in range(0, len(qv), self.chunk_size):
             sims = (torch.from_numpy(qv[start : start + self.chunk_size]) @ names.T).numpy()
-            for rows, vals in top_rows(sims, k):
+            for rows, vals in top_rows(sims, NAME_POOL * k):
                 out.append(self.dictionary.ranking(rows.tolist(), vals.tolist(), k))
         return out
 

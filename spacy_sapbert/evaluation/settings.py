@@ -156,6 +156,9 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
     thr = ev["levenshtein_threshold"]
     if not isinstance(thr, (int, float)) or not 0 <= thr < 1:
         raise ConfigError(Errors.E303.format(path=where, what=f"levenshtein_threshold must be in [0, 1), got {thr!r}"))
+    if ev["input"]["backoff"] and not ds["train"]:
+        raise ConfigError(Errors.E303.format(path=where, what="input.backoff needs training files in "
+                                             "[evaluate.dataset] train (their mentions become KB aliases)"))
     systems = dict(ev["systems"])
     for key in ("model", "base_encoder", "pipeline"):
         if systems.get(key) and not str(systems[key]).strip():

@@ -48,6 +48,8 @@ def init_distributed(requested: bool, device_type: str) -> DistInfo:
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
+    if device_type == "cuda":
+        torch.cuda.set_device(local)  # before NCCL starts, so each process talks from its own GPU
     if not dist.is_initialized():
         backend = "nccl" if device_type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, rank=rank, world_size=world)

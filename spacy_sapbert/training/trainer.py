@@ -9,7 +9,6 @@ autocast, GradScaler for fp16; refused on CPU) and DDP (torchrun's env vars or
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +20,10 @@ from ..errors import ConfigError, Errors, TrainingError
 from ..util import PathLike, ensure_path, get_logger, resolve_device
 from . import checkpoint as ckpt
 from .config import TrainConfig
-from .distributed import DistInfo, barrier, broadcast_flag, gather_with_grad, init_distributed, shutdown
+from .distributed import barrier, broadcast_flag, gather_with_grad, init_distributed, shutdown
 from .losses import make_loss
 from .miners import TripletMarginMiner
+from .batching import EpochBatches
 from .pairs import PairSet
 
 logger = get_logger("training.trainer")
@@ -83,47 +83,6 @@ def check_precision(amp: str, device: Any) -> None:
         raise ConfigError(Errors.E204.format(amp=amp, device=device))
 
 
-class _EpochOrder:
-    """Batches of pair indices for one epoch: shuffled, or grouped by similar anchor names."""
-
-    def __init__(self, pairs: PairSet, kb: Any, batch_size: int, batching: str, seed: int) -> None:
-        self.pairs, self.kb, self.batch_size, self.batching, self.seed = pairs, kb, batch_size, batching, seed
-        self._keys: Optional[np.ndarray] = None
-        self._cache: Tuple[int, Optional[np.ndarray]] = (-1, None)
-
-    def n_batches(self) -> int:
-        return math.ceil(len(self.pairs) / self.batch_size)
-
-    def _sort_keys(self) -> np.ndarray:
-        if self._keys is None:
-            # word-sorted anchor name: "breast cancer" and "cancer of breast" land together, and
-            # names sharing words ("breast cyst") in the same or the next batch: hard negatives.
-            texts = [" ".join(sorted(self.pairs.text(self.kb, int(a)).split())) for a in self.pairs.pairs[:, 0]]
-            self._keys = np.argsort(np.asarray(texts, dtype=object), kind="stable")
-        return self._keys
-
-    def order(self, epoch: int) -> np.ndarray:
-        if self._cache[0] == epoch:
-            return self._cache[1]  # type: ignore[return-value]
-        rng = np.random.default_rng([self.seed, epoch])
-        n = len(self.pairs)
-        if self.batching == "random":
-            order = rng.permutation(n)
-        else:
-            ranked = self._sort_keys()
-            starts = np.arange(0, n, self.batch_size)
-            shift = int(rng.integers(0, self.batch_size)) if n > self.batch_size else 0
-            rolled = np.roll(ranked, -shift)  # batch borders move every epoch
-            blocks = [rolled[s : s + self.batch_size] for s in starts]
-            order = np.concatenate([blocks[i] for i in rng.permutation(len(blocks))])
-        self._cache = (epoch, order)
-        return order
-
-    def batch(self, epoch: int, index: int) -> np.ndarray:
-        order = self.order(epoch)
-        return order[index * self.batch_size : (index + 1) * self.batch_size]
-
-
 class Trainer:
     """One training run into ``output``. Use :func:`train` unless you need the pieces."""
 
@@ -157,7 +116,7 @@ class Trainer:
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.amp)
         self.loss_fn = make_loss(config.loss.name, **self._loss_kwargs())
         self.miner = TripletMarginMiner(config.miner.margin, config.miner.kind) if config.miner.enabled else None
-        self.batches = _EpochOrder(pairs, kb, t.batch_size, t.batching, t.seed)
+        self.batches = EpochBatches(pairs, kb, t.batch_size, t.batching, t.seed)
         self.identity = ckpt.run_identity(config.to_dict(), self.base_model, kb.checksum, pairs.meta)
 
     # ---- setup -------------------------------------------------------------------------------
