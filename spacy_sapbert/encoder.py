@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -94,6 +95,18 @@ def weights_fingerprint(model: "torch.nn.Module") -> str:  # noqa: F821
     return digest.hexdigest()[:16]
 
 
+def fork_guard(owner_pid: int) -> int:
+    """Call before torch work; returns the current pid. In a process forked after torch ran its
+    OpenMP thread pool (``nlp.pipe(n_process=2)`` on Linux), OpenMP would wait forever for pool
+    threads that were not copied: such a child uses one intra-op thread instead."""
+    pid = os.getpid()
+    if pid != owner_pid:
+        import torch
+
+        torch.set_num_threads(1)
+    return pid
+
+
 def _looks_local(name_or_path: str) -> bool:
     return name_or_path.startswith((".", "/", "~")) or Path(name_or_path).exists()
 
@@ -132,6 +145,7 @@ class Encoder:
         self.name = name
         self.cache_size = max(0, int(cache_size))
         self._cache: "OrderedDict[str, numpy.ndarray]" = OrderedDict()
+        self._pid = os.getpid()
         self.dim = int(getattr(model.config, "hidden_size", 0)) or self._probe_dim()
 
     # ---- construction -------------------------------------------------------------------
@@ -161,7 +175,7 @@ class Encoder:
                 raise MissingInputError(Errors.E100.format(path=path, files=", ".join(_TOKENIZER_FILES)))
             if not (path / "config.json").exists():
                 raise MissingInputError(Errors.E101.format(name=path, reason="config.json is missing"))
-            name = str(path)
+            name = str(path.resolve())
         try:
             tokenizer = AutoTokenizer.from_pretrained(name)
             model = AutoModel.from_pretrained(name)
@@ -261,6 +275,8 @@ class Encoder:
 
     def _encode_unique(self, texts: List[str], batch_size: int, show_progress: bool) -> numpy.ndarray:
         import torch
+
+        self._pid = fork_guard(self._pid)
         encoded = self.tokenizer(
             list(texts), truncation=True, max_length=self.max_length, padding=False, return_attention_mask=False
         )["input_ids"]
@@ -312,4 +328,4 @@ class Encoder:
         )
 
 
-__all__ = ["Encoder", "pool", "weights_fingerprint", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]
+__all__ = ["Encoder", "pool", "weights_fingerprint", "fork_guard", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]

@@ -15,6 +15,7 @@ querying with another encoder are refused with a coded error.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
@@ -22,6 +23,7 @@ from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tu
 import numpy
 
 from .about import __version__
+from .encoder import fork_guard
 from .errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
 from .util import PathLike, atomic_write, ensure_path, get_logger
 
@@ -55,6 +57,7 @@ class ConceptIndex:
             self._vectors = torch.from_numpy(numpy.ascontiguousarray(vectors, dtype=numpy.float32))
         self._masks: Dict[Tuple[Any, ...], Tuple[numpy.ndarray, Callable[[str], bool]]] = {}
         self._known_types: Optional[frozenset] = None
+        self._pid = os.getpid()
         self.ef_search = int(meta.get("ef_search", DEFAULT_EF_SEARCH))
         if hnsw is not None:
             hnsw.set_ef(self.ef_search)
@@ -240,6 +243,7 @@ class ConceptIndex:
                       ) -> Tuple[numpy.ndarray, numpy.ndarray]:
         import torch
 
+        self._pid = fork_guard(self._pid)
         X = self._vectors
         mask = None if row_mask is None else torch.from_numpy(~row_mask)
         step = max(1, _EXACT_BLOCK // max(1, X.shape[0]))

@@ -17,6 +17,15 @@ from spacy_sapbert.training.run import dev_set, finetune, pretrain
 from spacy_sapbert.training.trainer import Trainer, load_base_model
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    # tiny models on a shared CPU: thread hand-offs cost far more than they save (10x here)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _concepts(n=12, seed=0):
     rng = random.Random(seed)
 
@@ -119,6 +128,9 @@ def test_output_folder_checks(tmp_path, tiny_bert_path, kb):
     assert more.steps == 2
     with pytest.raises(MissingInputError, match=r"\[SB-E210\]"):
         pretrain(kb, str(tiny_bert_path), tmp_path / "new", config=_config(), resume=True)
+    shutil.rmtree(out / "checkpoints")  # the run is known but nothing was saved yet
+    with pytest.raises(TrainingError, match=r"\[SB-E210\].*no checkpoint"):
+        pretrain(kb, str(tiny_bert_path), out, config=_config(**{"training.max_steps": 3}), resume=True)
     stranger = tmp_path / "stranger"
     stranger.mkdir()
     (stranger / "notes.txt").write_text("mine", encoding="utf8")

@@ -1,4 +1,44 @@
 """CLI commands: build-index. Thin: parse arguments, call a library function, print a summary."""
 from __future__ import annotations
 
-from ._app import app  # noqa: F401
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._app import app
+
+
+@app.command("build-index")
+def build_index_command(
+    kb_dir: Path = typer.Argument(..., help="KB folder (written by `spacy-sapbert build-kb`)."),
+    model: str = typer.Option("cambridgeltl/SapBERT-from-PubMedBERT-fulltext", "--model", "-m",
+                              help="Encoder: a Hugging Face model folder or hub id."),
+    output: Path = typer.Option(..., "--output", "-o", help="Index folder to write (atomically)."),
+    pooling: str = typer.Option("cls", "--pooling", help="cls (SapBERT) or mean."),
+    max_length: int = typer.Option(25, "--max-length", help="Word pieces per name; longer names are truncated."),
+    batch_size: int = typer.Option(256, "--batch-size", help="Names per encoder batch."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    precision: str = typer.Option("auto", "--precision", help="auto (fp32 on CPU, half on GPU), fp32, fp16, bf16."),
+    exact: Optional[bool] = typer.Option(None, "--exact/--hnsw",
+                                         help="Exact matrix search or hnswlib; default: exact up to 20,000 names."),
+    M: Optional[int] = typer.Option(None, "--M", help="hnsw graph degree (default 32)."),
+    ef_construction: Optional[int] = typer.Option(None, "--ef-construction", help="hnsw build depth (default 200)."),
+    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="hnsw search depth (default 200)."),
+    work_dir: Optional[Path] = typer.Option(None, "--work-dir",
+                                            help="Folder for encoded chunks; a rerun resumes from them (default: beside the output)."),
+    threads: int = typer.Option(1, "--threads", help="hnsw build threads; 1 gives the same graph every run."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
+) -> None:
+    """Encode every KB name and build the nearest-name index the linker searches."""
+    from ..linking import build_index_dir
+
+    start = time.perf_counter()
+    index = build_index_dir(kb_dir, model, output, pooling=pooling, max_length=max_length, device=device,
+                            precision=precision, batch_size=batch_size, exact=exact, M=M,
+                            ef_construction=ef_construction, ef_search=ef_search, work_dir=work_dir,
+                            num_threads=threads, overwrite=overwrite)
+    meta = index.meta
+    typer.echo(f"Indexed {meta['n_names']:,} names of {meta['n_concepts']:,} concepts ({meta['kind']}, "
+               f"dim {meta['dim']}) in {time.perf_counter() - start:.1f} s -> {output}")

@@ -1,4 +1,78 @@
 """CLI commands: link, create-pipeline. Thin: parse arguments, call a library function, print a summary."""
 from __future__ import annotations
 
-from ._app import app  # noqa: F401
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import typer
+
+from ._app import app
+
+
+def _overrides(k: Optional[int], threshold: Optional[float], max_entities: Optional[int]) -> Dict[str, Any]:
+    values = {"k": k, "threshold": threshold, "max_entities_per_mention": max_entities}
+    return {key: value for key, value in values.items() if value is not None}
+
+
+@app.command("link")
+def link_command(
+    pipeline_or_index: Path = typer.Argument(..., help="A spaCy pipeline folder with a sapbert_linker, or an index "
+                                                        "folder from build-index (then each text is one mention)."),
+    inputs: Optional[List[Path]] = typer.Argument(None, help="Text files, one document each; default: stdin, one document a line."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSONL file to write; default: stdout."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Index folder only: encoder (default: the one it was built with)."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help="Index folder only: KB folder (default: the one it was built for)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N (index folder only)."),
+    k: Optional[int] = typer.Option(None, "--k", help="Candidates retrieved per mention."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", help="Minimum score of a kb_ents entry."),
+    max_entities: Optional[int] = typer.Option(None, "--max-entities", help="At most this many kb_ents per mention."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Documents per batch."),
+) -> None:
+    """Link texts and write one JSON line per document: its entities with kb_id and kb_ents."""
+    from ..linking import link_records, load_linking_nlp, write_jsonl
+    from ..util import atomic_write
+
+    nlp, whole_text = load_linking_nlp(pipeline_or_index, model=model, kb_path=kb, device=device,
+                                       overrides=_overrides(k, threshold, max_entities))
+    if inputs:
+        texts = [(str(p), p.read_text(encoding="utf8")) for p in inputs]
+    else:
+        texts = [(str(i), line.rstrip("\n")) for i, line in enumerate(sys.stdin, start=1)]
+    records = link_records(nlp, texts, whole_text=whole_text, batch_size=batch_size)
+    if output is None:
+        n = write_jsonl(records, sys.stdout)
+    else:
+        with atomic_write(output) as fh:
+            n = write_jsonl(records, fh)
+        typer.echo(f"Linked {n} documents -> {output}", err=True)
+
+
+@app.command("create-pipeline")
+def create_pipeline_command(
+    output: Path = typer.Argument(..., help="Pipeline folder to write (atomically)."),
+    kb: Path = typer.Option(..., "--kb", help="KB folder (from build-kb)."),
+    model: str = typer.Option("cambridgeltl/SapBERT-from-PubMedBERT-fulltext", "--model", "-m",
+                              help="Encoder: a Hugging Face model folder or hub id (copied into the pipeline)."),
+    base: Optional[Path] = typer.Option(None, "--base", help="A spaCy pipeline (with NER) to add the linker to; default: blank."),
+    lang: str = typer.Option("en", "--lang", help="Language of the blank pipeline."),
+    index: Optional[Path] = typer.Option(None, "--index", help="Index folder to reuse (built there when absent)."),
+    pooling: str = typer.Option("cls", "--pooling", help="cls (SapBERT) or mean."),
+    max_length: int = typer.Option(25, "--max-length", help="Word pieces per mention."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    k: Optional[int] = typer.Option(None, "--k", help="Candidates retrieved per mention."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", help="Minimum score of a kb_ents entry."),
+    max_entities: Optional[int] = typer.Option(None, "--max-entities", help="At most this many kb_ents per mention."),
+    spans_key: Optional[str] = typer.Option(None, "--spans-key", help="Link doc.spans[KEY] instead of doc.ents."),
+    exact: Optional[bool] = typer.Option(None, "--exact/--hnsw", help="Index kind when it is built; default by KB size."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
+) -> None:
+    """Write a ready pipeline folder: a blank or given NER pipeline + an initialised sapbert_linker."""
+    from ..linking import create_pipeline
+
+    config = dict(_overrides(k, threshold, max_entities), pooling=pooling, max_length=max_length, device=device,
+                  spans_key=spans_key)
+    nlp = create_pipeline(output, kb_path=kb, model=model, base=base, lang=lang, index_path=index, config=config,
+                          exact=exact, overwrite=overwrite)
+    linker = nlp.get_pipe("sapbert_linker")
+    typer.echo(f"Pipeline {nlp.pipe_names} with {len(linker.kb):,} concepts, {len(linker.index):,} names -> {output}")

@@ -227,7 +227,7 @@ class ScispacyLinker(System):
     ``threshold`` defaults to 0 so that acc@k curves are not cut; both are reported."""
 
     def __init__(self, dictionary: Dictionary, kb, *, k: int = 30, threshold: float = 0.0,
-                 M: int = 30, ef_construction: int = 200, ef_search: int = 200, num_threads: int = 2,
+                 M: int = 30, ef_construction: int = 200, ef_search: int = 200, num_threads: int = 1,
                  resolve_abbreviations: bool = False, name: str = "scispaCy EntityLinker") -> None:
         import nmslib
         import spacy
@@ -238,7 +238,7 @@ class ScispacyLinker(System):
         self.name = name
         self.dictionary = dictionary
         self.params = {"k": k, "threshold": threshold, "M": M, "efConstruction": ef_construction,
-                       "efSearch": ef_search, "filter_for_definitions": False,
+                       "efSearch": ef_search, "threads": num_threads, "filter_for_definitions": False,
                        "resolve_abbreviations": resolve_abbreviations}
         vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 3), min_df=1, dtype=np.float32)
         vectors = vectorizer.fit_transform(dictionary.names)

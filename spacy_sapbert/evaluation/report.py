@@ -52,8 +52,9 @@ def results_table(result: Dict, mode: str, subset: str) -> List[str]:
         cells = [_pct(sc["strict"][f"acc@{k}"]) for k in show]
         cells += [_pct(sc["lenient"][f"acc@{k}"]) if sc["lenient"] else "–" for k in show]
         cells.append(_pct(sc["ambiguous_top1"]))
-        if nel:
-            cells.append(_pct(result.get("nel", {}).get(system, {}).get("nel_micro_f")))
+        if nel:  # computed on the full set only
+            f = result.get("nel", {}).get(system, {}).get("nel_micro_f") if subset == "full" else None
+            cells.append(_pct(f))
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
     return lines
 
@@ -62,13 +63,15 @@ def render_markdown(result: Dict) -> str:
     out = [f"# Evaluation: {result['setting']['name']}", "", *setting_lines(result), ""]
     for mode in result["results"]:
         for subset, n in result["counts"]["subsets"].items():
+            where = result["setting"]["input"] if mode == "mention_only" else (
+                "gold spans in the documents, text as written (each pipeline normalises it its own way); "
+                + result["setting"]["input"].split(", ", 2)[2])
             out += [f"## {mode.replace('_', ' ')} — {subset} (n = {n})", "",
-                    f"_{result['setting']['input']}; composite: {result['setting']['composite']}; "
-                    f"acc in %_", ""]
+                    f"_{where}; composite: {result['setting']['composite']}; acc in %_", ""]
             out += results_table(result, mode, subset) + [""]
     if result.get("nel"):
-        out += ["spaCy `Scorer.score_links` (gold spans; NIL = empty kb_id): "
-                "`nel_micro_f` in the end-to-end table.", ""]
+        out += ["spaCy `Scorer.score_links` on the full set (gold spans; predicted kb_id = best concept; "
+                "NIL = empty kb_id or gold not in the KB): `nel_micro_f` in the end-to-end tables.", ""]
     out += ["Systems:", ""]
     for name, desc in result["systems"].items():
         extra = ", ".join(f"{k}={v}" for k, v in desc.items() if k not in ("name", "class"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_left
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,17 +104,17 @@ def write_kb_pairs(
 
     path = ensure_path(path)
     n_names = len(kb.names)
-    index_of = {cid: i for i, cid in enumerate(kb.concept_ids)}
     n_concepts_used = 0
     with atomic_dir(path, overwrite=overwrite) as tmp:
         writer = _PairWriter(tmp)
         try:
-            for cid in tqdm(kb.concept_ids, desc="pairs", unit="concept", disable=not show_progress):
+            concept_ids = kb.concept_ids
+            for label in tqdm(range(len(concept_ids)), desc="pairs", unit="concept", disable=not show_progress):
+                cid = concept_ids[label]  # labels are positions in kb.concept_ids: no id → label map in RAM
                 rows = kb.rows_of_concept(cid)
                 if len(rows) < 2:
                     continue
                 n_concepts_used += 1
-                label = index_of[cid]
                 for i, j in sample_pairs(len(rows), max_pairs_per_concept, _concept_rng(seed, cid)):
                     writer.add(int(rows[i]), int(rows[j]), label)
         finally:
@@ -159,7 +160,7 @@ def write_task_pairs(
     ``dedupe`` writes a repeated (normalised text, gold concepts) mention once."""
     path = ensure_path(path)
     n_names = len(kb.names)
-    index_of = {cid: i for i, cid in enumerate(kb.concept_ids)}
+    concept_ids = kb.concept_ids
     texts: Dict[str, int] = {}
     unknown = 0
     n_mentions = 0
@@ -179,7 +180,7 @@ def write_task_pairs(
                 seen.add((text, tuple(cids)))
                 n_mentions += 1
                 text_id = texts.setdefault(text, n_names + len(texts))
-                pairs = [(row, index_of[c]) for c in cids for row in kb.rows_of_concept(c)]
+                pairs = [(row, bisect_left(concept_ids, c)) for c in cids for row in kb.rows_of_concept(c)]
                 if max_pairs_per_mention is not None and len(pairs) > max_pairs_per_mention:
                     rng = random.Random(f"{seed}:{k}:{text}")
                     pairs = sorted(rng.sample(pairs, max_pairs_per_mention))

@@ -1,0 +1,195 @@
+"""Plain functions behind the ``build-index``, ``link`` and ``create-pipeline`` commands.
+
+- :func:`build_index_dir`: KB folder + model → index folder (its metadata also records the model
+  and the KB folder, so ``link`` can use the index folder alone);
+- :func:`load_linking_nlp`: a spaCy pipeline folder, or an index folder (then every text is one
+  mention: a blank pipeline with the linker);
+- :func:`link_records`: texts → one JSON-able record per text (entities with ``kb_id`` and
+  ``kb_ents``);
+- :func:`create_pipeline`: a blank or given NER pipeline + the linker, initialised, written to a folder.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+
+from .errors import Errors, MissingInputError
+from .index import META_FILE, ConceptIndex
+from .util import PathLike, atomic_dir, ensure_path, get_logger
+
+logger = get_logger("linking")
+
+
+def build_index_dir(
+    kb_dir: PathLike,
+    model: str,
+    output: PathLike,
+    *,
+    pooling: str = "cls",
+    max_length: int = 25,
+    device: str = "auto",
+    precision: str = "auto",
+    batch_size: int = 256,
+    exact: Optional[bool] = None,
+    M: Optional[int] = None,
+    ef_construction: Optional[int] = None,
+    ef_search: Optional[int] = None,
+    work_dir: Optional[PathLike] = None,
+    num_threads: int = 1,
+    overwrite: bool = False,
+    show_progress: bool = True,
+) -> ConceptIndex:
+    """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically)."""
+    from .encoder import Encoder
+    from .kb import KnowledgeBase
+
+    kb_dir = ensure_path(kb_dir)
+    output = ensure_path(output)
+    if output.exists() and not overwrite:
+        from .errors import ConfigError
+
+        raise ConfigError(Errors.E003.format(path=output))
+    kb = KnowledgeBase.from_disk(kb_dir)
+    enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device, precision=precision)
+    options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
+                                                  ("ef_search", ef_search)) if v is not None}
+    if work_dir is None:
+        work_dir = output.with_name(f".{output.name}.work")
+    index = ConceptIndex.build(kb, enc, exact=exact, batch_size=batch_size, work_dir=work_dir,
+                               num_threads=num_threads, show_progress=show_progress, **options)
+    index.meta["model"] = enc.name
+    index.meta["kb_path"] = str(kb_dir.resolve())
+    with atomic_dir(output, overwrite=overwrite) as tmp:
+        index.to_disk(tmp)
+    import shutil
+
+    shutil.rmtree(work_dir, ignore_errors=True)  # done: the chunks are no longer needed
+    return index
+
+
+def load_linking_nlp(
+    path: PathLike,
+    *,
+    model: Optional[str] = None,
+    kb_path: Optional[PathLike] = None,
+    device: str = "auto",
+    overrides: Optional[Dict[str, Any]] = None,
+) -> Tuple[Any, bool]:
+    """Load a spaCy pipeline folder, or build a one-component pipeline around an index folder.
+
+    Returns ``(nlp, whole_text)``: ``whole_text`` is True for an index folder, where each text is
+    linked as one mention. ``overrides`` sets linker options (``k``, ``threshold``...).
+    """
+    import spacy
+
+    path = ensure_path(path)
+    overrides = dict(overrides or {})
+    if (path / "config.cfg").exists():
+        config = {f"components.{name}.{k}": v for name in _linker_names(path) for k, v in overrides.items()}
+        return spacy.load(path, config=config), False
+    if not (path / META_FILE).exists():
+        raise MissingInputError(Errors.E117.format(path=path))
+    from .encoder import Encoder
+    from .kb import KnowledgeBase
+
+    meta = ConceptIndex.read_meta(path)
+    model = model or meta.get("model") or meta.get("encoder_name")
+    if not model:
+        raise MissingInputError(Errors.E118.format(path=path, what="the model", option="--model"))
+    kb_path = kb_path or meta.get("kb_path")
+    if not kb_path:
+        raise MissingInputError(Errors.E118.format(path=path, what="the KB folder", option="--kb"))
+    kb = KnowledgeBase.from_disk(kb_path)
+    index = ConceptIndex.from_disk(path, kb)
+    enc = Encoder.load(model, pooling=meta["pooling"], max_length=int(meta["max_length"]), device=device)
+    nlp = spacy.blank("en")
+    config = dict(overrides, model=str(model), pooling=meta["pooling"], max_length=int(meta["max_length"]),
+                  device=device)
+    linker = nlp.add_pipe("sapbert_linker", config=config)
+    linker.set_resources(enc, index, path=path)
+    return nlp, True
+
+
+def _linker_names(path: Path) -> Iterable[str]:
+    from thinc.api import Config
+
+    config = Config().from_disk(path / "config.cfg", interpolate=False)
+    return [name for name, comp in config.get("components", {}).items() if comp.get("factory") == "sapbert_linker"]
+
+
+def link_records(nlp: Any, texts: Iterable[Tuple[str, str]], *, whole_text: bool = False,
+                 batch_size: int = 64) -> Iterator[Dict[str, Any]]:
+    """``(id, text)`` pairs → one record per text: ``{"id", "text", "ents": [{start, end, text, label,
+    kb_id, kb_ents}]}``; offsets are characters. With ``whole_text`` each text is one mention."""
+    from spacy.tokens import Span
+
+    pairs = list(texts)
+    linker_names = [name for name, proc in nlp.pipeline if proc.__class__.__name__ == "SapbertLinker"]
+    ext = nlp.get_pipe(linker_names[-1]).cfg["extension_name"] if linker_names else "kb_ents"
+    if whole_text:
+        docs = []
+        for _, text in pairs:
+            doc = nlp.make_doc(text)
+            doc.ents = [Span(doc, 0, len(doc), label="MENTION")] if len(doc) else []
+            docs.append(doc)
+        stream = docs
+        for _, proc in nlp.pipeline:
+            stream = proc.pipe(stream, batch_size=batch_size)
+        out = stream
+    else:
+        out = nlp.pipe((text for _, text in pairs), batch_size=batch_size)
+    for (doc_id, text), doc in zip(pairs, out):
+        ents = []
+        for ent in doc.ents:
+            cands = ent._.get(ext) if ent.has_extension(ext) else None
+            ents.append({"start": ent.start_char, "end": ent.end_char, "text": ent.text, "label": ent.label_,
+                         "kb_id": ent.kb_id_, "kb_ents": [[c, s] for c, s in (cands or [])]})
+        yield {"id": doc_id, "text": text, "ents": ents}
+
+
+def create_pipeline(
+    output: PathLike,
+    *,
+    kb_path: PathLike,
+    model: str,
+    base: Optional[PathLike] = None,
+    lang: str = "en",
+    index_path: Optional[PathLike] = None,
+    config: Optional[Dict[str, Any]] = None,
+    exact: Optional[bool] = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+) -> Any:
+    """A blank (``lang``) or given pipeline (``base``) + ``sapbert_linker`` (``config``), initialised
+    with the KB (and the index at ``index_path``, built when absent), written to ``output``."""
+    import spacy
+
+    output = ensure_path(output)
+    if output.exists() and not overwrite:
+        from .errors import ConfigError
+
+        raise ConfigError(Errors.E003.format(path=output))
+    nlp = spacy.load(base) if base is not None else spacy.blank(lang)
+    linker = nlp.add_pipe("sapbert_linker", config=dict(config or {}, model=str(model)))
+    settings: Dict[str, Any] = {"kb_path": str(ensure_path(kb_path).resolve()), "exact": exact,
+                                "show_progress": show_progress}
+    if index_path is not None:
+        settings["index_path"] = str(ensure_path(index_path).resolve())
+    linker.initialize(lambda: [], nlp=nlp, **settings)
+    nlp.config["initialize"]["components"]["sapbert_linker"] = {
+        k: v for k, v in settings.items() if k in ("kb_path", "index_path")}
+    with atomic_dir(output, overwrite=overwrite) as tmp:
+        nlp.to_disk(tmp)
+    return nlp
+
+
+def write_jsonl(records: Iterable[Dict[str, Any]], fh: Any) -> int:
+    n = 0
+    for record in records:
+        fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        n += 1
+    return n
+
+
+__all__ = ["build_index_dir", "load_linking_nlp", "link_records", "create_pipeline", "write_jsonl"]

@@ -1,0 +1,96 @@
+"""build-index, link and create-pipeline through typer's CliRunner."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import spacy
+from typer.testing import CliRunner
+
+from spacy_sapbert.cli import app
+from spacy_sapbert.errors import ConfigError, MissingInputError
+from spacy_sapbert.index import META_FILE
+from spacy_sapbert.kb import Concept, KnowledgeBase
+
+CONCEPTS = [
+    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
+    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
+    Concept("C005", "Ibuprofen", (), ("Chemical",)),
+]
+
+
+@pytest.fixture(scope="module")
+def kb_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli_kb") / "kb"
+    KnowledgeBase.from_concepts(CONCEPTS).to_disk(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def index_dir(kb_dir, tiny_bert_path, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli_index") / "index"
+    result = CliRunner().invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output", str(out),
+                                      "--pooling", "mean", "--device", "cpu", "--hnsw"])
+    assert result.exit_code == 0, result.output
+    assert "Indexed 6 names of 3 concepts (hnsw" in result.output
+    return out
+
+
+def test_build_index_writes_meta_and_refuses_to_overwrite(index_dir, kb_dir, tiny_bert_path):
+    meta = json.loads((index_dir / META_FILE).read_text())
+    assert meta["kind"] == "hnsw" and meta["pooling"] == "mean"
+    assert meta["model"] == str(tiny_bert_path.resolve()) and meta["kb_path"] == str(kb_dir.resolve())
+    assert not (index_dir.parent / f".{index_dir.name}.work").exists()  # work chunks removed when done
+    again = CliRunner().invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path),
+                                     "--output", str(index_dir)])
+    assert isinstance(again.exception, ConfigError) and "SB-E003" in str(again.exception)
+
+
+def test_link_index_folder_from_stdin(index_dir):
+    result = CliRunner().invoke(app, ["link", str(index_dir), "--threshold", "-1", "--device", "cpu"],
+                                input="grippe\naspirin\n\n")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["id"] for r in lines] == ["1", "2", "3"]
+    assert lines[0]["ents"][0]["kb_id"] == "D003" and lines[0]["ents"][0]["text"] == "grippe"
+    assert lines[1]["ents"][0]["kb_ents"][0][0] == "C004"
+    assert lines[2]["ents"] == []  # an empty line is a doc without entities
+
+
+def test_create_pipeline_with_base_ner_then_link_files(kb_dir, tiny_bert_path, tmp_path):
+    base = spacy.blank("en")
+    base.add_pipe("entity_ruler").add_patterns([{"label": "DISEASE", "pattern": "flu"},
+                                                {"label": "CHEMICAL", "pattern": "aspirin"}])
+    base.to_disk(tmp_path / "base")
+    out = tmp_path / "pipeline"
+    result = CliRunner().invoke(app, ["create-pipeline", str(out), "--kb", str(kb_dir), "--model", str(tiny_bert_path),
+                                      "--base", str(tmp_path / "base"), "--pooling", "mean", "--device", "cpu",
+                                      "--threshold", "-1", "--index", str(tmp_path / "idx")])
+    assert result.exit_code == 0, result.output
+    assert "['entity_ruler', 'sapbert_linker']" in result.output
+    assert (tmp_path / "idx" / META_FILE).exists()
+    (tmp_path / "a.txt").write_text("She took aspirin for the flu.", encoding="utf8")
+    result = CliRunner().invoke(app, ["link", str(out), str(tmp_path / "a.txt"), "-o", str(tmp_path / "out.jsonl"),
+                                      "--max-entities", "2"])
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "out.jsonl").read_text().strip())
+    assert [(e["text"], e["label"], e["kb_id"]) for e in record["ents"]] == [
+        ("aspirin", "CHEMICAL", "C004"), ("flu", "DISEASE", "D003")]
+    assert all(len(e["kb_ents"]) == 2 for e in record["ents"])
+    assert record["ents"][0]["start"] == 9 and record["ents"][0]["end"] == 16
+
+
+def test_link_errors(tmp_path, index_dir):
+    result = CliRunner().invoke(app, ["link", str(tmp_path)], input="x\n")
+    assert isinstance(result.exception, MissingInputError) and "SB-E117" in str(result.exception)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    meta = json.loads((index_dir / META_FILE).read_text())
+    for key, code in (("kb_path", "SB-E118"), ("model", "SB-E118")):
+        bad = dict(meta)
+        bad.pop(key)
+        if key == "model":
+            bad.pop("encoder_name")
+        (broken / META_FILE).write_text(json.dumps(bad))
+        result = CliRunner().invoke(app, ["link", str(broken)], input="x\n")
+        assert isinstance(result.exception, MissingInputError) and code in str(result.exception)
