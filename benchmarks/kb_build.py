@@ -25,18 +25,14 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+from spacy_sapbert.util import peak_rss_mb
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "benchmarks" / "output" / "kb_build"
 
 
 # ---------------------------------------------------------------- steps (run in subprocesses)
-def _peak_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def step_build(fmt: str, source: str, out: str, jsonl: str) -> Dict[str, Any]:
     from spacy_sapbert.kb.build import build_kb
     from spacy_sapbert.kb.readers import write_jsonl
@@ -44,7 +40,7 @@ def step_build(fmt: str, source: str, out: str, jsonl: str) -> Dict[str, Any]:
     start = time.perf_counter()
     kb = build_kb([(source, fmt)], out, overwrite=True)
     seconds = time.perf_counter() - start
-    peak = _peak_mb()
+    peak = peak_rss_mb()
     write_jsonl(kb, jsonl)
     stats = kb.stats()
     return {"build_s": seconds, "build_peak_mb": peak, "concepts": stats["concepts"], "names": stats["names"],
@@ -54,7 +50,7 @@ def step_build(fmt: str, source: str, out: str, jsonl: str) -> Dict[str, Any]:
 def step_load(out: str) -> Dict[str, Any]:
     from spacy_sapbert.kb import KnowledgeBase
 
-    base = _peak_mb()
+    base = peak_rss_mb()
     start = time.perf_counter()
     kb = KnowledgeBase.from_disk(out)
     names = kb.names
@@ -62,22 +58,22 @@ def step_load(out: str) -> Dict[str, Any]:
     cuis = kb.alias_to_cuis[probe]
     kb.cui_to_entity[sorted(cuis)[0]]
     load_s = time.perf_counter() - start
-    load_peak = _peak_mb()
+    load_peak = peak_rss_mb()
     start = time.perf_counter()
     n = sum(1 for _ in names)
     iter_s = time.perf_counter() - start
     return {"load_s": load_s, "load_peak_mb": load_peak, "python_baseline_mb": base, "iter_names_s": iter_s,
-            "iterated": n, "iter_peak_mb": _peak_mb()}
+            "iterated": n, "iter_peak_mb": peak_rss_mb()}
 
 
 def step_scispacy(jsonl: str) -> Dict[str, Any]:
     from scispacy.linking_utils import KnowledgeBase as SciKB
 
-    base = _peak_mb()
+    base = peak_rss_mb()
     start = time.perf_counter()
     kb = SciKB(jsonl)
     seconds = time.perf_counter() - start
-    return {"scispacy_load_s": seconds, "scispacy_peak_mb": _peak_mb(), "python_baseline_mb": base,
+    return {"scispacy_load_s": seconds, "scispacy_peak_mb": peak_rss_mb(), "python_baseline_mb": base,
             "scispacy_concepts": len(kb.cui_to_entity)}
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import spacy
+from spacy_sapbert.util import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,15 +47,6 @@ def _make_gold_spans(nlp, name, table: str):
         return doc
 
     return set_spans
-
-
-def _peak_rss_mb() -> float:
-    """VmHWM of this process. (ru_maxrss of a child started by fork+exec inherits the parent's peak
-    on Linux, so it would report the big parent's figure.)"""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _score(docs, gold_by_doc: List[List[Dict[str, Any]]], ext: str) -> Dict[str, float]:
@@ -113,7 +104,7 @@ def worker(kind: str, work: Path) -> None:
     n_mentions = sum(len(d.ents) for d in docs)
     result = {"load_s": load_s, "link_s": link_s, "docs": len(docs), "mentions_linked": n_mentions,
               "docs_per_s": len(docs) / link_s, "mentions_per_s": n_mentions / link_s,
-              "peak_rss_mb": _peak_rss_mb()}
+              "peak_rss_mb": peak_rss_mb()}
     result.update(_score(docs, gold, ext))
     print("RESULT " + json.dumps(result))
 
@@ -250,6 +241,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
     parser.add_argument("--limit-docs", type=int, default=0, help="only the first N test docs (smoke runs)")
     parser.add_argument("--limit-concepts", type=int, default=0, help="only the first N MEDIC concepts (smoke runs)")
+    parser.add_argument("--reuse-work", action="store_true",
+                        help="with --work: reuse what an earlier run prepared there; rerun only the two workers")
     parser.add_argument("--json", type=Path, default=None, help="also write all figures here")
     parser.add_argument("--worker", choices=["sapbert", "scispacy"], default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -263,7 +256,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="link_ncbi_") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        figures = prepare(args, work)
+        prepared = work / "prepared.json"
+        if args.reuse_work and prepared.exists():  # KB, index, pipelines and their figures from an earlier run
+            figures = json.loads(prepared.read_text(encoding="utf8"))
+        else:
+            figures = prepare(args, work)
+            prepared.write_text(json.dumps(figures), encoding="utf8")
         figures["sapbert"] = _run_worker("sapbert", work)
         figures["scispacy"] = _run_worker("scispacy", work)
     ours, theirs = figures["sapbert"], figures["scispacy"]

@@ -14,7 +14,6 @@ Usage: ``python benchmarks/umls_download.py --mb 200``
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import socket
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from spacy_sapbert.assets.umls import download_umls
 from spacy_sapbert.errors import DownloadError
-from spacy_sapbert.util import file_sha256
+from spacy_sapbert.util import file_sha256, peak_rss_mb
 
 KEY = "benchmark-key-0000"
 
@@ -146,7 +145,7 @@ def main() -> None:
     for name, secs in rows:
         print(f"{name:<70} {secs:7.2f} {size_mb / secs:7.0f}")
     print(f"extracted MRCONSO.RRF identical in all three runs (sha256): {len(digests) == 1}")
-    print(f"peak RSS of the whole process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    print(f"peak RSS of the whole process: {peak_rss_mb():.0f} MB")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
 from .about import __version__
 from .encoder import fork_guard
+from .index_build import _build_hnsw, _encode_names, _filtered_query
 from .errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
 from .util import PathLike, atomic_write, ensure_path, get_logger
 
@@ -32,7 +32,6 @@ logger = get_logger("index")
 META_FILE = "index_meta.json"
 HNSW_FILE = "names.hnsw"
 VECTORS_FILE = "vectors.npy"
-WORK_FILE = "work.json"
 FORMAT_VERSION = 1
 EXACT_MAX_NAMES = 20_000
 DEFAULT_M = 32
@@ -180,6 +179,18 @@ class ConceptIndex:
         scores[:, : s.shape[1]] = s
         return rows, scores
 
+    def name_vectors(self, rows: Sequence[int]) -> numpy.ndarray:
+        """The stored vectors of name ``rows`` (what the encoder gave ``kb.names[row]`` at build
+        time), float32 ``[len(rows), dim]``."""
+        rows = [int(r) for r in rows]
+        if any(not 0 <= r < len(self) for r in rows):
+            raise ConfigError(Errors.E111.format(what="name row", minimum=0, value=rows))
+        if not rows:
+            return numpy.zeros((0, self.dim), dtype=numpy.float32)
+        if self._hnsw is None:
+            return self._vectors[rows].numpy().copy()
+        return numpy.asarray(self._hnsw.get_items(rows, return_type="numpy"), dtype=numpy.float32)
+
     def search(
         self,
         vectors: numpy.ndarray,
@@ -201,7 +212,8 @@ class ConceptIndex:
         n_allowed = len(self) if row_mask is None else int(row_mask.sum())
         results: List[List[Tuple[str, float]]] = [[] for _ in range(vectors.shape[0])]
         pending = list(range(vectors.shape[0]))
-        depth = min(n_allowed, max(2 * k, k + 16))
+        names_per_concept = -(-len(self) // max(1, len(self.kb)))
+        depth = min(n_allowed, max(2 * k, k + 16, k * names_per_concept))
         while pending and depth > 0:
             rows, scores = self.search_names(vectors[pending], depth, row_mask=row_mask)
             still: List[int] = []
@@ -217,20 +229,25 @@ class ConceptIndex:
 
     def _aggregate(self, rows: numpy.ndarray, scores: numpy.ndarray, k: int,
                    allowed: Optional[Callable[[str], bool]], searched_all: bool) -> Tuple[List[Tuple[str, float]], bool]:
+        """Max over names, rows best first. Stops at the first row scoring below the k-th concept
+        found (nothing after it can enter the top k); ``complete`` is False when the rows ran out
+        before that could be decided, and the caller searches deeper."""
         best: Dict[str, float] = {}
-        last = None
-        exhausted = searched_all
+        kth: Optional[float] = None
+        complete = searched_all
         for row, score in zip(rows.tolist(), scores.tolist()):
-            if row < 0:
-                exhausted = True  # the back-end has nothing more to give
+            if row < 0:  # the back-end has nothing more to give
+                complete = True
                 break
-            last = score
+            if kth is not None and score < kth:
+                complete = True
+                break
             for cid in self.kb.concepts_of_row(row):
                 if cid not in best and (allowed is None or allowed(cid)):
                     best[cid] = score
+            if kth is None and len(best) >= k:
+                kth = score
         ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
-        # Exact when every concept that could still beat (or tie) the k-th was seen.
-        complete = exhausted or (len(ranked) >= k and last is not None and ranked[-1][1] > last)
         return [(cid, float(s)) for cid, s in ranked], complete
 
     def _check_queries(self, vectors: numpy.ndarray) -> numpy.ndarray:
@@ -388,102 +405,6 @@ class ConceptIndex:
         if ef_search is not None:
             index.set_ef(ef_search)
         return index
-
-
-def _filtered_query(hnsw: Any, vectors: numpy.ndarray, k: int, keep: Callable[[int], bool]
-                    ) -> Tuple[numpy.ndarray, numpy.ndarray]:
-    """hnswlib with a filter may find fewer than ``k`` allowed rows for some queries; query those
-    again one by one with a shrinking ``k`` and pad the rest (row -1, distance +inf)."""
-    try:
-        return hnsw.knn_query(vectors, k=k, num_threads=1, filter=keep)
-    except RuntimeError:
-        labels = numpy.full((vectors.shape[0], k), -1, dtype=numpy.int64)
-        dist = numpy.full((vectors.shape[0], k), numpy.inf, dtype=numpy.float32)
-        for i in range(vectors.shape[0]):
-            kk = k
-            while kk > 0:
-                try:
-                    lab, dis = hnsw.knn_query(vectors[i : i + 1], k=kk, num_threads=1, filter=keep)
-                except RuntimeError:
-                    kk //= 2
-                    continue
-                labels[i, :kk], dist[i, :kk] = lab[0], dis[0]
-                break
-        return labels, dist
-
-
-def _build_hnsw(vectors: numpy.ndarray, *, M: int, ef_construction: int, num_threads: int, seed: int,
-                show_progress: bool) -> Any:
-    import hnswlib
-
-    n, dim = vectors.shape
-    hnsw = hnswlib.Index(space="ip", dim=dim)
-    hnsw.init_index(max_elements=n, ef_construction=ef_construction, M=M, random_seed=seed)
-    bar = None
-    if show_progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=n, desc="hnsw", unit="name")
-    step = 10_000
-    try:
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            hnsw.add_items(vectors[start:stop], numpy.arange(start, stop), num_threads=num_threads)
-            if bar is not None:
-                bar.update(stop - start)
-    finally:
-        if bar is not None:
-            bar.close()
-    return hnsw
-
-
-def _encode_names(kb: Any, enc: Any, *, batch_size: int, work_dir: Optional[PathLike], show_progress: bool,
-                  chunk_size: int) -> numpy.ndarray:
-    """Encode ``kb.names`` in chunks; with ``work_dir``, chunks are saved as .npy and reused."""
-    names = kb.names
-    n = len(names)
-    out = numpy.empty((n, int(enc.dim)), dtype=numpy.float32)
-    work = ensure_path(work_dir) if work_dir is not None else None
-    if work is not None:
-        _check_work_dir(work, {"encoder_fingerprint": enc.fingerprint, "pooling": enc.pooling,
-                               "max_length": int(enc.max_length), "kb_checksum": kb.checksum,
-                               "chunk_size": int(chunk_size), "n_names": n})
-    bar = None
-    if show_progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=n, desc="encode names", unit="name")
-    try:
-        for c, start in enumerate(range(0, n, chunk_size)):
-            stop = min(n, start + chunk_size)
-            chunk_file = work / f"chunk_{c:06d}.npy" if work is not None else None
-            if chunk_file is not None and chunk_file.exists():
-                out[start:stop] = numpy.load(chunk_file, allow_pickle=False)
-            else:
-                vecs = enc.encode(list(names[start:stop]), batch_size=batch_size, use_cache=False)
-                out[start:stop] = vecs
-                if chunk_file is not None:
-                    with atomic_write(chunk_file, "wb") as fh:
-                        numpy.save(fh, vecs)
-            if bar is not None:
-                bar.update(stop - start)
-    finally:
-        if bar is not None:
-            bar.close()
-    return out
-
-
-def _check_work_dir(work: Path, expected: Dict[str, Any]) -> None:
-    work.mkdir(parents=True, exist_ok=True)
-    marker = work / WORK_FILE
-    if marker.exists():
-        found = json.loads(marker.read_text(encoding="utf8"))
-        diff = sorted(k for k in expected if found.get(k) != expected[k])
-        if diff:
-            raise IncompatibleError(Errors.E112.format(path=work, reason="different " + ", ".join(diff)))
-    else:
-        with atomic_write(marker) as fh:
-            json.dump(expected, fh, indent=2, sort_keys=True)
 
 
 __all__ = ["ConceptIndex", "EXACT_MAX_NAMES", "DEFAULT_M", "DEFAULT_EF_CONSTRUCTION", "DEFAULT_EF_SEARCH"]

@@ -49,6 +49,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "extension_name": "kb_ents",
     "ef_search": DEFAULT_EF_SEARCH,
     "set_kb_id": True,
+    "reuse_name_vectors": True,
 }
 
 
@@ -73,6 +74,7 @@ def make_sapbert_linker(
     extension_name: str,
     ef_search: int,
     set_kb_id: bool,
+    reuse_name_vectors: bool,
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -81,13 +83,15 @@ def make_sapbert_linker(
     ``max_length``, ``batch_size``, ``device``, ``precision``, ``semantic_types`` (applied before
     the top-k cut), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``),
     ``extension_name`` (the Span attribute written), ``ef_search`` (hnsw search depth),
-    ``set_kb_id`` (write ``kb_id_`` of the spans)."""
+    ``set_kb_id`` (write ``kb_id_`` of the spans), ``reuse_name_vectors`` (a mention that is a KB
+    name takes that name's vector from the index instead of running the encoder: same result, faster)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, k=k, threshold=threshold,
         max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
         filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, spans_key=spans_key,
         extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
+        reuse_name_vectors=reuse_name_vectors,
     )
 
 
@@ -193,7 +197,7 @@ class SapbertLinker(Pipe):
         unique = sorted({text for mentions in per_doc for _, text in mentions if text})
         found: Dict[str, List[Tuple[str, float]]] = {}
         if unique:
-            vectors = self.encoder.encode(unique, batch_size=cfg["batch_size"])
+            vectors = self._vectors(unique)
             ranked = self.index.search(vectors, max(cfg["k"], cfg["max_entities_per_mention"]),
                                        semantic_types=cfg["semantic_types"] or None,
                                        require_definition=cfg["filter_for_definitions"])
@@ -209,6 +213,25 @@ class SapbertLinker(Pipe):
                 kb_ids.append(cands[0][0] if cands else "")
             if cfg["set_kb_id"] and mentions:
                 self._set_kb_ids(doc, [span for span, _ in mentions], kb_ids)
+
+    def _vectors(self, texts: List[str]) -> "numpy.ndarray":
+        """Query vectors; a mention that is a KB name reuses the name's vector stored in the index
+        (the encoder would give the same vector) when ``reuse_name_vectors`` is on."""
+        import numpy
+
+        index = self.index
+        rows = [-1] * len(texts)
+        row_of_name = getattr(index.kb, "row_of_name", None)
+        if self.cfg["reuse_name_vectors"] and row_of_name is not None:
+            rows = [row_of_name(text) for text in texts]
+        known = [i for i, row in enumerate(rows) if 0 <= row < len(index)]
+        unknown = [i for i, row in enumerate(rows) if not 0 <= row < len(index)]
+        vectors = numpy.empty((len(texts), index.dim), dtype=numpy.float32)
+        if known:
+            vectors[known] = index.name_vectors([rows[i] for i in known])
+        if unknown:
+            vectors[unknown] = self.encoder.encode([texts[i] for i in unknown], batch_size=self.cfg["batch_size"])
+        return vectors
 
     def _set_kb_ids(self, doc: Doc, spans: List[Span], kb_ids: List[str]) -> None:
         if self.cfg["spans_key"] is None:

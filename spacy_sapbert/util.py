@@ -137,7 +137,16 @@ def resolve_device(device: str = "auto") -> "torch.device":  # noqa: F821
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process (and finished children are not counted), in MB."""
+    """Peak resident memory of this process in MB.
+
+    Reads ``VmHWM`` from ``/proc/self/status`` on Linux: ``ru_maxrss`` of a child started by
+    fork+exec inherits its parent's peak there, so it would report the parent's figure.
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -59,6 +59,7 @@ def test_aggregation_is_max_over_names_with_ties_by_concept_id(kb):
     query = _unit([[1, 0, 0, 0]])
     result = index.search(query, k=5)[0]
     assert result[:2] == [("D001", pytest.approx(1.0)), ("D002", pytest.approx(1.0))]
+    assert index.search(query, k=1)[0] == [("D001", pytest.approx(1.0))]  # a tie at the cut: smaller id
     expected = _brute_force(kb, vectors, query[0], 5)
     assert [c for c, _ in result] == [c for c, _ in expected]
     numpy.testing.assert_allclose([s for _, s in result], [s for _, s in expected], rtol=1e-5)
@@ -223,3 +224,13 @@ def test_bad_arguments(kb, enc):
     with pytest.raises(ConfigError, match="SB-E111"):
         index.set_ef(0)
     assert index.search(numpy.zeros((0, enc.dim), dtype=numpy.float32), 3) == []
+
+
+def test_name_vectors_are_the_encoded_names(kb, enc):
+    names = list(kb.names)
+    for exact in (True, False):
+        index = ConceptIndex.build(kb, enc, exact=exact, show_progress=False)
+        numpy.testing.assert_allclose(index.name_vectors([2, 0]), enc.encode([names[2], names[0]]), atol=1e-5)
+        assert index.name_vectors([]).shape == (0, enc.dim)
+        with pytest.raises(ConfigError, match="SB-E111"):
+            index.name_vectors([len(names)])

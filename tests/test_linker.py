@@ -8,7 +8,6 @@ import pytest
 import spacy
 from spacy.tokens import Doc, Span
 
-from spacy_sapbert.encoder import Encoder
 from spacy_sapbert.errors import ConfigError, IncompatibleError, MissingInputError
 from spacy_sapbert.index import META_FILE
 from spacy_sapbert.kb import Concept, KnowledgeBase
@@ -184,7 +183,7 @@ def test_empty_whitespace_long_and_no_entities(nlp):
 
 
 def test_pipe_encodes_a_batch_of_docs_at_once(tiny_bert_path, kb_path, monkeypatch):
-    nlp = make_nlp(tiny_bert_path, kb_path)
+    nlp = make_nlp(tiny_bert_path, kb_path, reuse_name_vectors=False)
     linker = nlp.get_pipe("sapbert_linker")
     calls = []
     original = linker.encoder.encode
@@ -270,3 +269,19 @@ def test_nlp_pipe_with_two_processes(tiny_bert_path, kb_path):
     multi = [_ents(d) for d in nlp.pipe(TEXTS * 2, batch_size=2, n_process=2)]
     assert multi == single
     assert single[0][0][1] == "D001"
+
+
+def test_kb_names_reuse_their_stored_vectors(tiny_bert_path, kb_path, monkeypatch):
+    on = make_nlp(tiny_bert_path, kb_path)
+    off = make_nlp(tiny_bert_path, kb_path, reuse_name_vectors=False)
+    encoded = []
+    linker = on.get_pipe("sapbert_linker")
+    original = linker.encoder.encode
+    monkeypatch.setattr(linker.encoder, "encode", lambda texts, **kw: encoded.extend(texts) or original(texts, **kw))
+    text, spans = "Flu and zzqx and Heart Attack", [(0, 1), (2, 3), (4, 6)]
+    got = link(on, with_ents(on, text, spans))
+    assert encoded == ["zzqx"]  # "flu" and "heart attack" are KB names
+    want = link(off, with_ents(off, text, spans))
+    for a, b in zip(got.ents, want.ents):
+        assert [c for c, _ in a._.kb_ents] == [c for c, _ in b._.kb_ents]
+        assert [s for _, s in a._.kb_ents] == pytest.approx([s for _, s in b._.kb_ents], abs=1e-4)

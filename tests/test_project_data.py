@@ -151,9 +151,11 @@ def test_ctd_current_release_is_converted_to_the_medic_format(tmp_path, served, 
 def test_project_yml_lists_every_demo_input_with_a_pin():
     config = srsly.read_yaml(ROOT / "project.yml")
     files = {a.get("file", a["dest"]): a for a in config["assets"]}
-    for var in ("medic", "hpo", "doid", "ncbi_train", "ncbi_dev", "ncbi_test", "bc5cdr_train", "bc5cdr_dev"):
-        path = config["vars"][var]
-        assert path in files, f"vars.{var} ({path}) has no asset entry"
+    data_dir = config["vars"]["data_dir"]
+    for name in ("medic.txt", "hp.obo", "doid.obo", "ncbi_train.txt", "ncbi_dev.txt", "ncbi_test.txt",
+                 "bc5cdr_train.txt", "bc5cdr_dev.txt"):
+        path = f"{data_dir}/{name}"
+        assert path in files, f"{path} has no asset entry"
         entry = files[path]
         assert entry.get("url", "").startswith("https://") and entry.get("shared")
         assert entry.get("file_md5") or entry.get("checksum")
