@@ -38,7 +38,7 @@ def main(argv=None) -> int:
         if visible < args.gpus:
             problems.append(f"vars.gpus is {args.gpus} but {visible} CUDA GPU(s) are visible. Pretraining on UMLS "
                             f"needs a GPU: run on a GPU machine, or pass --vars.gpus {visible} "
-                            f"({'0 = CPU, days for UMLS' if visible == 0 else 'the GPUs you have'}).")
+                            f"({'0 with --vars.device cpu --vars.amp none: CPU, days for UMLS' if visible == 0 else 'the GPUs you have'}).")
     if problems:
         print("The umls workflow cannot start:", file=sys.stderr)
         for p in problems:

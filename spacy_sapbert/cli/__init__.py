@@ -13,10 +13,13 @@ def main() -> None:
     import logging
     import os
 
-    logging.basicConfig(
-        level=os.environ.get("SPACY_SAPBERT_LOG_LEVEL", "INFO").upper(),
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    # Only our own logger: the root logger (spaCy's, nmslib's) is left as the user set it.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    package_logger = logging.getLogger("spacy_sapbert")
+    if not package_logger.handlers:
+        package_logger.addHandler(handler)
+    package_logger.setLevel(os.environ.get("SPACY_SAPBERT_LOG_LEVEL", "INFO").upper())
     try:
         app(standalone_mode=False)
     except SapbertError as err:
