@@ -46,6 +46,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "filter_for_definitions": False,
     "semantic_types": [],
     "spans_key": None,
+    "labels": [],
     "extension_name": "kb_ents",
     "ef_search": DEFAULT_EF_SEARCH,
     "set_kb_id": True,
@@ -71,6 +72,7 @@ def make_sapbert_linker(
     filter_for_definitions: bool,
     semantic_types: List[str],
     spans_key: Optional[str],
+    labels: List[str],
     extension_name: str,
     ef_search: int,
     set_kb_id: bool,
@@ -81,7 +83,8 @@ def make_sapbert_linker(
     ``resolve_abbreviations``, ``filter_for_definitions`` (default False here: many KBs have no
     definitions). Ours: ``model`` (hub id or folder, loaded in initialize), ``pooling``,
     ``max_length``, ``batch_size``, ``device``, ``precision``, ``semantic_types`` (applied before
-    the top-k cut), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``),
+    the top-k cut), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only
+    spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
     ``extension_name`` (the Span attribute written), ``ef_search`` (hnsw search depth),
     ``set_kb_id`` (write ``kb_id_`` of the spans), ``reuse_name_vectors`` (a mention that is a KB
     name takes that name's vector from the index instead of running the encoder: same result, faster)."""
@@ -90,7 +93,7 @@ def make_sapbert_linker(
         device=device, precision=precision, k=k, threshold=threshold,
         max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
         filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, spans_key=spans_key,
-        extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
+        labels=labels, extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
         reuse_name_vectors=reuse_name_vectors,
     )
 
@@ -104,6 +107,7 @@ class SapbertLinker(Pipe):
         self.cfg: Dict[str, Any] = dict(DEFAULT_CONFIG)
         self.cfg.update(cfg)
         self.cfg["semantic_types"] = list(self.cfg["semantic_types"] or [])
+        self.cfg["labels"] = list(self.cfg["labels"] or [])
         _validate_cfg(self.cfg)
         self.encoder: Optional[Encoder] = None
         self.index: Optional[ConceptIndex] = None
@@ -189,9 +193,10 @@ class SapbertLinker(Pipe):
         if self.encoder is None or self.index is None:
             raise MissingInputError(Errors.E114.format(name=self.name))
         cfg = self.cfg
+        labels = set(cfg["labels"])
         per_doc: List[List[Tuple[Span, str]]] = []
         for doc in docs:
-            spans = list(self._spans(doc))
+            spans = [span for span in self._spans(doc) if not labels or span.label_ in labels]
             long_forms = self._long_forms(doc) if cfg["resolve_abbreviations"] and spans else {}
             per_doc.append([(span, normalize_name(_mention_text(span, long_forms))) for span in spans])
         unique = sorted({text for mentions in per_doc for _, text in mentions if text})
@@ -234,17 +239,21 @@ class SapbertLinker(Pipe):
         return vectors
 
     def _set_kb_ids(self, doc: Doc, spans: List[Span], kb_ids: List[str]) -> None:
+        """Rewrite the linked spans with their ``kb_id``; spans not linked (other labels) keep theirs."""
+        linked = {(s.start, s.end, s.label): kid for s, kid in zip(spans, kb_ids)}
+
+        def relabel(group: Iterable[Span]) -> List[Span]:
+            return [Span(doc, s.start, s.end, label=s.label, span_id=s.id,
+                         kb_id=linked.get((s.start, s.end, s.label), s.kb_id_)) for s in group]
+
         if self.cfg["spans_key"] is None:
-            doc.ents = [Span(doc, s.start, s.end, label=s.label, kb_id=kid, span_id=s.id)
-                        for s, kid in zip(spans, kb_ids)]
+            doc.ents = relabel(doc.ents)
         else:
             from spacy.tokens import SpanGroup
 
             key = self.cfg["spans_key"]
             group = doc.spans[key]
-            doc.spans[key] = SpanGroup(doc, name=key, attrs=dict(group.attrs), spans=[
-                Span(doc, s.start, s.end, label=s.label, kb_id=kid, span_id=s.id) for s, kid in zip(spans, kb_ids)
-            ])
+            doc.spans[key] = SpanGroup(doc, name=key, attrs=dict(group.attrs), spans=relabel(group))
 
     def _long_forms(self, doc: Doc) -> Dict[int, Tuple[int, str]]:
         """Short-form start token → (end token, long form text), from ``doc._.abbreviations`` when

@@ -154,6 +154,16 @@ def test_spans_key_links_a_span_group(tiny_bert_path, kb_path):
     assert link(nlp, nlp.make_doc("no group here")).spans.get("sc") is None  # documented no-op
 
 
+def test_labels_restrict_which_spans_are_linked(tiny_bert_path, kb_path):
+    nlp = make_nlp(tiny_bert_path, kb_path, labels=["DISEASE"])
+    doc = nlp.make_doc("flu and aspirin")
+    doc.ents = [Span(doc, 0, 1, label="DISEASE"), Span(doc, 2, 3, label="CHEMICAL", kb_id="preset")]
+    doc = link(nlp, doc)
+    flu, aspirin = doc.ents
+    assert (flu.label_, flu.kb_id_, flu._.kb_ents[0][0]) == ("DISEASE", "D003", "D003")
+    assert (aspirin.label_, aspirin.kb_id_, aspirin._.kb_ents) == ("CHEMICAL", "preset", None)
+
+
 def test_two_linkers_side_by_side(tiny_bert_path, kb_path):
     nlp = spacy.blank("en")
     base = {"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0, "pooling": "mean"}

@@ -80,6 +80,20 @@ def test_create_pipeline_with_base_ner_then_link_files(kb_dir, tiny_bert_path, t
     assert record["ents"][0]["start"] == 9 and record["ents"][0]["end"] == 16
 
 
+def test_create_pipeline_links_only_the_given_labels(kb_dir, tiny_bert_path, tmp_path):
+    base = spacy.blank("en")
+    base.add_pipe("entity_ruler").add_patterns([{"label": "DISEASE", "pattern": "flu"},
+                                                {"label": "CHEMICAL", "pattern": "aspirin"}])
+    base.to_disk(tmp_path / "base")
+    out = tmp_path / "pipeline"
+    result = CliRunner().invoke(app, ["create-pipeline", str(out), "--kb", str(kb_dir), "--model", str(tiny_bert_path),
+                                      "--base", str(tmp_path / "base"), "--pooling", "mean", "--device", "cpu",
+                                      "--threshold", "-1", "--label", "DISEASE"])
+    assert result.exit_code == 0, result.output
+    doc = spacy.load(out)("She took aspirin for the flu.")
+    assert [(e.text, e.kb_id_, bool(e._.kb_ents)) for e in doc.ents] == [("aspirin", "", False), ("flu", "D003", True)]
+
+
 def test_link_errors(tmp_path, index_dir):
     result = CliRunner().invoke(app, ["link", str(tmp_path)], input="x\n")
     assert isinstance(result.exception, MissingInputError) and "SB-E117" in str(result.exception)

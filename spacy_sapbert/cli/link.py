@@ -64,6 +64,7 @@ def create_pipeline_command(
     threshold: Optional[float] = typer.Option(None, "--threshold", help="Minimum score of a kb_ents entry."),
     max_entities: Optional[int] = typer.Option(None, "--max-entities", help="At most this many kb_ents per mention."),
     spans_key: Optional[str] = typer.Option(None, "--spans-key", help="Link doc.spans[KEY] instead of doc.ents."),
+    labels: Optional[List[str]] = typer.Option(None, "--label", help="Link only spans with this label (repeatable); default: all."),
     exact: Optional[bool] = typer.Option(None, "--exact/--hnsw", help="Index kind when it is built; default by KB size."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
@@ -71,7 +72,7 @@ def create_pipeline_command(
     from ..linking import create_pipeline
 
     config = dict(_overrides(k, threshold, max_entities), pooling=pooling, max_length=max_length, device=device,
-                  spans_key=spans_key)
+                  spans_key=spans_key, labels=list(labels or []))
     nlp = create_pipeline(output, kb_path=kb, model=model, base=base, lang=lang, index_path=index, config=config,
                           exact=exact, overwrite=overwrite)
     linker = nlp.get_pipe("sapbert_linker")
