@@ -138,6 +138,8 @@ def main() -> None:
     ap.add_argument("--warmup-steps", type=int, default=50)
     ap.add_argument("--finetune-segments", type=int, default=1,
                     help="> 1: evaluate after each part and keep the best on dev (early stopping)")
+    ap.add_argument("--finetune-more", type=float, default=0.0,
+                    help="after a full run: only resume its fine-tuning for this many more minutes and evaluate")
     ap.add_argument("--base-cls", action="store_true", help="also evaluate the base model with [CLS] pooling")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "pretrain_public")
     ap.add_argument("--fresh", action="store_true", help="delete --out first (else only the base model's cached vectors are kept)")
@@ -156,7 +158,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.fresh and args.out.exists():
         shutil.rmtree(args.out)
-    for stale in ("pretrain", "ablation_no_mining", "finetune"):
+    for stale in () if args.finetune_more else ("pretrain", "ablation_no_mining", "finetune"):
         if (args.out / stale).exists():
             shutil.rmtree(args.out / stale)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -185,6 +187,37 @@ def main() -> None:
         print(f"{name:<44} {fmt(row)}", flush=True)
         (args.out / "report.json").write_text(json.dumps({**report, "rows": rows}, indent=2), encoding="utf8")
 
+    def throughput(run: Path) -> float:
+        rows_ = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        rows_ = [r for r in rows_ if "loss" in r]
+        return rows_[-1]["pairs_seen"] / max(rows_[-1]["train_seconds"], 1e-9)
+
+    def ft_config(minutes: float):
+        return load_config(None, {
+            "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.batch_size,
+            "training.max_minutes": minutes, "training.checkpoint_every": 200, "training.log_every": 10,
+            "training.device": "cpu", "training.warmup_steps": 0,
+        }, task="finetune")
+
+    if args.finetune_more > 0:
+        old = json.loads((args.out / "report.json").read_text(encoding="utf8"))
+        rows.update(old.pop("rows"))
+        report.update({k: v for k, v in old.items() if k not in ("args", "machine")})
+        ft = args.out / "finetune"
+        res = finetune(medic, splits["train"], str(args.out / "pretrain" / "model"), ft, resume=True,
+                       config=ft_config(args.finetune_minutes + args.finetune_more))
+        row = ev.model(str(res.model_path), args.pooling)
+        point = {"minutes": round(res.train_seconds / 60, 1), "steps": res.steps, "pairs_seen": res.pairs_seen,
+                 "n_pairs": json.loads((ft / "pairs" / "meta.json").read_text())["n_pairs"],
+                 "pairs_per_s": round(throughput(ft), 1), **row}
+        report.setdefault("finetune_curve", []).append(point)
+        if row["dev"]["strict@1"] > report["finetune"]["dev"]["strict@1"]:
+            report["finetune"] = point
+        show(f"+ fine-tuned on NCBI train {point['minutes']:.0f} min", row)
+        print(f"fine-tuning: best on dev after {report['finetune']['minutes']} min: test strict@1 "
+              f"{100 * report['finetune']['test']['strict@1']:.1f}; peak RSS {peak_rss_mb():.0f} MB", flush=True)
+        return
+
     print(f"{'system':<44} dev: strict@1 @5 lenient@1 @5 | test: strict@1 @5 lenient@1 @5", flush=True)
     show("char-3gram tf-idf", ev.tfidf())
     vectors = args.out / "base_vectors"  # the base model's dictionary vectors, reused by reruns
@@ -200,11 +233,6 @@ def main() -> None:
             "training.max_minutes": minutes, "training.epochs": 1, "training.checkpoint_every": 200,
             "training.log_every": 10, "training.device": "cpu", "training.warmup_steps": args.warmup_steps,
             "miner.enabled": mining, **(extra or {})})
-
-    def throughput(run: Path) -> float:
-        rows_ = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-        rows_ = [r for r in rows_ if "loss" in r]
-        return rows_[-1]["pairs_seen"] / max(rows_[-1]["train_seconds"], 1e-9)
 
     curve = []
     run = args.out / "pretrain"
@@ -242,12 +270,7 @@ def main() -> None:
             shutil.rmtree(ft)
         best = None
         for i in range(1, args.finetune_segments + 1):
-            cfg = load_config(None, {
-                "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.batch_size,
-                "training.max_minutes": args.finetune_minutes * i / args.finetune_segments,
-                "training.checkpoint_every": 200, "training.log_every": 10,
-                "training.device": "cpu", "training.warmup_steps": 0,
-            }, task="finetune")
+            cfg = ft_config(args.finetune_minutes * i / args.finetune_segments)
             started = time.time()
             res = finetune(medic, splits["train"], str(run / "model"), ft, config=cfg, resume=i > 1)
             row = ev.model(str(res.model_path), args.pooling)
