@@ -8,7 +8,6 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): requirements.txt requirements-dev.txt setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)

@@ -155,11 +155,11 @@ def test_config_errors(fixtures_dir, tmp_path):
         ('[evaluate.dataset]\npath = "x"\n', "cannot parse it.*Section 'evaluate' is not defined"),
         (f'[evaluate]\n[evaluate.dataset]\npath = "{f / "test.pubtator"}"\n', "set exactly one of"),
         ('[evaluate]\n[evaluate.kb]\npath = "x"\n', "path is not set"),
-        (f'[evaluate]\nlevenshtein_threshold = 1.5\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
+        ('[evaluate]\nlevenshtein_threshold = 1.5\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
          "levenshtein_threshold"),
-        (f'[evaluate]\nmodes = ["online"]\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
+        ('[evaluate]\nmodes = ["online"]\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
          "SB-E002"),
-        (f'[evaluate]\n[evaluate.dataset]\npath = "x"\nformat = "brat"\n[evaluate.kb]\npath = "y"\n', "SB-E002"),
+        ('[evaluate]\n[evaluate.dataset]\npath = "x"\nformat = "brat"\n[evaluate.kb]\npath = "y"\n', "SB-E002"),
         ('[evaluate]\ndataset = 3\n', "must be a block"),
         ('[evaluate]\n[evaluate.input]\nbackoff = true\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
          "backoff needs training files"),
@@ -169,7 +169,7 @@ def test_config_errors(fixtures_dir, tmp_path):
         with pytest.raises(ConfigError, match=what):
             evaluate_config(cfg)
     with pytest.raises(ConfigError, match="unknown override"):
-        cfg.write_text(f'[evaluate]\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n', encoding="utf8")
+        cfg.write_text('[evaluate]\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n', encoding="utf8")
         evaluate_config(cfg, overrides={"evaluate.nope.x": 1})
     with pytest.raises(MissingInputError, match="SB-E001"):
         evaluate_config(tmp_path / "missing.cfg")

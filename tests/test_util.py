@@ -81,3 +81,12 @@ def test_atomic_outputs_get_the_usual_modes(tmp_path: Path):
         os.umask(mask)
     assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
+
+
+def test_public_api_names_resolve():
+    import spacy_sapbert
+
+    for name in spacy_sapbert.__all__:
+        assert getattr(spacy_sapbert, name) is not None, name
+    with pytest.raises(AttributeError):
+        spacy_sapbert.not_a_name  # noqa: B018

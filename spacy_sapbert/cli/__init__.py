@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 
 from ..errors import SapbertError
-from . import assets, evaluate, index, kb, link, ner, train  # noqa: F401  (register commands)
+# Imported in the order the commands are listed by --help: the life cycle of a linker.
+from . import kb, index, link, train, evaluate, ner, assets  # noqa: F401,I001  (register commands)
 from ._app import app
 
 

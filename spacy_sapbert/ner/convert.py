@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, EmptyResultError, Errors, Warnings
 from ..util import PathLike, atomic_write, ensure_path, get_logger
