@@ -57,11 +57,16 @@ def test_link_index_folder_from_stdin(index_dir):
     assert lines[2]["ents"] == []  # an empty line is a doc without entities
 
 
-def test_create_pipeline_with_base_ner_then_link_files(kb_dir, tiny_bert_path, tmp_path):
+def _ruler_pipeline(path):
+    """A pipeline whose entity ruler tags "flu" as DISEASE and "aspirin" as CHEMICAL."""
     base = spacy.blank("en")
     base.add_pipe("entity_ruler").add_patterns([{"label": "DISEASE", "pattern": "flu"},
                                                 {"label": "CHEMICAL", "pattern": "aspirin"}])
-    base.to_disk(tmp_path / "base")
+    base.to_disk(path)
+
+
+def test_create_pipeline_with_base_ner_then_link_files(kb_dir, tiny_bert_path, tmp_path):
+    _ruler_pipeline(tmp_path / "base")
     out = tmp_path / "pipeline"
     result = CliRunner().invoke(app, ["create-pipeline", str(out), "--kb", str(kb_dir), "--model", str(tiny_bert_path),
                                       "--base", str(tmp_path / "base"), "--pooling", "mean", "--device", "cpu",
@@ -81,10 +86,7 @@ def test_create_pipeline_with_base_ner_then_link_files(kb_dir, tiny_bert_path, t
 
 
 def test_create_pipeline_links_only_the_given_labels(kb_dir, tiny_bert_path, tmp_path):
-    base = spacy.blank("en")
-    base.add_pipe("entity_ruler").add_patterns([{"label": "DISEASE", "pattern": "flu"},
-                                                {"label": "CHEMICAL", "pattern": "aspirin"}])
-    base.to_disk(tmp_path / "base")
+    _ruler_pipeline(tmp_path / "base")
     out = tmp_path / "pipeline"
     result = CliRunner().invoke(app, ["create-pipeline", str(out), "--kb", str(kb_dir), "--model", str(tiny_bert_path),
                                       "--base", str(tmp_path / "base"), "--pooling", "mean", "--device", "cpu",

@@ -12,10 +12,8 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
-import os
 import re
 import shutil
-import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Dict, List, Sequence
 
 from ..errors import DownloadError, Errors, Warnings
-from ..util import get_logger
+from ..util import atomic_write, get_logger
 
 logger = get_logger("assets.archive")
 
@@ -141,28 +139,19 @@ def extract_files(
 def _extract_one(zf: zipfile.ZipFile, members: List[zipfile.ZipInfo], target: Path, bar) -> ExtractedFile:
     digest = hashlib.sha256()
     size = 0
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for info in members:
-                with zf.open(info) as raw:
-                    src = gzip.GzipFile(fileobj=raw) if _is_gz(info) else raw
-                    with src:
-                        for block in iter(lambda: src.read(CHUNK_SIZE), b""):
-                            out.write(block)
-                            digest.update(block)
-                            size += len(block)
-                            if not _is_gz(info):
-                                bar.update(len(block))
-                if _is_gz(info):
-                    bar.update(info.file_size)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_write(target, "wb") as out:
+        for info in members:
+            with zf.open(info) as raw:
+                src = gzip.GzipFile(fileobj=raw) if _is_gz(info) else raw
+                with src:
+                    for block in iter(lambda: src.read(CHUNK_SIZE), b""):
+                        out.write(block)
+                        digest.update(block)
+                        size += len(block)
+                        if not _is_gz(info):
+                            bar.update(len(block))
+            if _is_gz(info):
+                bar.update(info.file_size)
     logger.info("Extracted %s (%d bytes) from %s", target.name, size, ", ".join(i.filename for i in members))
     return ExtractedFile(target.name, target, size, digest.hexdigest(), tuple(i.filename for i in members))
 
