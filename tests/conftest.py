@@ -58,6 +58,18 @@ def other_tiny_bert_path(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert_other") / "model", seed=1)
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Torch on one thread for a test module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``):
+    with tiny models on a busy CPU, thread hand-offs cost far more than they save (10x seen here)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES

@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from spacy_sapbert.cli import app
@@ -16,13 +15,7 @@ from spacy_sapbert.training.config import TrainConfig, load_config
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # tiny models on a shared CPU: thread hand-offs cost far more than they save (10x here)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

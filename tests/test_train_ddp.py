@@ -23,13 +23,7 @@ OVERRIDES = {"training.batch_size": 8, "training.max_steps": 3, "training.lr": 0
              "training.checkpoint_every": 2, "training.log_every": 1}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # tiny models on a shared CPU: thread hand-offs cost far more than they save (10x here)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _no_dropout_copy(src, dst):

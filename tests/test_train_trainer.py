@@ -17,13 +17,7 @@ from spacy_sapbert.training.run import dev_set, finetune, pretrain
 from spacy_sapbert.training.trainer import Trainer, load_base_model
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # tiny models on a shared CPU: thread hand-offs cost far more than they save (10x here)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _concepts(n=12, seed=0):
