@@ -15,12 +15,15 @@ import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 import numpy
 
 from .errors import ConfigError, Errors, MissingInputError
 from .util import PathLike, atomic_write, ensure_path, get_logger, resolve_device
+
+if TYPE_CHECKING:  # for annotations only
+    import torch
 
 logger = get_logger("encoder")
 

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.pipeline import Pipe
@@ -29,6 +29,9 @@ from .errors import ConfigError, Errors, MissingInputError
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M, META_FILE, ConceptIndex
 from .kb.concept import normalize_name
 from .util import ensure_path, get_logger
+
+if TYPE_CHECKING:  # for annotations only
+    import numpy
 
 logger = get_logger("linker")
 

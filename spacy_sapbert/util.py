@@ -9,9 +9,12 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator, Optional, Union
+from typing import IO, TYPE_CHECKING, Iterator, Optional, Union
 
 from .errors import ConfigError, Errors
+
+if TYPE_CHECKING:  # for annotations only
+    import torch
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -12,7 +12,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from .losses import make_loss
 from .miners import TripletMarginMiner
 from .batching import EpochBatches
 from .pairs import PairSet
+
+if TYPE_CHECKING:  # for annotations only
+    import torch
 
 logger = get_logger("training.trainer")
 
@@ -274,7 +277,6 @@ class Trainer:
                 fh.write(json.dumps(row) + "\n")
 
     def run(self, *, resume: bool = False, callback: Optional[Callable[[Dict[str, Any]], None]] = None) -> TrainResult:
-        import torch
         from tqdm import tqdm
 
         t = self.config.training

@@ -5,12 +5,15 @@ alternate ids are therefore not written)."""
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator, Union
+from typing import TYPE_CHECKING, Iterable, Iterator, Union
 
 from ...errors import DataFormatError, EmptyResultError, Errors
 from ...util import PathLike, atomic_write
 from ..concept import Concept
 from ._io import iter_lines, require_file
+
+if TYPE_CHECKING:  # for annotations only
+    from ..store import KnowledgeBase
 
 _FIX = 'Each line must be a JSON object like {"concept_id": "C1", "canonical_name": "name", "aliases": [], "types": [], "definition": null}.'
 
