@@ -197,6 +197,31 @@ def test_bad_input_errors(fixtures_dir, tmp_path):
         evaluate(settings)
 
 
+def test_end_to_end_links_every_gold_span_of_a_label_restricted_pipeline(fixtures_dir, tiny_bert_path, tmp_path):
+    import spacy
+
+    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.readers import read_medic
+
+    kb_dir = tmp_path / "kb"
+    KnowledgeBase.from_concepts(read_medic(fixtures_dir / "eval" / "kb_medic.txt")).to_disk(kb_dir)
+    scores = {}
+    for labels in ([], ["Disease"]):  # the fixture's gold types are not "Disease"
+        nlp = spacy.blank("en")
+        nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean",
+                                               "threshold": -1.0, "labels": labels})
+        nlp.get_pipe("sapbert_linker").initialize(kb_path=str(kb_dir), show_progress=False)
+        path = tmp_path / f"pipeline_{len(labels)}"
+        nlp.to_disk(path)
+        settings, _ = _settings(fixtures_dir, modes=["end_to_end"],
+                                systems={"pipeline": str(path), "pipeline_name": "p"})
+        with pytest.warns(UserWarning, match="SB-W30"):
+            r = evaluate(settings)
+        scores[len(labels)] = r["results"]["end_to_end"]["p"]["full"]["strict"]
+    assert scores[1] == scores[0]
+    assert scores[0]["acc@1"] > 0
+
+
 def test_end_to_end_with_pipelines(fixtures_dir, tiny_bert_path, tmp_path):
     settings, _ = _settings(fixtures_dir, modes=["mention_only", "end_to_end"], cache_dir=str(tmp_path / "cache"),
                             systems={"model": str(tiny_bert_path), "scispacy": True, "model_name": "tiny"})

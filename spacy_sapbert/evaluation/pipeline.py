@@ -74,6 +74,22 @@ def gold_docs(nlp, docs: Sequence[Document]) -> Tuple[List[Any], List[Optional[T
     return out, where
 
 
+def _linkable(nlp, docs: List[Any]) -> List[Any]:
+    """End to end scores the linking of *every* gold span: when the pipeline's linker links only some
+    labels (``labels``, e.g. ``["Disease"]`` for a NER trained with that scheme), the gold spans take
+    its first label, whatever the corpus calls them (NCBI's ``SpecificDisease``, ...)."""
+    from spacy.tokens import Span
+
+    restricted = [pipe.cfg["labels"] for _name, pipe in nlp.pipeline
+                  if isinstance(getattr(pipe, "cfg", None), dict) and pipe.cfg.get("labels")]
+    if not restricted:
+        return docs
+    label = restricted[0][0]
+    for doc in docs:
+        doc.ents = [Span(doc, e.start, e.end, label=label) for e in doc.ents]
+    return docs
+
+
 def _copy_docs(docs: Sequence[Any]) -> List[Any]:
     from spacy.tokens import Doc
 
@@ -206,7 +222,7 @@ def run_end_to_end(settings: Dict[str, Any], docs: Sequence[Document], golds: Se
         pipelines.append((sy["pipeline_name"], nlp, desc))
     out: Dict[str, Tuple[List[Ranking], Dict[str, Any], Dict[str, Any]]] = {}
     for name, nlp, desc in pipelines:
-        linked = _run_pipes(nlp, _copy_docs(base_docs))
+        linked = _run_pipes(nlp, _linkable(nlp, _copy_docs(base_docs)))
         rankings = _rankings(linked, where)
         out[name] = (rankings, score_links(linked, where, golds, rankings), desc)
     if sy["scispacy"]:
