@@ -84,3 +84,11 @@ def test_transformer_config_trains_on_cpu_with_a_tiny_bert(tiny_bert_path, tmp_p
     nlp = spacy.load(best)
     assert nlp.pipe_names == ["transformer", "ner"]
     assert set(nlp.get_pipe("ner").labels) == {"Chemical", "Disease"}
+
+
+def test_train_ner_without_a_best_model_is_reported(corpora, tmp_path, monkeypatch):
+    import spacy.cli.train
+
+    monkeypatch.setattr(spacy.cli.train, "train", lambda *args, **kwargs: None)  # a run that saved nothing
+    with pytest.raises(TrainingError, match=r"SB-E445.*model-best"):
+        train_ner(CONFIG, tmp_path / "o", train=corpora / "train.spacy", dev=corpora / "dev.spacy")
