@@ -120,6 +120,8 @@ class Encoder:
     Build it with :meth:`load` (hub id or local folder), :meth:`from_disk` (a folder written by
     :meth:`to_disk`, settings included) or the constructor (an in-memory model, e.g. from the
     trainer). ``cache_size`` bounds the LRU cache of repeated strings (0 disables it).
+    The constructor takes ownership of ``model``: it moves it to ``device``, casts it to the
+    inference precision and puts it in eval mode (the trainer restores train mode itself).
     """
 
     def __init__(
