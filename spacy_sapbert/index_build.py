@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy
+from tqdm import tqdm
 
 from .errors import Errors, IncompatibleError
 from .util import PathLike, atomic_write, ensure_path
@@ -43,21 +44,12 @@ def _build_hnsw(vectors: numpy.ndarray, *, M: int, ef_construction: int, num_thr
     n, dim = vectors.shape
     hnsw = hnswlib.Index(space="ip", dim=dim)
     hnsw.init_index(max_elements=n, ef_construction=ef_construction, M=M, random_seed=seed)
-    bar = None
-    if show_progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=n, desc="hnsw", unit="name")
     step = 10_000
-    try:
+    with tqdm(total=n, desc="hnsw", unit="name", disable=not show_progress) as bar:
         for start in range(0, n, step):
             stop = min(n, start + step)
             hnsw.add_items(vectors[start:stop], numpy.arange(start, stop), num_threads=num_threads)
-            if bar is not None:
-                bar.update(stop - start)
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(stop - start)
     return hnsw
 
 
@@ -72,12 +64,7 @@ def _encode_names(kb: Any, enc: Any, *, batch_size: int, work_dir: Optional[Path
         _check_work_dir(work, {"encoder_fingerprint": enc.fingerprint, "pooling": enc.pooling,
                                "max_length": int(enc.max_length), "kb_checksum": kb.checksum,
                                "chunk_size": int(chunk_size), "n_names": n})
-    bar = None
-    if show_progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=n, desc="encode names", unit="name")
-    try:
+    with tqdm(total=n, desc="encode names", unit="name", disable=not show_progress) as bar:
         for c, start in enumerate(range(0, n, chunk_size)):
             stop = min(n, start + chunk_size)
             chunk_file = work / f"chunk_{c:06d}.npy" if work is not None else None
@@ -89,11 +76,7 @@ def _encode_names(kb: Any, enc: Any, *, batch_size: int, work_dir: Optional[Path
                 if chunk_file is not None:
                     with atomic_write(chunk_file, "wb") as fh:
                         numpy.save(fh, vecs)
-            if bar is not None:
-                bar.update(stop - start)
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(stop - start)
     return out
 
 
