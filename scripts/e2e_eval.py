@@ -19,6 +19,9 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the scripts folder, also when loaded by path
+from with_site import add_site  # noqa: E402
+
 
 def _prf(tp: int, n_pred: int, n_gold: int) -> Dict[str, float]:
     p = tp / n_pred if n_pred else 0.0
@@ -35,11 +38,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--label", default="Disease", help="the NER label scored against the gold mentions")
     parser.add_argument("--output", type=Path, required=True, help="JSON metrics file")
     args = parser.parse_args(argv)
-    if args.site is not None:
-        if not args.site.is_dir():
-            print(f"{args.site} does not exist: run the install step first.", file=sys.stderr)
-            return 1
-        sys.path.insert(0, str(args.site.resolve()))
+    if args.site is not None and not add_site(args.site):
+        return 1
     import spacy
     from spacy.scorer import Scorer
     from spacy.training import Example

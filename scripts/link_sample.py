@@ -11,6 +11,9 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the scripts folder, also when loaded by path
+from with_site import add_site  # noqa: E402
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -19,11 +22,8 @@ def main(argv=None) -> int:
     parser.add_argument("--site", type=Path, default=None, help="pip --target folder to put on sys.path")
     parser.add_argument("--output", type=Path, default=None, help="also write the result as JSON")
     args = parser.parse_args(argv)
-    if args.site is not None:
-        if not args.site.is_dir():
-            print(f"{args.site} does not exist: run the install step first.", file=sys.stderr)
-            return 1
-        sys.path.insert(0, str(args.site.resolve()))
+    if args.site is not None and not add_site(args.site):
+        return 1
     import spacy
 
     from spacy_sapbert.util import atomic_write

@@ -12,15 +12,23 @@ import sys
 from pathlib import Path
 
 
+def add_site(site: Path) -> bool:
+    """Put the ``pip install --target`` folder first on ``sys.path``; False (with a message) when it
+    does not exist yet."""
+    site = Path(site).resolve()
+    if not site.is_dir():
+        print(f"{site} does not exist: run the install step first.", file=sys.stderr)
+        return False
+    sys.path.insert(0, str(site))
+    return True
+
+
 def main() -> None:
     if len(sys.argv) < 3:
         print("usage: with_site.py SITE_DIR COMMAND [ARGS...]", file=sys.stderr)
         sys.exit(2)
-    site = Path(sys.argv[1]).resolve()
-    if not site.is_dir():
-        print(f"{site} does not exist: run the install step first.", file=sys.stderr)
+    if not add_site(Path(sys.argv[1])):
         sys.exit(1)
-    sys.path.insert(0, str(site))
     sys.argv = ["spacy-sapbert"] + sys.argv[2:]
     from spacy_sapbert.cli import main as cli_main
 
