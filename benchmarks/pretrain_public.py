@@ -135,11 +135,19 @@ def main() -> None:
     ap.add_argument("--pairs-per-concept", type=int, default=20)
     ap.add_argument("--batching", default="similar")
     ap.add_argument("--finetune-lr", type=float, default=1e-4)
+    ap.add_argument("--finetune-pairs-per-mention", type=int, default=20)
+    ap.add_argument("--finetune-epochs", type=int, default=5, help="epochs over the task pairs (or --finetune-minutes)")
+    ap.add_argument("--finetune-batching", default="random")
+    ap.add_argument("--amp", default="bf16", help="training precision: bf16 (CPU autocast; 2-3x faster on CPUs "
+                    "with AVX512-BF16/AMX, slow elsewhere) or none (fp32). Evaluation always runs in fp32.")
     ap.add_argument("--warmup-steps", type=int, default=50)
     ap.add_argument("--finetune-segments", type=int, default=1,
                     help="> 1: evaluate after each part and keep the best on dev (early stopping)")
     ap.add_argument("--finetune-more", type=float, default=0.0,
                     help="after a full run: only resume its fine-tuning for this many more minutes and evaluate")
+    ap.add_argument("--pretrained", type=Path, default=None,
+                    help="a self-aligned model folder from an earlier run: skip pretraining and the ablation, "
+                         "fine-tune this one (recipe search for the fine-tuning step)")
     ap.add_argument("--base-cls", action="store_true", help="also evaluate the base model with [CLS] pooling")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "pretrain_public")
     ap.add_argument("--fresh", action="store_true", help="delete --out first (else only the base model's cached vectors are kept)")
@@ -196,7 +204,9 @@ def main() -> None:
         return load_config(None, {
             "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.batch_size,
             "training.max_minutes": minutes, "training.checkpoint_every": 200, "training.log_every": 10,
-            "training.device": "cpu", "training.warmup_steps": 0,
+            "training.device": "cpu", "training.warmup_steps": 0, "training.amp": args.amp,
+            "training.batching": args.finetune_batching, "pairs.max_pairs_per_concept": args.finetune_pairs_per_mention,
+            "training.epochs": args.finetune_epochs,
         }, task="finetune")
 
     if args.finetune_more > 0:
@@ -232,10 +242,16 @@ def main() -> None:
             "training.lr": args.lr, "training.batch_size": args.batch_size, "training.batching": args.batching,
             "training.max_minutes": minutes, "training.epochs": 1, "training.checkpoint_every": 200,
             "training.log_every": 10, "training.device": "cpu", "training.warmup_steps": args.warmup_steps,
-            "miner.enabled": mining, **(extra or {})})
+            "training.amp": args.amp, "miner.enabled": mining, **(extra or {})})
 
     curve = []
     run = args.out / "pretrain"
+    pretrained = run / "model"
+    if args.pretrained is not None:
+        pretrained = args.pretrained
+        args.segments = args.ablation_minutes = 0
+        print(f"fine-tuning the self-aligned model {pretrained} (its scores: the report of the run that made it)",
+              flush=True)
     for i in range(1, args.segments + 1):
         minutes = args.minutes * i / args.segments
         started = time.time()
@@ -248,9 +264,10 @@ def main() -> None:
         curve.append({**point, **result})
         report["curve"] = curve
         show(f"self-aligned {point['minutes']:.0f} min, {res.pairs_seen} pairs", result)
-    report["pretrain"] = curve[-1]
-    print(f"pretraining pairs: {curve[-1]['n_pairs']} (1 epoch = {curve[-1]['n_pairs'] / max(curve[-1]['pairs_per_s'], 1e-9) / 60:.0f} min "
-          f"at {curve[-1]['pairs_per_s']} pairs/s); peak RSS {peak_rss_mb():.0f} MB", flush=True)
+    if curve:
+        report["pretrain"] = curve[-1]
+        print(f"pretraining pairs: {curve[-1]['n_pairs']} (1 epoch = {curve[-1]['n_pairs'] / max(curve[-1]['pairs_per_s'], 1e-9) / 60:.0f} min "
+              f"at {curve[-1]['pairs_per_s']} pairs/s); peak RSS {peak_rss_mb():.0f} MB", flush=True)
 
     if args.ablation_minutes > 0:
         abl = args.out / "ablation_no_mining"
@@ -272,7 +289,7 @@ def main() -> None:
         for i in range(1, args.finetune_segments + 1):
             cfg = ft_config(args.finetune_minutes * i / args.finetune_segments)
             started = time.time()
-            res = finetune(medic, splits["train"], str(run / "model"), ft, config=cfg, resume=i > 1)
+            res = finetune(medic, splits["train"], str(pretrained), ft, config=cfg, resume=i > 1)
             row = ev.model(str(res.model_path), args.pooling)
             point = {"minutes": round(res.train_seconds / 60, 1), "steps": res.steps, "pairs_seen": res.pairs_seen,
                      "n_pairs": json.loads((ft / "pairs" / "meta.json").read_text())["n_pairs"],

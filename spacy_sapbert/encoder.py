@@ -15,7 +15,7 @@ import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 
@@ -56,22 +56,44 @@ def _check_pooling(pooling: str) -> str:
     return pooling
 
 
-def _resolve_dtype(precision: str, device: "torch.device") -> "torch.dtype":  # noqa: F821
+def _resolve_dtype(precision: str, device: "torch.device") -> Tuple["torch.dtype", bool]:  # noqa: F821
+    """``(weight dtype, cpu_autocast)``. On CUDA the weights are cast (``auto``: bf16 where supported,
+    else fp16). On CPU the weights stay fp32; ``bf16`` (asked for explicitly, never guessed) runs the
+    forward pass under CPU bf16 autocast: 2-3x faster on CPUs with bf16 instructions (AVX512-BF16,
+    AMX), slow elsewhere, and the vectors move by ~1e-2, so near-ties between names may swap."""
     import torch
 
     if precision not in PRECISIONS:
         raise ConfigError(Errors.E002.format(what="precision", value=precision, choices=", ".join(PRECISIONS)))
     if device.type != "cuda":
-        if precision in ("fp16", "bf16"):
+        if precision == "fp16" or (precision == "bf16" and device.type != "cpu"):
             raise ConfigError(Errors.E102.format(precision=precision, device=device))
-        return torch.float32
+        return torch.float32, precision == "bf16"
     if precision == "fp32":
-        return torch.float32
+        return torch.float32, False
     if precision == "fp16":
-        return torch.float16
+        return torch.float16, False
     if precision == "bf16" or torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return torch.float16
+        return torch.bfloat16, False
+    return torch.float16, False
+
+
+def load_hf_model(name_or_path: str, config: Any = None) -> Any:
+    """The bare Hugging Face encoder of a folder or hub id (``AutoModel`` semantics).
+
+    The class is looked up by the config's ``model_type`` in transformers' table of base models;
+    ``AutoModel.from_pretrained`` would import every config class of the library first to check its
+    argument (half a second, most of a pipeline's own load time). Unknown types go through AutoModel.
+    """
+    import transformers
+    from transformers import AutoConfig, AutoModel
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    if config is None:
+        config = AutoConfig.from_pretrained(name_or_path)
+    class_name = MODEL_MAPPING_NAMES.get(getattr(config, "model_type", ""))
+    model_class = getattr(transformers, class_name, None) if isinstance(class_name, str) else None
+    return (model_class or AutoModel).from_pretrained(name_or_path, config=config)
 
 
 def weights_fingerprint(model: "torch.nn.Module") -> str:  # noqa: F821
@@ -143,7 +165,7 @@ class Encoder:
         self.max_length = max_length
         self.device = resolve_device(device)
         self.precision = precision
-        dtype = _resolve_dtype(precision, self.device)
+        dtype, self._cpu_autocast = _resolve_dtype(precision, self.device)
         self.fingerprint = fingerprint or weights_fingerprint(model)
         self.model = model.to(device=self.device, dtype=dtype).eval()
         self.tokenizer = tokenizer
@@ -166,7 +188,7 @@ class Encoder:
         cache_size: int = 50_000,
     ) -> "Encoder":
         """Load a Hugging Face model from a local folder or a hub id (the hub may download)."""
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoTokenizer
 
         _check_pooling(pooling)
         name = str(name_or_path)
@@ -183,7 +205,7 @@ class Encoder:
             name = str(path.resolve())
         try:
             tokenizer = AutoTokenizer.from_pretrained(name)
-            model = AutoModel.from_pretrained(name)
+            model = load_hf_model(name)
         except (OSError, ValueError) as err:
             raise MissingInputError(Errors.E101.format(name=name, reason=str(err).splitlines()[0])) from err
         return cls(
@@ -293,7 +315,7 @@ class Encoder:
 
             bar = tqdm(total=len(texts), desc="encode", unit="name")
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self._cpu_autocast):
                 for start in range(0, len(order), batch_size):
                     idx = order[start : start + batch_size]
                     batch = self._pad([encoded[i] for i in idx])

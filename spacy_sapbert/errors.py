@@ -104,8 +104,8 @@ class Errors(metaclass=_CodedMessages):
             "weights, e.g. `AutoTokenizer.from_pretrained(base).save_pretrained('{path}')`.")
     E101 = ("Cannot load the model '{name}': {reason}. Give a local Hugging Face model folder, or a hub id "
             "on a machine that can reach the hub (offline: set HF_HUB_OFFLINE=0 only if it can).")
-    E102 = ("Precision '{precision}' needs a CUDA GPU but the device is '{device}'. Use precision='auto' "
-            "or 'fp32' on CPU.")
+    E102 = ("Precision '{precision}' needs a CUDA GPU but the device is '{device}'. Use precision='auto', "
+            "'fp32' or 'bf16' (CPU autocast) on CPU.")
     E103 = "max_length must be an integer >= 3 (word pieces incl. [CLS]/[SEP]), got {value!r}."
     E104 = ("'{path}' is not an encoder folder written by Encoder.to_disk ({file} is missing). Use "
             "Encoder.load(path) for a plain Hugging Face folder.")
@@ -140,7 +140,8 @@ class Errors(metaclass=_CodedMessages):
     E201 = "No task-data pairs: no mention's gold id was found in the knowledge base ({unknown} unknown ids). Check that the mentions and the KB use the same identifiers (e.g. MeSH 'D001234' vs 'MESH:D001234')."
     E202 = "Pair set '{path}' is damaged ({what}). Delete the folder and write the pairs again."
     E203 = "Pair set '{path}' was written from another knowledge base (checksum {theirs}, this KB {ours}). Write the pairs again from this KB."
-    E204 = "Mixed precision '{amp}' needs a CUDA device, but training runs on '{device}'. Use --amp none on CPU, or train on a GPU."
+    E204 = ("Mixed precision '{amp}' is not available on '{device}': fp16 needs a CUDA device, bf16 runs on CUDA "
+            "or as CPU autocast. Use --amp bf16 or --amp none on CPU, or train on a GPU.")
     E205 = "'{path}' is not a BERT-like encoder we can train ({what}). Pass a Hugging Face encoder folder or hub id (config.json with a BERT/RoBERTa-style model, a tokenizer, weights)."
     E206 = "Out of memory on the first batch ({batch_size} pairs = {names} names, max_length {max_length}) on {device}. Use a smaller batch, e.g. --training.batch_size {suggest}{amp_hint}."
     E207 = "Checkpoint '{path}' cannot be read ({what}). It is damaged or incomplete: delete the checkpoint folder to restart from the previous one (or from scratch), or start a new output folder."

@@ -56,6 +56,7 @@ class ConceptIndex:
             self._vectors = torch.from_numpy(numpy.ascontiguousarray(vectors, dtype=numpy.float32))
         self._masks: Dict[Tuple[Any, ...], Tuple[numpy.ndarray, Callable[[str], bool]]] = {}
         self._known_types: Optional[frozenset] = None
+        self._csr: Tuple[str, numpy.ndarray, numpy.ndarray] = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))
         self._pid = os.getpid()
         self.ef_search = int(meta.get("ef_search", DEFAULT_EF_SEARCH))
         if hnsw is not None:
@@ -64,6 +65,7 @@ class ConceptIndex:
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
         state["_masks"] = {}  # filter closures are rebuilt on demand
+        state["_csr"] = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))  # rebuilt on demand
         return state
 
     # ---- properties ---------------------------------------------------------------------
@@ -229,26 +231,41 @@ class ConceptIndex:
 
     def _aggregate(self, rows: numpy.ndarray, scores: numpy.ndarray, k: int,
                    allowed: Optional[Callable[[str], bool]], searched_all: bool) -> Tuple[List[Tuple[str, float]], bool]:
-        """Max over names, rows best first. Stops at the first row scoring below the k-th concept
-        found (nothing after it can enter the top k); ``complete`` is False when the rows ran out
-        before that could be decided, and the caller searches deeper."""
-        best: Dict[str, float] = {}
-        kth: Optional[float] = None
-        complete = searched_all
-        for row, score in zip(rows.tolist(), scores.tolist()):
-            if row < 0:  # the back-end has nothing more to give
-                complete = True
-                break
-            if kth is not None and score < kth:
-                complete = True
-                break
-            for cid in self.kb.concepts_of_row(row):
-                if cid not in best and (allowed is None or allowed(cid)):
-                    best[cid] = score
-            if kth is None and len(best) >= k:
-                kth = score
-        ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
-        return [(cid, float(s)) for cid, s in ranked], complete
+        """Max over names (rows come best first, so a concept's first row is its best), the top
+        ``k`` by (-score, concept id). ``complete`` is False when the rows ran out before a row
+        scored below the ``k``-th concept (a deeper search could still add one); the caller then
+        searches deeper. Vectorised over the rows; ids are looked up for the winners only."""
+        valid = rows >= 0
+        complete = searched_all or not bool(valid.all())
+        rows, scores = rows[valid], scores[valid]
+        pos, cidx = self._row_links(rows)
+        if not len(cidx):
+            return [], complete
+        uniq, first = numpy.unique(cidx, return_index=True)  # first link of each concept = its best row
+        best = scores[pos[first]]
+        ids = self.kb.concept_ids
+        if allowed is not None:
+            keep = numpy.fromiter((allowed(ids[int(c)]) for c in uniq), dtype=bool, count=len(uniq))
+            uniq, first, best = uniq[keep], first[keep], best[keep]
+        if len(uniq) >= k:
+            # the score of the row where the k-th concept first appeared: a later row scoring lower
+            # proves that nothing deeper can enter the top k
+            kth = scores[numpy.sort(pos[first])[k - 1]]
+            complete = complete or bool(scores[-1] < kth)
+        top = numpy.lexsort((uniq, -best.astype(numpy.float64)))[:k]
+        return [(ids[int(uniq[i])], float(best[i])) for i in top], complete
+
+    def _row_links(self, rows: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """``(position in rows, concept index)`` per (row, concept) link, in ``rows`` order; concept
+        index order is concept id order (the KB's ids are sorted)."""
+        if self._csr[0] != self.kb.checksum:  # built once; again only after kb.add_alias
+            self._csr = (self.kb.checksum, *self.kb.row_concept_csr())
+        _, ptr, idx = self._csr
+        start = numpy.asarray(ptr[rows], dtype=numpy.int64)
+        lengths = numpy.asarray(ptr[rows + 1], dtype=numpy.int64) - start
+        pos = numpy.repeat(numpy.arange(len(rows), dtype=numpy.int64), lengths)
+        offsets = numpy.arange(len(pos), dtype=numpy.int64) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
+        return pos, numpy.asarray(idx[numpy.repeat(start, lengths) + offsets], dtype=numpy.int64)
 
     def _check_queries(self, vectors: numpy.ndarray) -> numpy.ndarray:
         vectors = numpy.asarray(vectors)

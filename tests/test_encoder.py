@@ -143,6 +143,20 @@ def test_bad_options_are_coded_errors(tiny_bert_path):
         Encoder.load(tiny_bert_path, device="cpu").encode(["x"], batch_size=0)
 
 
+def test_bf16_on_cpu_is_autocast_close_to_fp32(tiny_bert_path):
+    """precision='bf16' on CPU keeps fp32 weights and runs the forward pass under bf16 autocast;
+    'auto' on CPU never switches it on."""
+    full = Encoder.load(tiny_bert_path, device="cpu", precision="auto", cache_size=0)
+    bf16 = Encoder.load(tiny_bert_path, device="cpu", precision="bf16", cache_size=0)
+    assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
+    assert bf16.fingerprint == full.fingerprint
+    a, b = full.encode(NAMES), bf16.encode(NAMES)
+    assert b.dtype == numpy.float32
+    numpy.testing.assert_allclose(numpy.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    assert not numpy.array_equal(a, b)  # bf16 arithmetic really ran
+    assert float(numpy.min(numpy.sum(a * b, axis=1))) > 0.99
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_half_precision_on_gpu_close_to_fp32(tiny_bert_path):

@@ -78,6 +78,21 @@ def test_search_matches_brute_force_for_random_queries(kb):
     assert all(len(r) == 5 for r in index.search(queries, k=9))  # only 5 concepts exist
 
 
+def test_aggregation_sees_aliases_added_after_the_index_was_built():
+    """A name row that gains a concept through kb.add_alias links to it at once (same score)."""
+    kb = KnowledgeBase.from_concepts(CONCEPTS)
+    names = list(kb.names)
+    vectors = _unit(numpy.random.default_rng(2).normal(size=(len(names), 4)))
+    index = _hand_index(kb, vectors)
+    query = vectors[names.index("flu")][None, :]
+    assert index.search(query, k=1)[0][0][0] == "D003"
+    kb.add_alias("C004", "flu")
+    result = index.search(query, k=2)[0]
+    assert [c for c, _ in result] == ["C004", "D003"]  # the tie goes to the smaller id
+    assert result[0][1] == pytest.approx(result[1][1])
+    assert result == _brute_force(kb, vectors, query[0], 2)
+
+
 def test_type_filter_is_applied_before_the_cut(kb):
     rng = numpy.random.default_rng(2)
     vectors = _unit(rng.normal(size=(len(kb.names), 8)))

@@ -145,12 +145,48 @@ def test_corrupt_checkpoint_is_a_coded_error(tmp_path, tiny_bert_path, kb):
         pretrain(kb, str(tiny_bert_path), out, config=_config(**{"training.max_steps": 6}), resume=True)
 
 
-def test_amp_on_cpu_and_uneven_batches_are_refused(tmp_path, tiny_bert_path, kb):
+def test_fp16_on_cpu_is_refused_and_bad_amp_values_too(tmp_path, tiny_bert_path, kb):
     pairs = write_kb_pairs(kb, tmp_path / "pairs")
-    with pytest.raises(ConfigError, match=r"\[SB-E204\].*bf16.*cpu"):
-        Trainer(_config(**{"training.amp": "bf16"}), kb, pairs, str(tiny_bert_path), tmp_path / "a")
+    with pytest.raises(ConfigError, match=r"\[SB-E204\].*fp16.*cpu"):
+        Trainer(_config(**{"training.amp": "fp16"}), kb, pairs, str(tiny_bert_path), tmp_path / "a")
     with pytest.raises(ConfigError, match=r"\[SB-E002\].*training.amp"):
         _config(**{"training.amp": "int8"})
+
+
+def test_bf16_autocast_on_cpu_trains(tmp_path, tiny_bert_path, kb):
+    """--amp bf16 on CPU is CPU autocast: the step runs its matmuls in bf16, the weights stay fp32."""
+    pairs = write_kb_pairs(kb, tmp_path / "pairs")
+    trainer = Trainer(_config(**{"training.amp": "bf16"}), kb, pairs, str(tiny_bert_path), tmp_path / "run")
+    seen = []
+    trainer.module.encoder.layer[0].attention.self.query.register_forward_hook(
+        lambda mod, args, out: seen.append(out.dtype))
+    loss = trainer.step(trainer.batches.batch(0, 0), 0)
+    assert seen and all(d == torch.bfloat16 for d in seen)
+    assert all(p.dtype == torch.float32 for p in trainer.module.parameters())
+    assert loss == loss and loss > 0  # finite, positive (not NaN)
+
+
+@pytest.mark.parametrize("size", [1, 5, 0])
+def test_sub_batches_give_the_vectors_of_one_padded_pass(tiny_bert_path, size):
+    """Length-sorted sub-batches, each padded to its own longest name, return the same pooled
+    vectors, in the input order, as one pass padding every name to the batch's longest."""
+    from spacy_sapbert.encoder import pool
+    from spacy_sapbert.training.forward import SubBatchEncoder, sub_batches
+
+    tokenizer, model = load_base_model(str(tiny_bert_path))
+    model.eval()
+    texts = ["a much longer name of a disease with many words", "flu", "breast cancer", "x", "type 2 diabetes",
+             "cystic fibrosis of the pancreas", "gout"]
+    for pooling in ("cls", "mean"):
+        ids = tokenizer(texts, max_length=25, truncation=True)["input_ids"]
+        parts, inverse = sub_batches(ids, size, tokenizer.pad_token_id, torch.device("cpu"))
+        assert len(parts) == (1 if size == 0 else -(-len(texts) // size))
+        with torch.no_grad():
+            got = SubBatchEncoder(model, pooling)(parts, inverse)
+            enc = tokenizer(texts, max_length=25, truncation=True, padding=True, return_tensors="pt")
+            want = pool(model(**enc).last_hidden_state, enc["attention_mask"], pooling)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
 
 
 def test_out_of_memory_on_the_first_batch_suggests_a_smaller_batch(tmp_path, tiny_bert_path, kb, monkeypatch):

@@ -64,7 +64,7 @@ def pretrain_command(
     dev_kb: Optional[Path] = typer.Option(None, "--dev-kb", help="KB to search for the dev mentions (default: KB_DIR)."),
     types: Optional[str] = typer.Option(None, "--types", help="Only dev mentions of these types (comma-separated)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in OUTPUT from its last checkpoint."),
-    amp: Optional[str] = typer.Option(None, "--amp", help="Mixed precision on CUDA: none, bf16, fp16."),
+    amp: Optional[str] = typer.Option(None, "--amp", help="Mixed precision: none, bf16 (CUDA, or CPU autocast), fp16 (CUDA)."),
     device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N."),
     distributed: bool = typer.Option(False, "--distributed", help="DDP (also on when launched by torchrun)."),
 ) -> None:
@@ -88,7 +88,7 @@ def finetune_command(
     dev: Optional[Path] = typer.Option(None, "--dev", help="Dev mentions for early stopping / keeping the best model."),
     types: Optional[str] = typer.Option(None, "--types", help="Only mentions of these types (comma-separated)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in OUTPUT from its last checkpoint."),
-    amp: Optional[str] = typer.Option(None, "--amp", help="Mixed precision on CUDA: none, bf16, fp16."),
+    amp: Optional[str] = typer.Option(None, "--amp", help="Mixed precision: none, bf16 (CUDA, or CPU autocast), fp16 (CUDA)."),
     device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N."),
     distributed: bool = typer.Option(False, "--distributed", help="DDP (also on when launched by torchrun)."),
 ) -> None:

@@ -41,7 +41,8 @@ class TrainingSettings:
     warmup_steps: int = 0
     grad_clip: float = 1.0  # 0: off
     seed: int = 42
-    amp: str = "none"  # none | bf16 | fp16 (CUDA only)
+    amp: str = "none"  # none | bf16 (CUDA, or CPU autocast) | fp16 (CUDA only)
+    sub_batch: int = 32  # names per forward pass, the batch's names sorted by length (0: all at once)
     device: str = "auto"
     distributed: bool = False  # also switched on by torchrun's WORLD_SIZE > 1
     batching: str = "random"  # random | similar (pairs with similar names share a batch)
@@ -128,6 +129,7 @@ class TrainConfig:
             ("training.epochs", t.epochs),
             ("training.max_steps", t.max_steps),
             ("training.max_minutes", t.max_minutes),
+            ("training.sub_batch", t.sub_batch),
             ("training.warmup_steps", t.warmup_steps),
             ("training.grad_clip", t.grad_clip),
             ("training.eval_every", t.eval_every),

@@ -2,8 +2,8 @@
 
 Deterministic: the order of pairs in epoch ``e`` comes from ``numpy.random.default_rng([seed, e])``
 and torch's RNG (dropout) is re-seeded from ``(seed, step, rank)`` before every step, so a resumed run
-continues exactly like an uninterrupted one. GPU features are explicit: ``training.amp`` (bf16/fp16
-autocast, GradScaler for fp16; refused on CPU) and DDP (torchrun's env vars or
+continues exactly like an uninterrupted one. Mixed precision is explicit: ``training.amp`` (bf16
+autocast on CUDA or CPU, fp16 with a GradScaler on CUDA only); so is DDP (torchrun's env vars or
 ``training.distributed``).
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .distributed import barrier, broadcast_flag, gather_with_grad, init_distrib
 from .losses import make_loss
 from .miners import TripletMarginMiner
 from .batching import EpochBatches
+from .forward import SubBatchEncoder, sub_batches
 from .pairs import PairSet
 
 if TYPE_CHECKING:  # for annotations only
@@ -57,7 +58,9 @@ class TrainResult:
 
 def load_base_model(name_or_path: str) -> Tuple[Any, Any]:
     """Tokenizer + encoder model; anything that is not a BERT-like encoder → E205."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
+
+    from ..encoder import load_hf_model
 
     try:
         config = AutoConfig.from_pretrained(name_or_path)
@@ -67,7 +70,7 @@ def load_base_model(name_or_path: str) -> Tuple[Any, Any]:
         raise ConfigError(Errors.E205.format(path=name_or_path, what=f"model type '{config.model_type}' is a decoder"))
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModel.from_pretrained(name_or_path, config=config)
+        model = load_hf_model(name_or_path, config)
     except (OSError, ValueError, KeyError) as err:
         raise ConfigError(Errors.E205.format(path=name_or_path, what=str(err).splitlines()[0][:200])) from None
     if not hasattr(model, "get_input_embeddings") or getattr(model, "main_input_name", "") != "input_ids":
@@ -81,8 +84,10 @@ def load_base_model(name_or_path: str) -> Tuple[Any, Any]:
 
 
 def check_precision(amp: str, device: Any) -> None:
-    """Mixed precision is a CUDA feature: refuse it elsewhere (before any work is done)."""
-    if amp != "none" and getattr(device, "type", str(device)) != "cuda":
+    """fp16 needs CUDA; bf16 runs on CUDA or as CPU autocast (fast only on CPUs with bf16
+    instructions, e.g. AVX512-BF16 or AMX). Refused elsewhere, before any work is done."""
+    kind = getattr(device, "type", str(device))
+    if (amp == "fp16" and kind != "cuda") or (amp == "bf16" and kind not in ("cuda", "cpu")):
         raise ConfigError(Errors.E204.format(amp=amp, device=device))
 
 
@@ -107,8 +112,8 @@ class Trainer:
             raise ConfigError(Errors.E211.format(batch_size=t.batch_size, world_size=self.dist.world_size))
         pairs.check_kb(kb)
         self.tokenizer, model = load_base_model(self.base_model)
-        self.model = model.to(self.device)
-        self.module = self.model
+        self.module = model.to(self.device)  # the Hugging Face model: saved, evaluated, clipped
+        self.model = SubBatchEncoder(self.module, config.model.pooling)  # what a step calls
         if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -180,12 +185,11 @@ class Trainer:
         return texts, torch.from_numpy(np.concatenate(labels)).to(self.device)
 
     def _embed(self, texts: List[str]) -> "torch.Tensor":  # noqa: F821
-        from ..encoder import pool
-
-        enc = self.tokenizer(texts, max_length=self.config.model.max_length, truncation=True, padding=True,
-                             return_tensors="pt").to(self.device)
-        out = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
-        return pool(out.last_hidden_state, enc["attention_mask"], self.config.model.pooling)
+        """Pooled vectors of ``texts``, in their order (length-sorted sub-batches, see ``forward.py``)."""
+        ids = self.tokenizer(texts, max_length=self.config.model.max_length, truncation=True)["input_ids"]
+        parts, inverse = sub_batches(ids, self.config.training.sub_batch, self.tokenizer.pad_token_id or 0,
+                                     self.device)
+        return self.model(parts, inverse)
 
     def _lr(self, step: int) -> float:
         t = self.config.training
