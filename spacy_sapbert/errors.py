@@ -151,6 +151,10 @@ class Errors(metaclass=_CodedMessages):
     E211 = "Batch size {batch_size} cannot be split evenly over {world_size} processes. Choose a multiple of {world_size}."
     E212 = "Config '{path}': {what}. Fix the file or the override (spaCy style: --section.key value)."
     E213 = "Distributed training was asked for, but {what}. Launch with `torchrun --nproc_per_node N -m spacy_sapbert ...` (it sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)."
+    E215 = ("training.adapter needs the optional package peft ({what}). Install it with "
+            "`pip install \"spacy-sapbert[adapters]\"`, or train without adapters (training.adapter = \"none\").")
+    E216 = ("Cannot add adapters to '{model}': {what}. Adapters are placed on BERT-style layers "
+            "(layer.N.attention.self.query ...); train this model without adapters.")
     E214 = "The loss became {value} at step {step}. Lower the learning rate, use --amp bf16 instead of fp16, or check the pairs."
 
     # ---- E300–E399: evaluation ----

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import ConfigError, Errors, MissingInputError, TrainingError
 from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
+from .adapters import ADAPTER_FILE, adapter_state, exportable, is_adapted, load_adapter_state
 
 logger = get_logger("training.checkpoint")
 
@@ -104,7 +105,13 @@ def list_checkpoints(output: Path) -> List[Tuple[int, Path]]:
 
 
 def save_model_folder(model: Any, tokenizer: Any, folder: Path, settings: Dict[str, Any]) -> None:
-    model.save_pretrained(folder, safe_serialization=True)
+    """A plain HF folder (adapters merged in) + tokenizer + settings; an adapted model also leaves
+    its adapter weights alone in ``adapter.safetensors`` (what resume restores)."""
+    from safetensors.torch import save_file
+
+    exportable(model).save_pretrained(folder, safe_serialization=True)
+    if is_adapted(model):
+        save_file(adapter_state(model), str(folder / ADAPTER_FILE))
     tokenizer.save_pretrained(folder)
     (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf8")
 
@@ -142,10 +149,13 @@ def load_checkpoint(folder: Path, model: Any, optimizer: Any, scaler: Optional[A
 
     try:
         state = json.loads((folder / STATE_FILE).read_text(encoding="utf8"))
-        weights = load_file(str(folder / "model.safetensors"))
-        missing, unexpected = model.load_state_dict(weights, strict=False)
-        if unexpected or [m for m in missing if "position_ids" not in m]:
-            raise ValueError(f"weights do not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        if is_adapted(model):
+            load_adapter_state(model, load_file(str(folder / ADAPTER_FILE)))
+        else:
+            weights = load_file(str(folder / "model.safetensors"))
+            missing, unexpected = model.load_state_dict(weights, strict=False)
+            if unexpected or [m for m in missing if "position_ids" not in m]:
+                raise ValueError(f"weights do not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
         optimizer.load_state_dict(torch.load(folder / OPTIMIZER_FILE, map_location="cpu", weights_only=True))
         if scaler is not None:
             scaler.load_state_dict(torch.load(folder / SCALER_FILE, map_location="cpu", weights_only=True))

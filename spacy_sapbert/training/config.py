@@ -16,6 +16,7 @@ from ..util import PathLike
 AMP_CHOICES = ("none", "bf16", "fp16")
 POOLING_CHOICES = ("cls", "mean")
 BATCHING_CHOICES = ("random", "similar")
+ADAPTER_CHOICES = ("none", "lora")
 
 
 @dataclass
@@ -43,6 +44,10 @@ class TrainingSettings:
     seed: int = 42
     amp: str = "none"  # none | bf16 (CUDA, or CPU autocast) | fp16 (CUDA only)
     sub_batch: int = 32  # names per forward pass, the batch's names sorted by length (0: all at once)
+    adapter: str = "none"  # none | lora: train small adapters only, the base frozen (needs peft)
+    adapter_rank: int = 8
+    adapter_alpha: float = 16.0
+    adapter_dropout: float = 0.1
     device: str = "auto"
     distributed: bool = False  # also switched on by torchrun's WORLD_SIZE > 1
     batching: str = "random"  # random | similar (pairs with similar names share a batch)
@@ -112,6 +117,7 @@ class TrainConfig:
             ("model.pooling", self.model.pooling, POOLING_CHOICES),
             ("training.amp", t.amp, AMP_CHOICES),
             ("training.batching", t.batching, BATCHING_CHOICES),
+            ("training.adapter", t.adapter, ADAPTER_CHOICES),
             ("loss.name", self.loss.name, ("multi_similarity", "infonce", "triplet")),
             ("miner.kind", self.miner.kind, ("all", "hard", "semihard")),
         ]
@@ -124,6 +130,7 @@ class TrainConfig:
             ("training.checkpoint_every", t.checkpoint_every),
             ("training.log_every", t.log_every),
             ("training.keep_checkpoints", t.keep_checkpoints),
+            ("training.adapter_rank", t.adapter_rank),
         ]
         non_negative = [
             ("training.epochs", t.epochs),

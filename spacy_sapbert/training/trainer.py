@@ -24,6 +24,7 @@ from .distributed import barrier, broadcast_flag, gather_with_grad, init_distrib
 from .losses import make_loss
 from .miners import TripletMarginMiner
 from .batching import EpochBatches
+from .adapters import add_adapters, exportable
 from .forward import SubBatchEncoder, sub_batches
 from .pairs import PairSet
 
@@ -112,6 +113,9 @@ class Trainer:
             raise ConfigError(Errors.E211.format(batch_size=t.batch_size, world_size=self.dist.world_size))
         pairs.check_kb(kb)
         self.tokenizer, model = load_base_model(self.base_model)
+        if t.adapter != "none":
+            torch.manual_seed(t.seed)  # the adapters' random init: the same in every run of this config
+            model = add_adapters(model, t.adapter_rank, t.adapter_alpha, t.adapter_dropout)
         self.module = model.to(self.device)  # the Hugging Face model: saved, evaluated, clipped
         self.model = SubBatchEncoder(self.module, config.model.pooling)  # what a step calls
         if self.dist.enabled:
@@ -162,7 +166,7 @@ class Trainer:
             "pooling": self.config.model.pooling,
             "max_length": self.config.model.max_length,
             "dim": int(self.module.config.hidden_size),
-            "fingerprint": weights_fingerprint(self.module),
+            "fingerprint": weights_fingerprint(exportable(self.module)),  # of what is saved
         }
 
     # ---- one step ----------------------------------------------------------------------------
