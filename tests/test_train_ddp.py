@@ -42,16 +42,21 @@ def _kb():
     )
 
 
-def test_torchrun_two_gloo_processes_match_one_process(tmp_path, tiny_bert_path):
+@pytest.mark.parametrize("adapter", ["none", "lora"])
+def test_torchrun_two_gloo_processes_match_one_process(tmp_path, tiny_bert_path, adapter):
+    """Also with LoRA adapters (only they train; dropout off so both runs see the same network)."""
     model = _no_dropout_copy(tiny_bert_path, tmp_path / "bert")
     kb = _kb()
     kb_dir = tmp_path / "kb"
     kb.to_disk(kb_dir)
-    single = pretrain(kb, str(model), tmp_path / "single", config=load_config(None, OVERRIDES))
+    overrides = dict(OVERRIDES, **{"training.adapter": adapter, "training.adapter_dropout": 0.0})
+    if adapter == "lora":
+        overrides["training.lr"] = 0.02  # adapters start at zero: a larger step to move measurably
+    single = pretrain(kb, str(model), tmp_path / "single", config=load_config(None, overrides))
 
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
             "-m", "spacy_sapbert", "pretrain", str(kb_dir), "-m", str(model), "-o", str(tmp_path / "ddp")]
-    for key, value in OVERRIDES.items():
+    for key, value in overrides.items():
         args += [f"--{key}", str(value)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
