@@ -50,6 +50,25 @@ def pool(last_hidden_state: "torch.Tensor", attention_mask: "torch.Tensor", pool
     raise ConfigError(Errors.E002.format(what="pooling", value=pooling, choices=", ".join(POOLINGS)))
 
 
+def length_order(rows: Sequence[Sequence[int]]) -> List[int]:
+    """Indices of token-id ``rows`` sorted by length (ties by position): batches of similar length
+    need little padding."""
+    return sorted(range(len(rows)), key=lambda i: (len(rows[i]), i))
+
+
+def pad_token_rows(rows: Sequence[Sequence[int]], pad_id: int, device: Any) -> Tuple["torch.Tensor", "torch.Tensor"]:  # noqa: F821
+    """``(input_ids, attention_mask)`` long tensors on ``device``, padded to the longest row."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for j, row in enumerate(rows):
+        ids[j, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[j, : len(row)] = 1
+    return ids.to(device), mask.to(device)
+
+
 def _check_pooling(pooling: str) -> str:
     if pooling not in POOLINGS:
         raise ConfigError(Errors.E002.format(what="pooling", value=pooling, choices=", ".join(POOLINGS)))
@@ -307,7 +326,7 @@ class Encoder:
         encoded = self.tokenizer(
             list(texts), truncation=True, max_length=self.max_length, padding=False, return_attention_mask=False
         )["input_ids"]
-        order = sorted(range(len(texts)), key=lambda i: (len(encoded[i]), i))
+        order = length_order(encoded)
         result = numpy.empty((len(texts), self.dim), dtype=numpy.float32)
         bar = None
         if show_progress:
@@ -331,15 +350,8 @@ class Encoder:
         return result
 
     def _pad(self, rows: List[List[int]]) -> Dict[str, "torch.Tensor"]:  # noqa: F821
-        import torch
-        width = max(len(r) for r in rows)
-        pad_id = self.tokenizer.pad_token_id or 0
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for j, row in enumerate(rows):
-            ids[j, : len(row)] = torch.tensor(row, dtype=torch.long)
-            mask[j, : len(row)] = 1
-        return {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+        ids, mask = pad_token_rows(rows, self.tokenizer.pad_token_id or 0, self.device)
+        return {"input_ids": ids, "attention_mask": mask}
 
     def _probe_dim(self) -> int:
         import torch

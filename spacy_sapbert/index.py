@@ -39,6 +39,8 @@ DEFAULT_EF_CONSTRUCTION = 200
 DEFAULT_EF_SEARCH = 200
 # Upper bound of the float32 score matrix one exact-search step holds in memory.
 _EXACT_BLOCK = 32_000_000
+# an empty row→concept cache (checksum "" matches no KB): ConceptIndex builds the real one on first use
+_NO_CSR = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))
 
 
 class ConceptIndex:
@@ -56,7 +58,7 @@ class ConceptIndex:
             self._vectors = torch.from_numpy(numpy.ascontiguousarray(vectors, dtype=numpy.float32))
         self._masks: Dict[Tuple[Any, ...], Tuple[numpy.ndarray, Callable[[str], bool]]] = {}
         self._known_types: Optional[frozenset] = None
-        self._csr: Tuple[str, numpy.ndarray, numpy.ndarray] = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))
+        self._csr: Tuple[str, numpy.ndarray, numpy.ndarray] = _NO_CSR
         self._pid = os.getpid()
         self.ef_search = int(meta.get("ef_search", DEFAULT_EF_SEARCH))
         if hnsw is not None:
@@ -65,7 +67,7 @@ class ConceptIndex:
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
         state["_masks"] = {}  # filter closures are rebuilt on demand
-        state["_csr"] = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))  # rebuilt on demand
+        state["_csr"] = _NO_CSR  # rebuilt on demand
         return state
 
     # ---- properties ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import List, Sequence, Tuple
 
 import torch
 
-from ..encoder import pool
+from ..encoder import length_order, pad_token_rows, pool
 
 Part = Tuple[torch.Tensor, torch.Tensor]
 
@@ -21,15 +21,10 @@ Part = Tuple[torch.Tensor, torch.Tensor]
 def sub_batches(ids: Sequence[Sequence[int]], size: int, pad_id: int, device: torch.device) -> Tuple[List[Part], torch.Tensor]:
     """``(parts, inverse)``: ``(input_ids, attention_mask)`` of at most ``size`` rows each (0: one part),
     names sorted by length; row ``i`` of the concatenated output is ``inverse``'s ``i``-th source row."""
-    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
+    order = length_order(ids)
     size = size or len(ids)
-    parts: List[Part] = []
-    for start in range(0, len(order), size):
-        rows = [list(ids[i]) for i in order[start : start + size]]
-        width = max(len(r) for r in rows)
-        input_ids = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=torch.long)
-        parts.append((input_ids.to(device), mask.to(device)))
+    parts = [pad_token_rows([ids[i] for i in order[start : start + size]], pad_id, device)
+             for start in range(0, len(order), size)]
     inverse = torch.empty(len(order), dtype=torch.long)
     inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
     return parts, inverse.to(device)
