@@ -16,11 +16,19 @@ process, imports included; warm: a second load in that process, the system's own
 linking throughput through `nlp.pipe` (mentions/s, docs/s; median of --passes passes, our string
 cache emptied before each), peak RSS of each worker process, strict acc@1/@5 (a prediction is one
 concept; composite gold: any part; mentions whose gold ids are not in MEDIC are counted as misses).
-Both resolve abbreviations; both have threshold 0 so acc@k is not cut. Our linker runs twice: at
-its defaults (fp32) and with the opt-in ``precision="bf16"`` (CPU bf16 autocast; fast on CPUs with
-AVX512-BF16/AMX) against the same fp32 index.
+Both resolve abbreviations; both have threshold 0 so acc@k is not cut. Our linker runs three times
+against the same fp32 index: at its defaults (``runtime="auto"``: the pipeline holds an ONNX export,
+so ONNX Runtime runs the encoder in fp32), with ``runtime="torch"`` (PyTorch fp32, the same vectors),
+and with the opt-in ``precision="bf16"`` (PyTorch, CPU bf16 autocast; fast on CPUs with
+AVX512-BF16/AMX).
 
-    python benchmarks/link_ncbi.py [--data ../shared/data] [--model PATH] [--json out.json]
+With ``--lean-python PY`` both systems' loads are timed again in a second environment that holds only
+this package's own requirements and scispaCy (no spacy-transformers, no dev tools), e.g.
+``python3 -m venv /tmp/lean && /tmp/lean/bin/pip install torch==2.13.0 && /tmp/lean/bin/pip install -c
+requirements.txt -e .``. Each worker also records which heavy modules (torch, transformers,
+spacy_transformers, onnxruntime) its process imported.
+
+    python benchmarks/link_ncbi.py [--data ../shared/data] [--model PATH] [--json out.json] [--lean-python PY]
 """
 from __future__ import annotations
 
@@ -74,8 +82,9 @@ def _score(docs, gold_by_doc: List[List[Dict[str, Any]]], ext: str) -> Dict[str,
 def _load(kind: str, work: Path):
     """One system's pipeline, loaded the way its users load it."""
     if kind.startswith("sapbert"):
-        precision = "bf16" if kind == "sapbert-bf16" else "auto"
-        return spacy.load(work / "nlp_sapbert", config={"components": {"sapbert_linker": {"precision": precision}}})
+        overrides = {"sapbert": {}, "sapbert-torch": {"runtime": "torch"},
+                     "sapbert-bf16": {"runtime": "torch", "precision": "bf16"}}[kind]
+        return spacy.load(work / "nlp_sapbert", config={"components": {"sapbert_linker": overrides}})
     from scispacy.abbreviation import AbbreviationDetector  # noqa: F401  (registers the factory)
     from scispacy.candidate_generation import CandidateGenerator, LinkerPaths
     from scispacy.linking import EntityLinker
@@ -151,6 +160,10 @@ def worker(kind: str, work: Path, passes: int, profile: bool = False) -> None:
               "docs": len(docs), "mentions_linked": n_mentions, "docs_per_s": len(docs) / link_s,
               "mentions_per_s": n_mentions / link_s, "peak_rss_mb": peak_rss_mb(), "time_shares": shares}
     result.update(_score(docs, gold, "kb_ents"))
+    result["modules_loaded"] = sorted(m for m in ("torch", "transformers", "spacy_transformers", "onnxruntime")
+                                      if m in sys.modules)
+    if "sapbert_linker" in nlp.pipe_names:
+        result["encoder_class"] = type(nlp.get_pipe("sapbert_linker").encoder).__name__
     print("RESULT " + json.dumps(result))
 
 
@@ -159,10 +172,11 @@ def _dir_size_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
 
-def _run_worker(kind: str, work: Path, passes: int) -> Dict[str, Any]:
+def _run_worker(kind: str, work: Path, passes: int, python: str = sys.executable,
+                profile: bool = True) -> Dict[str, Any]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    extra = ["--profile"] if kind == "sapbert" else []
-    out = subprocess.run([sys.executable, __file__, "--worker", kind, "--work", str(work), "--passes", str(passes),
+    extra = ["--profile"] if kind == "sapbert" and profile else []
+    out = subprocess.run([python, __file__, "--worker", kind, "--work", str(work), "--passes", str(passes),
                           *extra],
                          capture_output=True, text=True, env=env, timeout=3600)
     if out.returncode != 0:
@@ -250,7 +264,9 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     linker = nlp.add_pipe("sapbert_linker", config={"model": str(args.model), "device": "cpu", "threshold": 0.0,
                                                     "k": 10, "max_entities_per_mention": 5})
     linker.set_resources(enc, index)
-    nlp.to_disk(work / "nlp_sapbert")
+    t = time.perf_counter()
+    nlp.to_disk(work / "nlp_sapbert")  # runtime "auto": writes the ONNX export too
+    figures["pipeline_save_s"] = time.perf_counter() - t
     figures["pipeline_size_mb"] = _dir_size_mb(work / "nlp_sapbert")
 
     # scispaCy: its on-disk linker format, built by hand
@@ -294,8 +310,15 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5, help="linking passes per system; the median is reported")
     parser.add_argument("--no-bf16", action="store_true",
                         help="skip the opt-in precision='bf16' run of our linker (CPU bf16 autocast)")
+    parser.add_argument("--no-torch", action="store_true",
+                        help="skip the runtime='torch' (PyTorch fp32) run of our linker")
+    parser.add_argument("--lean-python", type=str, default=None,
+                        help="a Python of a second environment holding only this package's own requirements and "
+                             "scispaCy (no spacy-transformers): both systems' loads are timed there too (median of "
+                             "--lean-runs fresh processes), as a user who installs the package without extras sees them")
+    parser.add_argument("--lean-runs", type=int, default=3, help="fresh processes per system with --lean-python")
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--worker", choices=["sapbert", "sapbert-bf16", "scispacy"], default=None,
+    parser.add_argument("--worker", choices=["sapbert", "sapbert-torch", "sapbert-bf16", "scispacy"], default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -315,9 +338,13 @@ def main() -> None:
             figures = prepare(args, work)
             prepared.write_text(json.dumps(figures), encoding="utf8")
         figures["sapbert"] = _run_worker("sapbert", work, args.passes)
+        if not args.no_torch:
+            figures["sapbert-torch"] = _run_worker("sapbert-torch", work, args.passes)
         if not args.no_bf16:
             figures["sapbert-bf16"] = _run_worker("sapbert-bf16", work, args.passes)
         figures["scispacy"] = _run_worker("scispacy", work, args.passes)
+        if args.lean_python:
+            figures["lean"] = _lean_loads(args.lean_python, work, args.lean_runs)
     ours, theirs = figures["sapbert"], figures["scispacy"]
     figures["ratios"] = {
         "mentions_per_s (ours/scispaCy)": ours["mentions_per_s"] / theirs["mentions_per_s"],
@@ -326,14 +353,30 @@ def main() -> None:
         "peak_rss (ours/scispaCy)": ours["peak_rss_mb"] / theirs["peak_rss_mb"],
         "acc@1 (ours - scispaCy)": ours["acc@1"] - theirs["acc@1"],
     }
-    if "sapbert-bf16" in figures:
-        figures["ratios"]["mentions_per_s (ours bf16/scispaCy)"] = \
-            figures["sapbert-bf16"]["mentions_per_s"] / theirs["mentions_per_s"]
+    for key, label in (("sapbert-torch", "torch fp32"), ("sapbert-bf16", "torch bf16")):
+        if key in figures:
+            figures["ratios"][f"mentions_per_s (ours {label}/scispaCy)"] = \
+                figures[key]["mentions_per_s"] / theirs["mentions_per_s"]
     figures["setup"] = {"model": args.model, "cpu_count": os.cpu_count(), "torch_threads": _torch_threads(),
                         "note": f"{os.cpu_count()} CPUs; timings depend on what else runs on the machine"}
     _print_report(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2), encoding="utf8")
+
+
+def _lean_loads(python: str, work: Path, runs: int) -> Dict[str, Any]:
+    """Cold and warm loads of both systems in the lean environment: the median of ``runs`` processes."""
+    lean: Dict[str, Any] = {"python": python}
+    for kind in ("sapbert", "scispacy"):
+        results = [_run_worker(kind, work, 1, python=python, profile=False) for _ in range(runs)]
+        lean[kind] = {key: sorted(r[key] for r in results)[len(results) // 2]
+                      for key in ("load_s", "warm_load_s", "mentions_per_s", "peak_rss_mb", "acc@1")}
+        lean[kind]["load_s_runs"] = [r["load_s"] for r in results]
+        lean[kind]["modules_loaded"] = results[0]["modules_loaded"]
+        lean[kind]["encoder_class"] = results[0].get("encoder_class")
+    lean["ratios"] = {"load_s (ours/scispaCy)": lean["sapbert"]["load_s"] / lean["scispacy"]["load_s"],
+                      "warm_load_s (ours/scispaCy)": lean["sapbert"]["warm_load_s"] / lean["scispacy"]["warm_load_s"]}
+    return lean
 
 
 def _torch_threads() -> int:
@@ -349,7 +392,7 @@ def _print_report(f: Dict[str, Any]) -> None:
     print(f"encode: {f['encode']['names_per_s']:.0f} names/s ({f['encode']['seconds']:.1f} s)")
     print(f"hnsw build (M={f['index']['M']}, ef_construction={f['index']['ef_construction']}, 1 thread): "
           f"{f['index']['build_s']:.1f} s, {f['index']['size_mb']:.1f} MB on disk; pipeline folder "
-          f"{f['pipeline_size_mb']:.1f} MB")
+          f"{f['pipeline_size_mb']:.1f} MB (saved in {f.get('pipeline_save_s', float('nan')):.1f} s, ONNX export included)")
     print("recall@5 vs exact (name level, test mentions as queries):")
     for ef, r in f["recall"]["by_ef_search"].items():
         print(f"  ef_search={ef}: {r['recall@5']:.4f}  ({r['queries_per_s']:.0f} queries/s)")
@@ -357,8 +400,9 @@ def _print_report(f: Dict[str, Any]) -> None:
     print(f"scispaCy tf-idf + nmslib build: {f['scispacy_index']['build_s']:.1f} s, {f['scispacy_index']['size_mb']:.1f} MB")
     print("\n| system | load s (cold) | load s (warm) | mentions/s | docs/s | peak RSS MB | strict acc@1 | strict acc@5 |")
     print("|---|---|---|---|---|---|---|---|")
-    for name, key in (("sapbert_linker (this package)", "sapbert"),
-                      ("sapbert_linker, precision='bf16' (opt-in)", "sapbert-bf16"),
+    for name, key in (("sapbert_linker, defaults (runtime auto → %s)" % f["sapbert"].get("encoder_class", "?"), "sapbert"),
+                      ("sapbert_linker, runtime='torch' (fp32)", "sapbert-torch"),
+                      ("sapbert_linker, runtime='torch', precision='bf16' (opt-in)", "sapbert-bf16"),
                       ("scispaCy EntityLinker (tf-idf)", "scispacy")):
         if key not in f:
             continue
@@ -369,6 +413,18 @@ def _print_report(f: Dict[str, Any]) -> None:
     if shares:
         print("\nwhere our linking time goes (cProfile, one extra pass): "
               + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()))
+    lean = f.get("lean")
+    if lean:
+        print(f"\nloads in the lean environment ({lean['python']}; median of {len(lean['sapbert']['load_s_runs'])} "
+              "fresh processes each):")
+        print("| system | load s (cold) | load s (warm) | mentions/s (1 pass) | peak RSS MB | acc@1 | heavy modules imported |")
+        print("|---|---|---|---|---|---|---|")
+        for name, key in (("sapbert_linker, defaults", "sapbert"), ("scispaCy EntityLinker", "scispacy")):
+            r = lean[key]
+            print(f"| {name} | {r['load_s']:.2f} | {r['warm_load_s']:.2f} | {r['mentions_per_s']:.0f} | "
+                  f"{r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | {', '.join(r['modules_loaded']) or 'none'} |")
+        for k, v in lean["ratios"].items():
+            print(f"lean {k}: {v:.2f}")
     print(f"\nmentions: {f['sapbert']['mentions']} gold, {f['sapbert']['mentions_linked']} entities linked")
     for k, v in f["ratios"].items():
         print(f"{k}: {v:.2f}")

@@ -151,11 +151,105 @@ def fork_guard(owner_pid: int) -> int:
     return pid
 
 
+def _drop_stale_export(folder: Path, fingerprint: str, pooling: str) -> None:
+    """Delete an ONNX export in ``folder`` made from other weights than those about to be written."""
+    from .onnx_encoder import EXPORT_FILE, ONNX_FILE
+
+    export = folder / EXPORT_FILE
+    if export.is_file() or (folder / ONNX_FILE).is_file():
+        try:
+            recorded = json.loads(export.read_text(encoding="utf8"))
+            stale = (recorded.get("fingerprint"), recorded.get("pooling")) != (fingerprint, pooling)
+        except (OSError, ValueError):
+            stale = True
+        if stale:
+            for name in (ONNX_FILE, EXPORT_FILE):
+                (folder / name).unlink(missing_ok=True)
+
+
 def _looks_local(name_or_path: str) -> bool:
     return name_or_path.startswith((".", "/", "~")) or Path(name_or_path).exists()
 
 
-class Encoder:
+class CachedEncoder:
+    """What every encoder runtime shares: settings, de-duplication and the LRU cache of strings.
+
+    Subclasses set ``pooling``, ``max_length``, ``dim``, ``fingerprint``, ``name``,
+    ``cache_size`` and ``_cache`` and implement :meth:`_encode_unique` (unique strings → vectors).
+    :class:`Encoder` runs PyTorch; :class:`~spacy_sapbert.onnx_encoder.OnnxEncoder` runs ONNX Runtime.
+    """
+
+    pooling: str
+    max_length: int
+    dim: int
+    fingerprint: str
+    name: str
+    cache_size: int
+    _cache: "OrderedDict[str, numpy.ndarray]"
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 128, show_progress: bool = False,
+               use_cache: bool = True) -> numpy.ndarray:
+        """Encode ``texts`` → float32 ``[len(texts), dim]``, rows L2-normalised.
+
+        Inputs longer than ``max_length`` word pieces are truncated (SapBERT is trained on short
+        names). Duplicates are encoded once; with ``use_cache`` the cache serves strings seen in
+        earlier calls.
+        """
+        if batch_size < 1:
+            raise ConfigError(Errors.E105.format(value=batch_size))
+        out = numpy.zeros((len(texts), self.dim), dtype=numpy.float32)
+        if not len(texts):
+            return out
+        positions: Dict[str, List[int]] = {}
+        for i, text in enumerate(texts):
+            positions.setdefault(text, []).append(i)
+        todo: List[str] = []
+        for text, rows in positions.items():
+            cached = self._cache.get(text) if (use_cache and self.cache_size) else None
+            if cached is not None:
+                self._cache.move_to_end(text)
+                out[rows] = cached
+            else:
+                todo.append(text)
+        if todo:
+            vectors = self._encode_unique(todo, batch_size, show_progress)
+            for text, vector in zip(todo, vectors):
+                out[positions[text]] = vector
+                if use_cache and self.cache_size:
+                    self._remember(text, vector)
+        return out
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def _remember(self, text: str, vector: numpy.ndarray) -> None:
+        self._cache[text] = vector
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _encode_unique(self, texts: List[str], batch_size: int, show_progress: bool) -> numpy.ndarray:
+        raise NotImplementedError
+
+    def settings(self) -> Dict[str, Any]:
+        return {
+            "name": self.name,
+            "pooling": self.pooling,
+            "max_length": self.max_length,
+            "dim": self.dim,
+            "fingerprint": self.fingerprint,
+        }
+
+
+def progress_bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar over ``total`` names, or None."""
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="encode", unit="name")
+
+
+class Encoder(CachedEncoder):
     """A tokenizer + transformer that encodes strings into L2-normalised float32 vectors.
 
     Build it with :meth:`load` (hub id or local folder), :meth:`from_disk` (a folder written by
@@ -263,62 +357,14 @@ class Encoder:
         """Write a normal HF folder (config, model.safetensors in fp32, tokenizer) + our settings."""
         path = ensure_path(path)
         path.mkdir(parents=True, exist_ok=True)
+        _drop_stale_export(path, self.fingerprint, self.pooling)
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.model.state_dict().items()}
         self.model.save_pretrained(path, state_dict=state, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         with atomic_write(path / SETTINGS_FILE) as fh:
             json.dump(self.settings(), fh, indent=2, sort_keys=True)
 
-    def settings(self) -> Dict[str, Any]:
-        return {
-            "name": self.name,
-            "pooling": self.pooling,
-            "max_length": self.max_length,
-            "dim": self.dim,
-            "fingerprint": self.fingerprint,
-        }
-
     # ---- encoding -----------------------------------------------------------------------
-    def encode(self, texts: Sequence[str], *, batch_size: int = 128, show_progress: bool = False,
-               use_cache: bool = True) -> numpy.ndarray:
-        """Encode ``texts`` → float32 ``[len(texts), dim]``, rows L2-normalised.
-
-        Inputs longer than ``max_length`` word pieces are truncated (SapBERT is trained on short
-        names). Duplicates are encoded once; with ``use_cache`` the cache serves strings seen in
-        earlier calls.
-        """
-        if batch_size < 1:
-            raise ConfigError(Errors.E105.format(value=batch_size))
-        out = numpy.zeros((len(texts), self.dim), dtype=numpy.float32)
-        if not len(texts):
-            return out
-        positions: Dict[str, List[int]] = {}
-        for i, text in enumerate(texts):
-            positions.setdefault(text, []).append(i)
-        todo: List[str] = []
-        for text, rows in positions.items():
-            cached = self._cache.get(text) if (use_cache and self.cache_size) else None
-            if cached is not None:
-                self._cache.move_to_end(text)
-                out[rows] = cached
-            else:
-                todo.append(text)
-        if todo:
-            vectors = self._encode_unique(todo, batch_size, show_progress)
-            for text, vector in zip(todo, vectors):
-                out[positions[text]] = vector
-                if use_cache and self.cache_size:
-                    self._remember(text, vector)
-        return out
-
-    def clear_cache(self) -> None:
-        self._cache.clear()
-
-    def _remember(self, text: str, vector: numpy.ndarray) -> None:
-        self._cache[text] = vector
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-
     def _encode_unique(self, texts: List[str], batch_size: int, show_progress: bool) -> numpy.ndarray:
         import torch
 
@@ -328,11 +374,7 @@ class Encoder:
         )["input_ids"]
         order = length_order(encoded)
         result = numpy.empty((len(texts), self.dim), dtype=numpy.float32)
-        bar = None
-        if show_progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(texts), desc="encode", unit="name")
+        bar = progress_bar(len(texts), show_progress)
         try:
             with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self._cpu_autocast):
                 for start in range(0, len(order), batch_size):
@@ -367,4 +409,4 @@ class Encoder:
         )
 
 
-__all__ = ["Encoder", "pool", "weights_fingerprint", "fork_guard", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]
+__all__ = ["Encoder", "CachedEncoder", "progress_bar", "pool", "weights_fingerprint", "fork_guard", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]

@@ -134,6 +134,18 @@ class Errors(metaclass=_CodedMessages):
     E117 = ("'{path}' is neither a spaCy pipeline folder (config.cfg + meta.json) nor an index folder "
             "written by build-index (index_meta.json). Give one of those.")
     E118 = ("The index at '{path}' does not record {what}; pass {option} explicitly.")
+    E119 = ("runtime='onnx' needs ONNX Runtime, which is not installed ({reason}). spacy-sapbert "
+            "requires it: `pip install onnxruntime`), or use runtime='torch' (or 'auto', which falls back to PyTorch).")
+    E120 = ("Exporting the encoder to ONNX needs the packages torch and onnx ({reason}). spacy-sapbert "
+            "requires both: `pip install onnx`), or save with runtime='torch' (no ONNX copy is written).")
+    E121 = ("'{path}' holds an ONNX export of other weights (export fingerprint {onnx_fp}, encoder folder "
+            "{settings_fp}). Export it again with `spacy-sapbert export-onnx {folder}`, or delete '{path}' to "
+            "run the encoder with PyTorch.")
+    E122 = ("runtime='onnx' runs the encoder on the CPU in float32, but device={device!r} and precision={precision!r} "
+            "were asked for. Use device='cpu' (or 'auto') and precision='auto' or 'fp32' with ONNX Runtime, or "
+            "runtime='torch' for a GPU or bf16.")
+    E123 = ("'{path}' has no ONNX export of the encoder ({file} is missing). Write one with "
+            "`spacy-sapbert export-onnx {folder}`, or use runtime='torch'.")
 
     # ---- E200–E299: training ----
     E200 = "No training pairs: none of the {n} concepts of the knowledge base has two or more distinct names. Self-alignment needs synonyms; build the KB from a source with aliases (UMLS, MEDIC, OBO synonyms)."
@@ -155,6 +167,8 @@ class Errors(metaclass=_CodedMessages):
             "`pip install \"spacy-sapbert[adapters]\"`, or train without adapters (training.adapter = \"none\").")
     E216 = ("Cannot add adapters to '{model}': {what}. Adapters are placed on BERT-style layers "
             "(layer.N.attention.self.query ...); train this model without adapters.")
+    E217 = ("Hard negatives: {what}. Hard negatives need a fine-tuning pair set whose anchors are the "
+            "mentions (write_task_pairs) and training.hard_negatives >= 0, training.hard_negative_top_k >= 1.")
     E214 = "The loss became {value} at step {step}. Lower the learning rate, use --amp bf16 instead of fp16, or check the pairs."
 
     # ---- E300–E399: evaluation ----

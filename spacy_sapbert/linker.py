@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import warnings
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -24,11 +25,11 @@ from spacy.tokens import Doc, Span
 from spacy.util import minibatch
 from spacy.vocab import Vocab
 
-from .encoder import DEFAULT_MODEL, Encoder
+from .encoder import DEFAULT_MODEL, CachedEncoder, Encoder
 from .errors import ConfigError, Errors, MissingInputError
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M, META_FILE, ConceptIndex
 from .kb.concept import normalize_name
-from .util import ensure_path, get_logger
+from .util import device_is_cpu, ensure_path, get_logger
 
 if TYPE_CHECKING:  # for annotations only
     import numpy
@@ -42,6 +43,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "batch_size": 128,
     "device": "auto",
     "precision": "auto",
+    "runtime": "auto",
     "k": 10,
     "threshold": 0.5,
     "max_entities_per_mention": 5,
@@ -68,6 +70,7 @@ def make_sapbert_linker(
     batch_size: int,
     device: str,
     precision: str,
+    runtime: str,
     k: int,
     threshold: float,
     max_entities_per_mention: int,
@@ -85,7 +88,10 @@ def make_sapbert_linker(
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
     ``resolve_abbreviations``, ``filter_for_definitions`` (default False here: many KBs have no
     definitions). Ours: ``model`` (hub id or folder, loaded in initialize), ``pooling``,
-    ``max_length``, ``batch_size``, ``device``, ``precision``, ``semantic_types`` (applied before
+    ``max_length``, ``batch_size``, ``device``, ``precision``, ``runtime`` (what runs the encoder of a
+    saved pipeline: ``onnx``, ONNX Runtime on the CPU, the same vectors about twice as fast; ``torch``;
+    ``auto``: ONNX Runtime when the pipeline holds an ONNX export, onnxruntime is installed, the
+    device is the CPU and the precision fp32, else PyTorch), ``semantic_types`` (applied before
     the top-k cut), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only
     spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
     ``extension_name`` (the Span attribute written), ``ef_search`` (hnsw search depth),
@@ -93,7 +99,7 @@ def make_sapbert_linker(
     name takes that name's vector from the index instead of running the encoder: same result, faster)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
-        device=device, precision=precision, k=k, threshold=threshold,
+        device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
         max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
         filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, spans_key=spans_key,
         labels=labels, extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
@@ -112,7 +118,7 @@ class SapbertLinker(Pipe):
         self.cfg["semantic_types"] = list(self.cfg["semantic_types"] or [])
         self.cfg["labels"] = list(self.cfg["labels"] or [])
         _validate_cfg(self.cfg)
-        self.encoder: Optional[Encoder] = None
+        self.encoder: Optional[CachedEncoder] = None
         self.index: Optional[ConceptIndex] = None
         self._detector: Any = None
         if not Span.has_extension(self.cfg["extension_name"]):
@@ -124,7 +130,7 @@ class SapbertLinker(Pipe):
         """The :class:`KnowledgeBase` (``cui_to_entity``, ``alias_to_cuis``: scispaCy's views)."""
         return None if self.index is None else self.index.kb
 
-    def set_resources(self, encoder: Encoder, index: ConceptIndex, *, path: Any = "<memory>") -> None:
+    def set_resources(self, encoder: CachedEncoder, index: ConceptIndex, *, path: Any = "<memory>") -> None:
         """Use an already loaded encoder and index (its ``kb`` comes along); checked for a match."""
         index.check_compatible(encoder, path=path)
         index.set_ef(self.cfg["ef_search"])
@@ -296,6 +302,8 @@ class SapbertLinker(Pipe):
         if self.encoder is None or self.index is None:
             return  # an uninitialised component has nothing to save; from_disk leaves it so
         self.encoder.to_disk(path / "encoder")
+        if isinstance(self.encoder, Encoder) and self.cfg["runtime"] != "torch":
+            _write_onnx_export(self.encoder, path / "encoder", required=self.cfg["runtime"] == "onnx")
         kb_dir = path / "kb"
         if kb_dir.exists():
             shutil.rmtree(kb_dir)
@@ -308,7 +316,8 @@ class SapbertLinker(Pipe):
         path = ensure_path(path)
         if not (path / "index").exists():
             return self
-        encoder = Encoder.from_disk(path / "encoder", device=self.cfg["device"], precision=self.cfg["precision"])
+        encoder = load_saved_encoder(path / "encoder", runtime=self.cfg["runtime"], device=self.cfg["device"],
+                                     precision=self.cfg["precision"])
         kb = KnowledgeBase.from_disk(path / "kb")
         index = ConceptIndex.from_disk(path / "index", kb)
         self.set_resources(encoder, index, path=path / "index")
@@ -325,21 +334,45 @@ class SapbertLinker(Pipe):
     def from_bytes(self, data: bytes, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
         import srsly
 
-        with tempfile.TemporaryDirectory() as tmp:
-            for rel, content in srsly.msgpack_loads(data).items():
-                target = Path(tmp) / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(content)
-            self.from_disk(tmp)
-            if self.index is not None:  # KB files are memory-mapped: keep them in memory
-                self.index.kb = _detach_kb(self.index.kb)
-        return self
+        # the files stay on disk while this component lives: the KB is memory-mapped and an ONNX
+        # encoder reads its model file again in a forked process
+        tmp = Path(tempfile.mkdtemp(prefix="sapbert_linker_"))
+        weakref.finalize(self, shutil.rmtree, str(tmp), ignore_errors=True)
+        for rel, content in srsly.msgpack_loads(data).items():
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        return self.from_disk(tmp)
 
 
-def _detach_kb(kb: Any) -> Any:
-    from .kb import KnowledgeBase
+def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: str) -> CachedEncoder:
+    """The encoder of a saved pipeline, run by ONNX Runtime or PyTorch as ``runtime`` says (see the
+    factory's docstring); ``auto`` decides without loading anything it then drops."""
+    from .onnx_encoder import OnnxEncoder, has_export, onnxruntime_available
 
-    return KnowledgeBase.merge([kb])
+    cpu_fp32 = device in ("auto", "cpu") and precision in ("auto", "fp32")
+    if runtime == "onnx" and not cpu_fp32:
+        raise ConfigError(Errors.E122.format(device=device, precision=precision))
+    use_onnx = runtime == "onnx" or (
+        runtime == "auto" and cpu_fp32 and has_export(folder) and onnxruntime_available()
+        and device_is_cpu(device)
+    )
+    if use_onnx:
+        return OnnxEncoder.from_disk(folder)
+    return Encoder.from_disk(folder, device=device, precision=precision)
+
+
+def _write_onnx_export(encoder: Encoder, folder: Path, *, required: bool) -> None:
+    """Add the ONNX export next to the saved weights; with runtime 'auto' only when torch's
+    exporter can run here (the ``onnx`` package is installed)."""
+    from .onnx_encoder import export_onnx
+
+    try:
+        export_onnx(encoder, folder)
+    except ConfigError:
+        if required:
+            raise
+        logger.info("no ONNX export written to %s: the onnx package is not installed", folder)
 
 
 def _make_detector(vocab: Vocab) -> Any:
@@ -375,6 +408,9 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     for what, minimum in (("k", 1), ("max_entities_per_mention", 1), ("batch_size", 1), ("ef_search", 1)):
         if not isinstance(cfg[what], int) or cfg[what] < minimum:
             raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=cfg[what]))
+    from .onnx_encoder import check_runtime
+
+    check_runtime(cfg["runtime"])
     threshold = cfg["threshold"]
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ConfigError(Errors.E116.format(value=threshold))

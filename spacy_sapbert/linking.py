@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .errors import Errors, MissingInputError
 from .index import META_FILE, ConceptIndex
@@ -182,6 +182,24 @@ def create_pipeline(
     with atomic_dir(output, overwrite=overwrite) as tmp:
         nlp.to_disk(tmp)
     return nlp
+
+
+def export_onnx_dir(path: PathLike) -> List[Path]:
+    """Write the ONNX export of an encoder folder (one with ``sapbert_encoder.json``), or of every
+    ``sapbert_linker`` encoder of a pipeline folder. Returns the encoder folders exported."""
+    from .encoder import SETTINGS_FILE, Encoder
+    from .onnx_encoder import export_onnx
+
+    path = ensure_path(path)
+    if (path / SETTINGS_FILE).is_file():
+        folders = [path]
+    else:
+        folders = sorted(p.parent for p in path.glob(f"*/encoder/{SETTINGS_FILE}"))
+    if not folders:
+        raise MissingInputError(Errors.E104.format(path=path, file=SETTINGS_FILE))
+    for folder in folders:
+        export_onnx(Encoder.from_disk(folder, device="cpu", precision="fp32"), folder)
+    return folders
 
 
 def write_jsonl(records: Iterable[Dict[str, Any]], fh: Any) -> int:

@@ -7,6 +7,7 @@ import logging
 import os
 import random
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator, Optional, Union
@@ -137,6 +138,34 @@ def resolve_device(device: str = "auto") -> "torch.device":  # noqa: F821
             )
         return torch.device(name)
     raise ConfigError(Errors.E002.format(what="device", value=device, choices=", ".join(DEVICE_CHOICES) + ", cuda:N"))
+
+
+def device_is_cpu(device: str = "auto") -> bool:
+    """Whether :func:`resolve_device` gives the CPU, without importing torch where that is certain:
+    ``cpu``, or ``auto`` with a torch build that has no GPU support (CPU wheel), read from its
+    ``version.py``. Otherwise torch is imported and asked."""
+    name = device.strip().lower()
+    if name == "cpu":
+        return True
+    if name == "auto" and "torch" not in sys.modules and not _torch_build_has_gpu():
+        return True
+    return resolve_device(device).type == "cpu"
+
+
+def _torch_build_has_gpu() -> bool:
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return False  # no torch at all: nothing can run on a GPU
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text(encoding="utf8")
+    except OSError:
+        return True  # unknown build: ask torch
+    found = {key: value for key, value in
+             re.findall(r"^(cuda|hip)\s*(?::[^=\n]*)?=\s*(.+?)\s*$", text, flags=re.MULTILINE)}
+    return set(found) != {"cuda", "hip"} or any(value != "None" for value in found.values())
 
 
 def peak_rss_mb() -> float:

@@ -90,3 +90,30 @@ def test_public_api_names_resolve():
         assert getattr(spacy_sapbert, name) is not None, name
     with pytest.raises(AttributeError):
         spacy_sapbert.not_a_name  # noqa: B018
+
+
+def test_device_is_cpu_reads_the_torch_build_without_importing_it(tmp_path, monkeypatch):
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    from spacy_sapbert import util
+
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('must not be imported')\n")
+    spec = importlib.machinery.ModuleSpec("torch", None, origin=str(fake / "__init__.py"))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec if name == "torch" else None)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    cases = {
+        "cuda: Optional[str] = None\nhip: Optional[str] = None\n": False,  # CPU wheel
+        "cuda: Optional[str] = '12.8'\nhip: Optional[str] = None\n": True,
+        "cuda = None\nhip = '6.2'\n": True,
+        "__version__ = '9.9'\n": True,  # unknown layout: torch must be asked
+    }
+    for text, has_gpu in cases.items():
+        (fake / "version.py").write_text(text)
+        assert util._torch_build_has_gpu() is has_gpu, text
+    (fake / "version.py").write_text("cuda = None\nhip = None\n")
+    assert util.device_is_cpu("auto") and util.device_is_cpu("cpu")
+    assert "torch" not in sys.modules

@@ -60,6 +60,9 @@ def create_pipeline_command(
     pooling: str = typer.Option("cls", "--pooling", help="cls (SapBERT) or mean."),
     max_length: int = typer.Option(25, "--max-length", help="Word pieces per mention."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    runtime: str = typer.Option("auto", "--runtime",
+                                help="What runs the encoder once the pipeline is loaded: auto (ONNX Runtime on a CPU "
+                                     "when installed, else PyTorch), onnx or torch. torch writes no ONNX export."),
     k: Optional[int] = typer.Option(None, "--k", help="Candidates retrieved per mention."),
     threshold: Optional[float] = typer.Option(None, "--threshold", help="Minimum score of a kb_ents entry."),
     max_entities: Optional[int] = typer.Option(None, "--max-entities", help="At most this many kb_ents per mention."),
@@ -72,8 +75,19 @@ def create_pipeline_command(
     from ..linking import create_pipeline
 
     config = dict(_overrides(k, threshold, max_entities), pooling=pooling, max_length=max_length, device=device,
-                  spans_key=spans_key, labels=list(labels or []))
+                  runtime=runtime, spans_key=spans_key, labels=list(labels or []))
     nlp = create_pipeline(output, kb_path=kb, model=model, base=base, lang=lang, index_path=index, config=config,
                           exact=exact, overwrite=overwrite)
     linker = nlp.get_pipe("sapbert_linker")
     typer.echo(f"Pipeline {nlp.pipe_names} with {len(linker.kb):,} concepts, {len(linker.index):,} names -> {output}")
+
+
+@app.command("export-onnx")
+def export_onnx_command(
+    path: Path = typer.Argument(..., help="An encoder folder (with sapbert_encoder.json) or a pipeline folder."),
+) -> None:
+    """Write (or refresh) the ONNX export that runtime auto/onnx runs, next to the encoder's weights."""
+    from ..linking import export_onnx_dir
+
+    for folder in export_onnx_dir(path):
+        typer.echo(f"ONNX export written to {folder}")

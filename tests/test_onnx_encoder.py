@@ -1,0 +1,220 @@
+"""The ONNX Runtime encoder: same vectors as the torch encoder, stale/missing exports refused, the
+linker's ``runtime`` setting, fork safety and a load path that imports neither torch nor transformers."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy
+import pytest
+import spacy
+
+from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.errors import ConfigError, MissingInputError
+from spacy_sapbert.kb import Concept, KnowledgeBase
+
+pytest.importorskip("onnxruntime", reason="the onnx extra (requirements-dev.txt installs it)")
+pytest.importorskip("onnx", reason="the onnx extra (requirements-dev.txt installs it)")
+
+from spacy_sapbert.onnx_encoder import EXPORT_FILE, ONNX_FILE, OnnxEncoder, export_onnx  # noqa: E402
+
+TEXTS = ["Heart attack", "flu", "a", "Acetylsalicylic acid (ASA) poisoning in a child of 3 years and a very long tail",
+         "MI", "mitral regurgitation", "zz-top 42", "Heart attack"]
+
+CONCEPTS = [
+    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",)),
+    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
+    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
+    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
+]
+DOCS = [("Aspirin and grippe .", [(0, 1), (2, 3)]), ("Acute heart attack with zzqx .", [(1, 3), (4, 5)]),
+        ("nothing here", [])]
+
+
+def _export(model_path, folder, pooling):
+    enc = Encoder.load(model_path, pooling=pooling, device="cpu")
+    enc.to_disk(folder)
+    export_onnx(enc, folder)
+    return enc
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_onnx_vectors_and_token_ids_match_torch(tiny_bert_path, tmp_path, pooling):
+    enc = _export(tiny_bert_path, tmp_path / "enc", pooling)
+    onnx_enc = OnnxEncoder.from_disk(tmp_path / "enc")
+    assert (onnx_enc.fingerprint, onnx_enc.dim, onnx_enc.pooling, onnx_enc.max_length) == \
+        (enc.fingerprint, enc.dim, enc.pooling, enc.max_length)
+    want_ids = enc.tokenizer(TEXTS, truncation=True, max_length=enc.max_length, padding=False)["input_ids"]
+    assert onnx_enc._tokenize(TEXTS) == want_ids
+    assert max(len(r) for r in want_ids) == enc.max_length  # the long text was truncated
+    got = onnx_enc.encode(TEXTS, batch_size=3, use_cache=False)  # padded batches of mixed lengths
+    want = enc.encode(TEXTS, batch_size=3, use_cache=False)
+    assert got.dtype == numpy.float32 and got.shape == want.shape
+    numpy.testing.assert_allclose(numpy.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    numpy.testing.assert_allclose(got, want, atol=1e-5)
+    assert not numpy.allclose(got[0], got[1], atol=1e-3)  # different inputs, different vectors
+
+
+def test_stale_and_missing_exports_are_refused(tiny_bert_path, other_tiny_bert_path, tmp_path):
+    folder = tmp_path / "enc"
+    _export(tiny_bert_path, folder, "mean")
+    export = json.loads((folder / EXPORT_FILE).read_text())
+    (folder / EXPORT_FILE).write_text(json.dumps(dict(export, fingerprint="0" * 16)))
+    with pytest.raises(ConfigError, match="E121"):
+        OnnxEncoder(folder)
+    # saving other weights into the folder drops the export made from the old ones
+    (folder / EXPORT_FILE).write_text(json.dumps(export))
+    Encoder.load(other_tiny_bert_path, pooling="mean", device="cpu").to_disk(folder)
+    assert not (folder / ONNX_FILE).exists() and not (folder / EXPORT_FILE).exists()
+    with pytest.raises(MissingInputError, match="E123"):
+        OnnxEncoder(folder)
+    # the same weights saved again keep their export
+    again = _export(other_tiny_bert_path, folder, "mean")
+    again.to_disk(folder)
+    assert (folder / ONNX_FILE).exists()
+
+
+@pytest.fixture(scope="module")
+def saved_pipeline(tiny_bert_path, tmp_path_factory):
+    root = tmp_path_factory.mktemp("onnx_pipeline")
+    KnowledgeBase.from_concepts(CONCEPTS).to_disk(root / "kb")
+    nlp = spacy.blank("en")
+    linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu",
+                                                    "threshold": -1.0, "pooling": "mean"})
+    linker.initialize(kb_path=str(root / "kb"), show_progress=False)
+    nlp.to_disk(root / "nlp")
+    return nlp, root / "nlp"
+
+
+def _linked(nlp, docs=DOCS):
+    out = []
+    for text, spans in docs:
+        doc = nlp.make_doc(text)
+        doc.ents = [spacy.tokens.Span(doc, s, e, label="E") for s, e in spans]
+        for _, proc in nlp.pipeline:
+            doc = proc(doc)
+        out.append([(e.kb_id_, [c for c, _ in e._.kb_ents], [s for _, s in e._.kb_ents]) for e in doc.ents])
+    return out
+
+
+def _same_links(got, want):
+    assert [[(k, c) for k, c, _ in doc] for doc in got] == [[(k, c) for k, c, _ in doc] for doc in want]
+    for doc_got, doc_want in zip(got, want):
+        for (_, _, s_got), (_, _, s_want) in zip(doc_got, doc_want):
+            assert s_got == pytest.approx(s_want, abs=1e-5)
+
+
+def test_saved_pipeline_links_with_onnx_runtime_by_default(saved_pipeline):
+    in_memory, path = saved_pipeline
+    assert (path / "sapbert_linker" / "encoder" / ONNX_FILE).exists()
+    loaded = spacy.load(path)
+    assert isinstance(loaded.get_pipe("sapbert_linker").encoder, OnnxEncoder)
+    _same_links(_linked(loaded), _linked(in_memory))
+    torch_run = spacy.load(path, config={"components": {"sapbert_linker": {"runtime": "torch"}}})
+    assert isinstance(torch_run.get_pipe("sapbert_linker").encoder, Encoder)
+    _same_links(_linked(torch_run), _linked(in_memory))
+    # saved again from the ONNX-run pipeline: the folder is copied, export included, and still loads
+    loaded.to_disk(path.parent / "again")
+    _same_links(_linked(spacy.load(path.parent / "again")), _linked(in_memory))
+
+
+def test_runtime_settings_and_their_errors(saved_pipeline, tmp_path, monkeypatch):
+    in_memory, path = saved_pipeline
+    for bad in ({"runtime": "onnx", "precision": "bf16"}, {"runtime": "onnx", "device": "cuda"}):
+        with pytest.raises(ConfigError, match="E122"):
+            spacy.load(path, config={"components": {"sapbert_linker": bad}})
+    with pytest.raises(ConfigError, match="runtime"):
+        spacy.load(path, config={"components": {"sapbert_linker": {"runtime": "tensorrt"}}})
+    # bf16 asked for with runtime auto: PyTorch runs it
+    bf16 = spacy.load(path, config={"components": {"sapbert_linker": {"precision": "bf16"}}})
+    assert isinstance(bf16.get_pipe("sapbert_linker").encoder, Encoder)
+    # a pipeline saved with runtime='torch' has no export: auto falls back, 'onnx' says what to do
+    in_memory.get_pipe("sapbert_linker").cfg["runtime"] = "torch"
+    try:
+        in_memory.to_disk(tmp_path / "torch_only")
+    finally:
+        in_memory.get_pipe("sapbert_linker").cfg["runtime"] = "auto"
+    assert not (tmp_path / "torch_only" / "sapbert_linker" / "encoder" / ONNX_FILE).exists()
+    assert isinstance(spacy.load(tmp_path / "torch_only").get_pipe("sapbert_linker").encoder, Encoder)
+    with pytest.raises(MissingInputError, match="E123"):
+        spacy.load(tmp_path / "torch_only", config={"components": {"sapbert_linker": {"runtime": "onnx"}}})
+    # without onnxruntime, auto runs PyTorch
+    monkeypatch.setattr("spacy_sapbert.onnx_encoder.onnxruntime_available", lambda: False)
+    assert isinstance(spacy.load(path).get_pipe("sapbert_linker").encoder, Encoder)
+
+
+class _SetEnts:
+    def __call__(self, doc):
+        doc.ents = [spacy.tokens.Span(doc, s, e, label="E") for s, e in dict(DOCS)[doc.text]]
+        return doc
+
+
+@spacy.Language.factory("_onnx_test_set_ents")
+def _make_set_ents(nlp, name):
+    return _SetEnts()
+
+
+def test_onnx_pipeline_with_two_processes(saved_pipeline):
+    _, path = saved_pipeline
+    nlp = spacy.load(path)
+    nlp.add_pipe("_onnx_test_set_ents", first=True)
+    nlp.get_pipe("sapbert_linker").encoder.encode(["warm the session up in the parent"])
+    texts = [t for t, _ in DOCS] * 2
+
+    def ents(docs):
+        return [[(e.kb_id_, [c for c, _ in e._.kb_ents]) for e in d.ents] for d in docs]
+
+    single = ents(nlp.pipe(texts, batch_size=2))
+    assert ents(nlp.pipe(texts, batch_size=2, n_process=2)) == single
+    assert single[0][0][0] == "C004"
+
+
+def test_onnx_encoder_loads_without_torch_or_transformers(saved_pipeline):
+    _, path = saved_pipeline
+    code = (
+        "import sys\n"
+        "from spacy_sapbert.onnx_encoder import OnnxEncoder\n"
+        f"enc = OnnxEncoder({str(path / 'sapbert_linker' / 'encoder')!r})\n"
+        "v = enc.encode(['heart attack', 'flu'])\n"
+        "assert v.shape == (2, enc.dim), v.shape\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_missing_onnx_packages_give_coded_errors(saved_pipeline, tiny_bert_path, tmp_path, monkeypatch):
+    _, path = saved_pipeline
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
+    with pytest.raises(ConfigError, match="E119"):
+        spacy.load(path, config={"components": {"sapbert_linker": {"runtime": "onnx"}}})
+    assert isinstance(spacy.load(path).get_pipe("sapbert_linker").encoder, Encoder)  # auto falls back
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(ConfigError, match="E120"):
+        export_onnx(Encoder.load(tiny_bert_path, device="cpu"), tmp_path / "enc")
+
+
+def test_export_onnx_cli_on_a_pipeline_and_an_encoder_folder(saved_pipeline, tiny_bert_path, tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+
+    _, path = saved_pipeline
+    encoder_dir = tmp_path / "enc"
+    Encoder.load(tiny_bert_path, pooling="mean", device="cpu").to_disk(encoder_dir)
+    runner = CliRunner()
+    result = runner.invoke(app, ["export-onnx", str(encoder_dir)])
+    assert result.exit_code == 0, result.output
+    assert OnnxEncoder(encoder_dir).pooling == "mean"
+    pipeline = tmp_path / "nlp"
+    spacy.load(path, config={"components": {"sapbert_linker": {"runtime": "torch"}}}).to_disk(pipeline)
+    assert not (pipeline / "sapbert_linker" / "encoder" / ONNX_FILE).exists()  # runtime torch: no export
+    result = runner.invoke(app, ["export-onnx", str(pipeline)])
+    assert result.exit_code == 0 and "sapbert_linker" in result.output, result.output
+    assert isinstance(spacy.load(pipeline).get_pipe("sapbert_linker").encoder, Encoder)  # its config says torch
+    auto = spacy.load(pipeline, config={"components": {"sapbert_linker": {"runtime": "auto"}}})
+    assert isinstance(auto.get_pipe("sapbert_linker").encoder, OnnxEncoder)
+    result = runner.invoke(app, ["export-onnx", str(tmp_path / "nothing")])
+    assert isinstance(result.exception, MissingInputError) and "SB-E104" in str(result.exception)
