@@ -134,10 +134,11 @@ class Errors(metaclass=_CodedMessages):
     E117 = ("'{path}' is neither a spaCy pipeline folder (config.cfg + meta.json) nor an index folder "
             "written by build-index (index_meta.json). Give one of those.")
     E118 = ("The index at '{path}' does not record {what}; pass {option} explicitly.")
-    E119 = ("runtime='onnx' needs ONNX Runtime, which is not installed ({reason}). spacy-sapbert "
-            "requires it: `pip install onnxruntime`), or use runtime='torch' (or 'auto', which falls back to PyTorch).")
-    E120 = ("Exporting the encoder to ONNX needs the packages torch and onnx ({reason}). spacy-sapbert "
-            "requires both: `pip install onnx`), or save with runtime='torch' (no ONNX copy is written).")
+    E119 = ("runtime='onnx' needs ONNX Runtime, which is not installed ({reason}). Install it "
+            "(spacy-sapbert requires it): `pip install onnxruntime`; or use runtime='torch' (or 'auto', which falls "
+            "back to PyTorch).")
+    E120 = ("Exporting the encoder to ONNX needs the packages torch and onnx ({reason}). Install them "
+            "(spacy-sapbert requires both): `pip install onnx`; or save with runtime='torch' (no ONNX copy is written).")
     E121 = ("'{path}' holds an ONNX export of other weights (export fingerprint {onnx_fp}, encoder folder "
             "{settings_fp}). Export it again with `spacy-sapbert export-onnx {folder}`, or delete '{path}' to "
             "run the encoder with PyTorch.")
