@@ -343,6 +343,7 @@ def main() -> None:
         if not args.no_bf16:
             figures["sapbert-bf16"] = _run_worker("sapbert-bf16", work, args.passes)
         figures["scispacy"] = _run_worker("scispacy", work, args.passes)
+        figures["import_spacy_s"] = _import_spacy_s(sys.executable)
         if args.lean_python:
             figures["lean"] = _lean_loads(args.lean_python, work, args.lean_runs)
     ours, theirs = figures["sapbert"], figures["scispacy"]
@@ -364,9 +365,18 @@ def main() -> None:
         args.json.write_text(json.dumps(figures, indent=2), encoding="utf8")
 
 
+def _import_spacy_s(python: str, runs: int = 3) -> float:
+    """``import spacy`` in a fresh process of ``python`` (median of ``runs``): paid before either
+    system's load, so not part of the load figures."""
+    code = "import time; t = time.perf_counter(); import spacy; print(time.perf_counter() - t)"
+    times = [float(subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout)
+             for _ in range(runs)]
+    return sorted(times)[len(times) // 2]
+
+
 def _lean_loads(python: str, work: Path, runs: int) -> Dict[str, Any]:
     """Cold and warm loads of both systems in the lean environment: the median of ``runs`` processes."""
-    lean: Dict[str, Any] = {"python": python}
+    lean: Dict[str, Any] = {"python": python, "import_spacy_s": _import_spacy_s(python)}
     for kind in ("sapbert", "scispacy"):
         results = [_run_worker(kind, work, 1, python=python, profile=False) for _ in range(runs)]
         lean[kind] = {key: sorted(r[key] for r in results)[len(results) // 2]
@@ -425,6 +435,9 @@ def _print_report(f: Dict[str, Any]) -> None:
                   f"{r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | {', '.join(r['modules_loaded']) or 'none'} |")
         for k, v in lean["ratios"].items():
             print(f"lean {k}: {v:.2f}")
+        print(f"lean `import spacy` before either load: {lean['import_spacy_s']:.2f} s")
+    if "import_spacy_s" in f:
+        print(f"\n`import spacy` before either load (this environment): {f['import_spacy_s']:.2f} s")
     print(f"\nmentions: {f['sapbert']['mentions']} gold, {f['sapbert']['mentions_linked']} entities linked")
     for k, v in f["ratios"].items():
         print(f"{k}: {v:.2f}")

@@ -135,7 +135,8 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=20.0, help="pretraining budget (training time)")
     ap.add_argument("--segments", type=int, default=2, help="learning-curve points")
     ap.add_argument("--ablation-minutes", type=float, default=10.0, help="mining-off run (0: skip)")
-    ap.add_argument("--finetune-minutes", type=float, default=10.0, help="fine-tuning budget (0: skip)")
+    ap.add_argument("--finetune-minutes", type=float, default=60.0,
+                    help="fine-tuning time cap (0: skip); --finetune-epochs is the budget that normally ends it")
     ap.add_argument("--sources", default="medic,do,mesh,hpo", help="of medic,do,mesh,hpo,drugs")
     ap.add_argument("--pooling", default="mean")
     ap.add_argument("--lr", type=float, default=5e-5)
@@ -144,12 +145,23 @@ def main() -> None:
     ap.add_argument("--batching", default="random")
     ap.add_argument("--finetune-lr", type=float, default=1e-4)
     ap.add_argument("--finetune-pairs-per-mention", type=int, default=5)
-    ap.add_argument("--finetune-epochs", type=int, default=10, help="epochs over the task pairs (or --finetune-minutes)")
+    ap.add_argument("--finetune-epochs", type=int, default=9, help="epochs over the task pairs (or --finetune-minutes)")
+    ap.add_argument("--finetune-seed", type=int, default=42, help="training.seed of the fine-tuning run")
     ap.add_argument("--finetune-batching", default="random")
+    ap.add_argument("--finetune-hard-negatives", type=int, default=1,
+                    help="> 0: per pair of a batch, add this many pairs of dictionary hard negatives (names of other "
+                         "concepts among the mention's --finetune-hn-top-k nearest, re-mined every epoch)")
+    ap.add_argument("--finetune-hn-top-k", type=int, default=10)
+    ap.add_argument("--finetune-hn-every", type=int, default=339,
+                    help="steps between re-mining (0: every epoch; 339 = 3 epochs with the defaults)")
+    ap.add_argument("--finetune-dev-every", type=int, default=339,
+                    help="> 0: the trainer scores NCBI dev every N steps (113 = one epoch with the defaults) and keeps "
+                         "the best model (0: only the segment ends are compared); shares the dictionary vectors "
+                         "with hard-negative mining when both fall on the same step")
     ap.add_argument("--amp", default="bf16", help="training precision: bf16 (CPU autocast; 1.7-1.9x faster per step on CPUs "
                     "with AVX512-BF16/AMX, slow elsewhere) or none (fp32). Evaluation always runs in fp32.")
     ap.add_argument("--warmup-steps", type=int, default=50)
-    ap.add_argument("--finetune-segments", type=int, default=2,
+    ap.add_argument("--finetune-segments", type=int, default=1,
                     help="> 1: evaluate after each part and keep the best on dev (early stopping)")
     ap.add_argument("--finetune-more", type=float, default=0.0,
                     help="after a full run: only resume its fine-tuning for this many more minutes and evaluate")
@@ -168,7 +180,7 @@ def main() -> None:
 
     from spacy_sapbert.evaluation.datasets import iter_mentions, read_pubtator
     from spacy_sapbert.training.config import load_config
-    from spacy_sapbert.training.run import finetune, pretrain
+    from spacy_sapbert.training.run import dev_set, finetune, pretrain
     from spacy_sapbert.util import peak_rss_mb
 
     torch.set_num_threads(args.threads)
@@ -221,8 +233,13 @@ def main() -> None:
             "training.max_minutes": minutes, "training.checkpoint_every": 200, "training.log_every": 10,
             "training.device": "cpu", "training.warmup_steps": 0, "training.amp": args.amp,
             "training.batching": args.finetune_batching, "pairs.max_pairs_per_concept": args.finetune_pairs_per_mention,
-            "training.epochs": args.finetune_epochs,
+            "training.epochs": args.finetune_epochs, "training.seed": args.finetune_seed,
+            "training.hard_negatives": args.finetune_hard_negatives,
+            "training.hard_negative_top_k": args.finetune_hn_top_k, "training.hard_negative_every": args.finetune_hn_every,
+            **({"training.eval_every": args.finetune_dev_every} if args.finetune_dev_every else {}),
         }, task="finetune")
+
+    ft_dev = dev_set(medic, splits["dev"]) if args.finetune_dev_every else None
 
     if args.finetune_more > 0:
         old = json.loads((args.out / "report.json").read_text(encoding="utf8"))
@@ -305,7 +322,7 @@ def main() -> None:
         for i in range(1, args.finetune_segments + 1):
             cfg = ft_config(args.finetune_minutes * i / args.finetune_segments)
             started = time.time()
-            res = finetune(medic, splits["train"], str(pretrained), ft, config=cfg, resume=i > 1)
+            res = finetune(medic, splits["train"], str(pretrained), ft, config=cfg, resume=i > 1, dev=ft_dev)
             row = ev.model(str(res.model_path), args.pooling)
             point = {"minutes": round(res.train_seconds / 60, 1), "steps": res.steps, "pairs_seen": res.pairs_seen,
                      "n_pairs": json.loads((ft / "pairs" / "meta.json").read_text())["n_pairs"],

@@ -51,6 +51,9 @@ class TrainingSettings:
     device: str = "auto"
     distributed: bool = False  # also switched on by torchrun's WORLD_SIZE > 1
     batching: str = "random"  # random | similar (pairs with similar names share a batch)
+    hard_negatives: int = 0  # > 0 (fine-tuning): per pair of a batch, add this many dictionary hard-negative pairs
+    hard_negative_top_k: int = 10  # each mention's negatives: its k most similar names of other concepts
+    hard_negative_every: int = 0  # steps between re-mining the negatives with the current model; 0: every epoch
     checkpoint_every: int = 1000  # steps; a checkpoint is also written at the end
     keep_checkpoints: int = 2
     eval_every: int = 0  # steps; 0: evaluate on the dev set only at the end (if one is given)
@@ -131,6 +134,7 @@ class TrainConfig:
             ("training.log_every", t.log_every),
             ("training.keep_checkpoints", t.keep_checkpoints),
             ("training.adapter_rank", t.adapter_rank),
+            ("training.hard_negative_top_k", t.hard_negative_top_k),
         ]
         non_negative = [
             ("training.epochs", t.epochs),
@@ -141,6 +145,8 @@ class TrainConfig:
             ("training.grad_clip", t.grad_clip),
             ("training.eval_every", t.eval_every),
             ("training.patience", t.patience),
+            ("training.hard_negatives", t.hard_negatives),
+            ("training.hard_negative_every", t.hard_negative_every),
             ("training.lr", t.lr),
             ("training.weight_decay", t.weight_decay),
         ]

@@ -4,7 +4,9 @@ Deterministic: the order of pairs in epoch ``e`` comes from ``numpy.random.defau
 and torch's RNG (dropout) is re-seeded from ``(seed, step, rank)`` before every step, so a resumed run
 continues exactly like an uninterrupted one. Mixed precision is explicit: ``training.amp`` (bf16
 autocast on CUDA or CPU, fp16 with a GradScaler on CUDA only); so is DDP (torchrun's env vars or
-``training.distributed``).
+``training.distributed``). Fine-tuning can add dictionary hard negatives to every batch
+(``training.hard_negatives``, see ``hard_negatives.py``): re-mined with the current weights every
+``training.hard_negative_every`` steps and saved beside the checkpoints, so resuming reuses them.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from .batching import EpochBatches
 from .adapters import add_adapters, exportable
 from .forward import SubBatchEncoder, sub_batches
 from .pairs import PairSet
+from . import hard_negatives as hn
 
 if TYPE_CHECKING:  # for annotations only
     import torch
@@ -129,9 +132,22 @@ class Trainer:
         self.loss_fn = make_loss(config.loss.name, **self._loss_kwargs())
         self.miner = TripletMarginMiner(config.miner.margin, config.miner.kind) if config.miner.enabled else None
         self.batches = EpochBatches(pairs, kb, t.batch_size, t.batching, t.seed)
+        self._init_hard_negatives()
         self.identity = ckpt.run_identity(config.to_dict(), self.base_model, kb.checksum, pairs.meta)
 
     # ---- setup -------------------------------------------------------------------------------
+    def _init_hard_negatives(self) -> None:
+        t = self.config.training
+        self.hn_sampler: Optional[hn.HardNegativeSampler] = None
+        self.hn_table: Optional[hn.HardNegativeTable] = None
+        self._dev_name_vectors: Optional[Tuple[int, np.ndarray]] = None  # (step, vectors) of self.kb's names
+        if t.hard_negatives <= 0:
+            return
+        if self.pairs.meta.get("kind") != "task":
+            raise ConfigError(Errors.E217.format(what=f"pair set '{self.pairs.path}' is not a task-data pair set"))
+        self.hn_sampler = hn.HardNegativeSampler(self.kb, t.hard_negatives, t.seed)
+        self.hn_anchors, self.hn_gold = hn.anchor_labels(self.pairs.pairs)
+
     def _loss_kwargs(self) -> Dict[str, float]:
         loss = self.config.loss
         if loss.name == "multi_similarity":
@@ -170,12 +186,11 @@ class Trainer:
         }
 
     # ---- one step ----------------------------------------------------------------------------
-    def _texts_and_labels(self, batch: np.ndarray) -> Tuple[List[str], "torch.Tensor"]:  # noqa: F821
-        """This process's texts (its share of the pairs: all first names, then all second names)
+    def _texts_and_labels(self, rows: np.ndarray) -> Tuple[List[str], "torch.Tensor"]:  # noqa: F821
+        """This process's texts (its share of the pair ``rows``: all first names, then all second names)
         and the labels of the global batch in the order ``gather_with_grad`` concatenates rows."""
         import torch
 
-        rows = np.asarray(self.pairs.pairs[batch])
         world = self.dist.world_size
         share = len(rows) // world  # a short last batch that does not split evenly loses its remainder
         labels, mine = [], rows[:0]
@@ -208,7 +223,10 @@ class Trainer:
         torch.manual_seed((t.seed * 1_000_003 + global_step * 7_919 + self.dist.rank) % (2**62))
         for group in self.optimizer.param_groups:
             group["lr"] = self._lr(global_step)
-        texts, labels = self._texts_and_labels(batch)
+        rows = np.asarray(self.pairs.pairs[batch])
+        if self.hn_sampler is not None:
+            rows = np.concatenate([rows, self._hard_negative_pairs(rows, global_step)])
+        texts, labels = self._texts_and_labels(rows)
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device_type=self.device.type, dtype=self.amp_dtype or torch.float32,
                             enabled=self.amp_dtype is not None):
@@ -250,9 +268,51 @@ class Trainer:
                                                max_length=self.config.model.max_length, device=self.device,
                                                suggest=suggest, amp_hint=hint))
 
+    # ---- dictionary hard negatives ---------------------------------------------------------------
+    def _hard_negative_pairs(self, rows: np.ndarray, global_step: int) -> np.ndarray:
+        """The extra pairs of this step, from the table of the latest refresh point (mined now if
+        needed: by rank 0, saved under ``OUTPUT/hard_negatives/`` so that a resumed run and the
+        other ranks reuse it)."""
+        every = self.config.training.hard_negative_every or self.batches.n_batches()
+        refresh = (global_step // every) * every
+        if self.hn_table is None or self.hn_table.step != refresh:
+            path = self.output / "hard_negatives" / f"step_{refresh:08d}.npz"
+            if self.dist.is_main and not path.is_file():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._mine(refresh).to_disk(path)
+            barrier(self.dist)
+            self.hn_table = hn.HardNegativeTable.from_disk(path)
+        return self.hn_sampler.extra_pairs(self.hn_table, rows, global_step)  # type: ignore[union-attr]
+
+    def _mine(self, step: int) -> hn.HardNegativeTable:
+        from ..encoder import Encoder
+
+        import torch
+
+        started = time.perf_counter()
+        was_training = self.module.training
+        # ranking negatives tolerates bf16: CPU autocast when training uses it (on CUDA the Encoder would
+        # cast the weights themselves, so fp32 there)
+        cpu_bf16 = self.amp_dtype is torch.bfloat16 and self.device.type == "cpu"
+        enc = Encoder(self.module, self.tokenizer, pooling=self.config.model.pooling,
+                      max_length=self.config.model.max_length, device=str(self.device),
+                      precision="bf16" if cpu_bf16 else "fp32", cache_size=0)
+        try:
+            anchors = enc.encode([self.pairs.text(self.kb, int(a)) for a in self.hn_anchors])
+            cached = self._dev_name_vectors
+            names = cached[1] if cached is not None and cached[0] == step else enc.encode(list(self.kb.names))
+        finally:
+            self.module.train(was_training)
+        table = hn.mine_table(anchors, names, self.hn_anchors, self.hn_gold, self.kb,
+                              self.config.training.hard_negative_top_k, step)
+        logger.info("hard negatives mined at step %d in %.0f s: %s", step, time.perf_counter() - started,
+                    hn.table_summary(table))
+        return table
+
     # ---- evaluation ----------------------------------------------------------------------------
-    def evaluate(self) -> Dict[str, float]:
-        """Concept-level acc@k of the current weights on the dev set (exact search)."""
+    def evaluate(self, step: int = -1) -> Dict[str, float]:
+        """Concept-level acc@k of the current weights on the dev set (exact search); ``step``: the
+        weights' step, under which the KB's name vectors are kept for the next hard-negative mining."""
         from ..encoder import Encoder
         from ..index import ConceptIndex
         from ..kb.concept import normalize_name
@@ -265,6 +325,8 @@ class Trainer:
                       cache_size=0)
         try:
             index = ConceptIndex.build(self.dev.kb, enc, exact=True, show_progress=False)
+            if self.hn_sampler is not None and self.dev.kb is self.kb:  # the next mining can reuse them
+                self._dev_name_vectors = (step, index.name_vectors(np.arange(len(self.kb.names))))
             queries = [normalize_name(text) for text, _ in self.dev.mentions]
             ranked = index.search(enc.encode(queries), max(self.dev.ks))
         finally:
@@ -365,7 +427,7 @@ class Trainer:
         t = self.config.training
         stop = False
         if self.dist.is_main:
-            figures = self.evaluate()
+            figures = self.evaluate(step=int(state["global_step"]))
             row = {"step": state["global_step"], "pairs_seen": state["pairs_seen"],
                    "train_seconds": state["train_seconds"], **figures}
             self._log(row)
