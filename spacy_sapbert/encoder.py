@@ -10,12 +10,13 @@ always agree.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 
@@ -228,6 +229,34 @@ class CachedEncoder:
             self._cache.popitem(last=False)
 
     def _encode_unique(self, texts: List[str], batch_size: int, show_progress: bool) -> numpy.ndarray:
+        """Vectors of distinct ``texts``: tokenised once, run in length-sorted batches."""
+        encoded = self._token_rows(texts)
+        order = length_order(encoded)
+        result = numpy.empty((len(texts), self.dim), dtype=numpy.float32)
+        bar = _progress_bar(len(texts), show_progress)
+        try:
+            with self._inference():
+                for start in range(0, len(order), batch_size):
+                    idx = order[start : start + batch_size]
+                    result[idx] = self._encode_batch([encoded[i] for i in idx])
+                    if bar is not None:
+                        bar.update(len(idx))
+        finally:
+            if bar is not None:
+                bar.close()
+        return result
+
+    # what a runtime implements
+    def _token_rows(self, texts: List[str]) -> List[List[int]]:
+        """Token ids per text, special tokens added, truncated to ``max_length``."""
+        raise NotImplementedError
+
+    def _inference(self) -> ContextManager[Any]:
+        """The context the batches of one call run in."""
+        return contextlib.nullcontext()
+
+    def _encode_batch(self, rows: List[List[int]]) -> numpy.ndarray:
+        """L2-normalised float32 vectors ``[len(rows), dim]`` of token-id rows (unpadded)."""
         raise NotImplementedError
 
     def settings(self) -> Dict[str, Any]:
@@ -240,7 +269,7 @@ class CachedEncoder:
         }
 
 
-def progress_bar(total: int, enabled: bool) -> Any:
+def _progress_bar(total: int, enabled: bool) -> Any:
     """A tqdm bar over ``total`` names, or None."""
     if not enabled:
         return None
@@ -365,31 +394,27 @@ class Encoder(CachedEncoder):
             json.dump(self.settings(), fh, indent=2, sort_keys=True)
 
     # ---- encoding -----------------------------------------------------------------------
-    def _encode_unique(self, texts: List[str], batch_size: int, show_progress: bool) -> numpy.ndarray:
-        import torch
-
+    def _token_rows(self, texts: List[str]) -> List[List[int]]:
         self._pid = fork_guard(self._pid)
-        encoded = self.tokenizer(
+        return self.tokenizer(
             list(texts), truncation=True, max_length=self.max_length, padding=False, return_attention_mask=False
         )["input_ids"]
-        order = length_order(encoded)
-        result = numpy.empty((len(texts), self.dim), dtype=numpy.float32)
-        bar = progress_bar(len(texts), show_progress)
-        try:
-            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self._cpu_autocast):
-                for start in range(0, len(order), batch_size):
-                    idx = order[start : start + batch_size]
-                    batch = self._pad([encoded[i] for i in idx])
-                    hidden = self.model(**batch).last_hidden_state
-                    vec = pool(hidden, batch["attention_mask"], self.pooling).float()
-                    vec = torch.nn.functional.normalize(vec, p=2.0, dim=-1)
-                    result[idx] = vec.cpu().numpy()
-                    if bar is not None:
-                        bar.update(len(idx))
-        finally:
-            if bar is not None:
-                bar.close()
-        return result
+
+    def _inference(self) -> ContextManager[Any]:
+        import torch
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.inference_mode())
+        stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16, enabled=self._cpu_autocast))
+        return stack
+
+    def _encode_batch(self, rows: List[List[int]]) -> numpy.ndarray:
+        import torch
+
+        batch = self._pad(rows)
+        hidden = self.model(**batch).last_hidden_state
+        vec = pool(hidden, batch["attention_mask"], self.pooling).float()
+        return torch.nn.functional.normalize(vec, p=2.0, dim=-1).cpu().numpy()
 
     def _pad(self, rows: List[List[int]]) -> Dict[str, "torch.Tensor"]:  # noqa: F821
         ids, mask = pad_token_rows(rows, self.tokenizer.pad_token_id or 0, self.device)
@@ -409,4 +434,4 @@ class Encoder(CachedEncoder):
         )
 
 
-__all__ = ["Encoder", "CachedEncoder", "progress_bar", "pool", "weights_fingerprint", "fork_guard", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]
+__all__ = ["Encoder", "CachedEncoder", "pool", "weights_fingerprint", "fork_guard", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]

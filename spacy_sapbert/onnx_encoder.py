@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, List
 
 import numpy
 
-from .encoder import SETTINGS_FILE, CachedEncoder, length_order, progress_bar
+from .encoder import SETTINGS_FILE, CachedEncoder
 from .errors import ConfigError, Errors, MissingInputError
 from .util import PathLike, atomic_write, ensure_path, get_logger
 
@@ -167,30 +167,20 @@ class OnnxEncoder(CachedEncoder):
         options.log_severity_level = 3
         return onnxruntime.InferenceSession(str(self.folder / ONNX_FILE), options, providers=["CPUExecutionProvider"])
 
-    def _encode_unique(self, texts: List[str], batch_size: int, show_progress: bool) -> numpy.ndarray:
+    def _token_rows(self, texts: List[str]) -> List[List[int]]:
         if os.getpid() != self._pid:  # forked: this process has none of the session's threads
             self._pid = os.getpid()
             self._session = self._make_session(1)
-        encoded = self._tokenize(list(texts))
-        order = length_order(encoded)
-        result = numpy.empty((len(texts), self.dim), dtype=numpy.float32)
-        bar = progress_bar(len(texts), show_progress)
-        try:
-            for start in range(0, len(order), batch_size):
-                idx = order[start : start + batch_size]
-                width = max(len(encoded[i]) for i in idx)
-                ids = numpy.zeros((len(idx), width), dtype=numpy.int64)
-                mask = numpy.zeros((len(idx), width), dtype=numpy.int64)
-                for row, i in enumerate(idx):
-                    ids[row, : len(encoded[i])] = encoded[i]
-                    mask[row, : len(encoded[i])] = 1
-                result[idx] = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
-                if bar is not None:
-                    bar.update(len(idx))
-        finally:
-            if bar is not None:
-                bar.close()
-        return result
+        return self._tokenize(list(texts))
+
+    def _encode_batch(self, rows: List[List[int]]) -> numpy.ndarray:
+        width = max(len(r) for r in rows)
+        ids = numpy.zeros((len(rows), width), dtype=numpy.int64)
+        mask = numpy.zeros((len(rows), width), dtype=numpy.int64)
+        for j, row in enumerate(rows):
+            ids[j, : len(row)] = row
+            mask[j, : len(row)] = 1
+        return self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
 
     def __repr__(self) -> str:
         return (f"OnnxEncoder(name={self.name!r}, dim={self.dim}, pooling={self.pooling!r}, "
