@@ -154,16 +154,10 @@ def fork_guard(owner_pid: int) -> int:
 
 def _drop_stale_export(folder: Path, fingerprint: str, pooling: str) -> None:
     """Delete an ONNX export in ``folder`` made from other weights than those about to be written."""
-    from .onnx_encoder import EXPORT_FILE, ONNX_FILE
+    from .onnx_encoder import EXPORT_FILE, ONNX_FILE, export_is_current
 
-    export = folder / EXPORT_FILE
-    if export.is_file() or (folder / ONNX_FILE).is_file():
-        try:
-            recorded = json.loads(export.read_text(encoding="utf8"))
-            stale = (recorded.get("fingerprint"), recorded.get("pooling")) != (fingerprint, pooling)
-        except (OSError, ValueError):
-            stale = True
-        if stale:
+    if (folder / EXPORT_FILE).exists() or (folder / ONNX_FILE).exists():
+        if not export_is_current(folder, fingerprint, pooling):
             for name in (ONNX_FILE, EXPORT_FILE):
                 (folder / name).unlink(missing_ok=True)
 

@@ -363,10 +363,13 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
 
 
 def _write_onnx_export(encoder: Encoder, folder: Path, *, required: bool) -> None:
-    """Add the ONNX export next to the saved weights; with runtime 'auto' only when torch's
-    exporter can run here (the ``onnx`` package is installed)."""
-    from .onnx_encoder import export_onnx
+    """Add the ONNX export next to the saved weights (kept when the folder already holds one of the
+    same weights); with runtime 'auto' only when torch's exporter can run here (the ``onnx`` package
+    is installed)."""
+    from .onnx_encoder import export_is_current, export_onnx
 
+    if export_is_current(folder, encoder.fingerprint, encoder.pooling):
+        return
     try:
         export_onnx(encoder, folder)
     except ConfigError:

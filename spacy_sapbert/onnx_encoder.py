@@ -17,7 +17,7 @@ import shutil
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 import numpy
 
@@ -37,7 +37,7 @@ RUNTIMES = ("auto", "torch", "onnx")
 
 
 def onnxruntime_available() -> bool:
-    """Whether ``onnxruntime`` can be imported (it is an optional extra)."""
+    """Whether ``onnxruntime`` can be imported (a requirement of the package, but an environment may lack it)."""
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
@@ -49,6 +49,21 @@ def has_export(folder: PathLike) -> bool:
     """Whether an encoder folder holds an ONNX export (it may still be stale: see :class:`OnnxEncoder`)."""
     folder = ensure_path(folder)
     return (folder / ONNX_FILE).is_file() and (folder / EXPORT_FILE).is_file()
+
+
+def recorded_export(folder: PathLike) -> Dict[str, Any]:
+    """What ``onnx_export.json`` of ``folder`` records (``{}`` when it is missing or unreadable)."""
+    try:
+        recorded = json.loads((ensure_path(folder) / EXPORT_FILE).read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def export_is_current(folder: PathLike, fingerprint: str, pooling: str) -> bool:
+    """Whether ``folder`` holds an ONNX export of the weights with ``fingerprint``, pooled by ``pooling``."""
+    recorded = recorded_export(folder)
+    return has_export(folder) and (recorded.get("fingerprint"), recorded.get("pooling")) == (fingerprint, pooling)
 
 
 def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
@@ -123,9 +138,8 @@ class OnnxEncoder(CachedEncoder):
             missing = ONNX_FILE if not (folder / ONNX_FILE).is_file() else EXPORT_FILE
             raise MissingInputError(Errors.E123.format(path=folder, file=missing, folder=folder))
         settings = json.loads(settings_path.read_text(encoding="utf8"))
-        export = json.loads((folder / EXPORT_FILE).read_text(encoding="utf8"))
-        if export.get("fingerprint") != settings.get("fingerprint") or export.get("pooling") != settings.get("pooling"):
-            raise ConfigError(Errors.E121.format(path=folder / ONNX_FILE, onnx_fp=export.get("fingerprint"),
+        if not export_is_current(folder, settings.get("fingerprint"), settings.get("pooling")):
+            raise ConfigError(Errors.E121.format(path=folder / ONNX_FILE, onnx_fp=recorded_export(folder).get("fingerprint"),
                                                  settings_fp=settings.get("fingerprint"), folder=folder))
         self.folder = folder
         self.name = str(settings.get("name", folder))
@@ -211,5 +225,5 @@ def check_runtime(runtime: str) -> str:
     return runtime
 
 
-__all__ = ["OnnxEncoder", "export_onnx", "has_export", "onnxruntime_available", "check_runtime", "RUNTIMES",
+__all__ = ["OnnxEncoder", "export_onnx", "has_export", "export_is_current", "recorded_export", "onnxruntime_available", "check_runtime", "RUNTIMES",
            "ONNX_FILE", "EXPORT_FILE"]
