@@ -1,6 +1,6 @@
 """Self-alignment pretraining of the offline MiniLM on public synonyms, then fine-tuning on NCBI-disease.
 
-    python benchmarks/pretrain_public.py      # the defaults: 45 min on 2 idle cores with AVX512-BF16
+    python benchmarks/pretrain_public.py      # the defaults: ~50 min on 2 idle cores with AVX512-BF16
 
 What it does (every figure printed comes from this run; the machine may be shared, see the header):
 
@@ -12,10 +12,12 @@ What it does (every figure printed comes from this run; the machine may be share
    lenient acc@1/@5 (``spacy_sapbert.evaluation.metrics``). Test is also scored with abbreviations
    resolved (scispaCy's detector on each abstract; what the linker does by default, and what the
    SapBERT/BioSyn preprocessing does), as a separate, labelled column.
-3. Pretraining with the chosen recipe for ``--minutes`` of training time, in ``--segments`` parts
-   (resumed from checkpoints); after each part the model is evaluated: the learning curve.
-4. Ablation: the same recipe with the miner off for ``--ablation-minutes``, against the main run's
-   curve point at the same budget.
+3. Pretraining with the chosen recipe (InfoNCE over in-batch negatives, 256 pairs per step, lr 1e-4:
+   the best of the recipe probes in the README) for ``--minutes`` of training time or one epoch,
+   in ``--segments`` parts (resumed from checkpoints); after each part the model is evaluated: the
+   learning curve.
+4. Ablation: the same recipe with the online miner switched the other way (off when the recipe mines,
+   on when it does not) for ``--ablation-minutes``, against the main run's curve point at the same budget.
 5. Fine-tuning the self-aligned model on NCBI-disease *train* mentions (dev for early stopping:
    the best dev checkpoint is kept) for ``--finetune-minutes``; test is only ever evaluated.
 
@@ -132,18 +134,28 @@ def fmt(row: Dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--minutes", type=float, default=20.0, help="pretraining budget (training time)")
-    ap.add_argument("--segments", type=int, default=2, help="learning-curve points")
-    ap.add_argument("--ablation-minutes", type=float, default=10.0, help="mining-off run (0: skip)")
+    ap.add_argument("--minutes", type=float, default=15.0,
+                    help="pretraining budget (training time; one epoch of the pairs ends it earlier)")
+    ap.add_argument("--segments", type=int, default=3, help="learning-curve points")
+    ap.add_argument("--ablation-minutes", type=float, default=5.0, help="the same recipe with the miner toggled (0: skip)")
     ap.add_argument("--finetune-minutes", type=float, default=60.0,
                     help="fine-tuning time cap (0: skip); --finetune-epochs is the budget that normally ends it")
     ap.add_argument("--sources", default="medic,do,mesh,hpo", help="of medic,do,mesh,hpo,drugs")
     ap.add_argument("--pooling", default="mean")
-    ap.add_argument("--lr", type=float, default=5e-5)
-    ap.add_argument("--batch-size", type=int, default=64, help="pairs per step")
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--batch-size", type=int, default=256, help="pairs per pretraining step")
     ap.add_argument("--pairs-per-concept", type=int, default=20)
     ap.add_argument("--batching", default="random")
+    ap.add_argument("--loss", default="infonce", help="pretraining loss: infonce | multi_similarity | triplet")
+    ap.add_argument("--temperature", type=float, default=0.05, help="infonce temperature (all-MiniLM-L6-v2's own: scale 20)")
+    ap.add_argument("--mining", type=int, default=0, help="1: online hard-pair miner on during pretraining (0: off)")
+    ap.add_argument("--hard-negatives", type=int, default=0,
+                    help="> 0: per KB pair of a batch, add this many pairs of dictionary hard negatives (names of other "
+                         "concepts among the anchor name's --hn-top-k nearest in the pretraining KB)")
+    ap.add_argument("--hn-top-k", type=int, default=10)
+    ap.add_argument("--hn-every", type=int, default=600, help="pretraining steps between re-mining")
     ap.add_argument("--finetune-lr", type=float, default=1e-4)
+    ap.add_argument("--finetune-batch-size", type=int, default=64, help="task pairs per fine-tuning step")
     ap.add_argument("--finetune-pairs-per-mention", type=int, default=5)
     ap.add_argument("--finetune-epochs", type=int, default=9, help="epochs over the task pairs (or --finetune-minutes)")
     ap.add_argument("--finetune-seed", type=int, default=42, help="training.seed of the fine-tuning run")
@@ -160,7 +172,7 @@ def main() -> None:
                          "with hard-negative mining when both fall on the same step")
     ap.add_argument("--amp", default="bf16", help="training precision: bf16 (CPU autocast; 1.7-1.9x faster per step on CPUs "
                     "with AVX512-BF16/AMX, slow elsewhere) or none (fp32). Evaluation always runs in fp32.")
-    ap.add_argument("--warmup-steps", type=int, default=50)
+    ap.add_argument("--warmup-steps", type=int, default=12, help="pretraining warm-up (12 x 256 pairs)")
     ap.add_argument("--finetune-segments", type=int, default=1,
                     help="> 1: evaluate after each part and keep the best on dev (early stopping)")
     ap.add_argument("--finetune-more", type=float, default=0.0,
@@ -186,7 +198,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.fresh and args.out.exists():
         shutil.rmtree(args.out)
-    for stale in () if args.finetune_more else ("pretrain", "ablation_no_mining", "finetune"):
+    for stale in () if args.finetune_more else ("pretrain", "ablation_no_mining", "ablation_mining", "finetune"):
         if (args.out / stale).exists():
             shutil.rmtree(args.out / stale)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +241,7 @@ def main() -> None:
 
     def ft_config(minutes: float):
         return load_config(None, {
-            "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.batch_size,
+            "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.finetune_batch_size,
             "training.max_minutes": minutes, "training.checkpoint_every": 200, "training.log_every": 10,
             "training.device": "cpu", "training.warmup_steps": 0, "training.amp": args.amp,
             "training.batching": args.finetune_batching, "pairs.max_pairs_per_concept": args.finetune_pairs_per_mention,
@@ -275,7 +287,10 @@ def main() -> None:
             "training.lr": args.lr, "training.batch_size": args.batch_size, "training.batching": args.batching,
             "training.max_minutes": minutes, "training.epochs": 1, "training.checkpoint_every": 200,
             "training.log_every": 10, "training.device": "cpu", "training.warmup_steps": args.warmup_steps,
-            "training.amp": args.amp, "miner.enabled": mining, **(extra or {})})
+            "training.amp": args.amp, "miner.enabled": mining, "loss.name": args.loss,
+            "loss.temperature": args.temperature, "training.hard_negatives": args.hard_negatives,
+            "training.hard_negative_top_k": args.hn_top_k, "training.hard_negative_every": args.hn_every,
+            **(extra or {})})
 
     curve = []
     run = args.out / "pretrain"
@@ -288,7 +303,7 @@ def main() -> None:
     for i in range(1, args.segments + 1):
         minutes = args.minutes * i / args.segments
         started = time.time()
-        res = pretrain(kb, base, run, config=config(minutes, True), resume=i > 1)
+        res = pretrain(kb, base, run, config=config(minutes, bool(args.mining)), resume=i > 1)
         point = {"minutes": round(res.train_seconds / 60, 1), "steps": res.steps, "pairs_seen": res.pairs_seen,
                  "n_pairs": json.loads((run / "pairs" / "meta.json").read_text())["n_pairs"],
                  "loss": res.final_loss, "pairs_per_s": round(throughput(run), 1),
@@ -303,16 +318,16 @@ def main() -> None:
               f"at {curve[-1]['pairs_per_s']} pairs/s); peak RSS {peak_rss_mb():.0f} MB", flush=True)
 
     if args.ablation_minutes > 0:
-        abl = args.out / "ablation_no_mining"
+        abl = args.out / ("ablation_no_mining" if args.mining else "ablation_mining")
         if abl.exists():
             shutil.rmtree(abl)
         abl.mkdir()
         shutil.copytree(run / "pairs", abl / "pairs")
-        res = pretrain(kb, base, abl, config=config(args.ablation_minutes, False))
+        res = pretrain(kb, base, abl, config=config(args.ablation_minutes, not args.mining))
         row = ev.model(str(res.model_path), args.pooling)
-        report["ablation"] = {"minutes": round(res.train_seconds / 60, 1), "pairs_seen": res.pairs_seen,
-                              "pairs_per_s": round(throughput(abl), 1), **row}
-        show(f"mining off {res.train_seconds / 60:.0f} min, {res.pairs_seen} pairs", row)
+        report["ablation"] = {"mining": not args.mining, "minutes": round(res.train_seconds / 60, 1),
+                              "pairs_seen": res.pairs_seen, "pairs_per_s": round(throughput(abl), 1), **row}
+        show(f"mining {'on' if not args.mining else 'off'} {res.train_seconds / 60:.0f} min, {res.pairs_seen} pairs", row)
 
     if args.finetune_minutes > 0:
         ft = args.out / "finetune"

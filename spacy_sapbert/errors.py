@@ -168,8 +168,8 @@ class Errors(metaclass=_CodedMessages):
             "`pip install \"spacy-sapbert[adapters]\"`, or train without adapters (training.adapter = \"none\").")
     E216 = ("Cannot add adapters to '{model}': {what}. Adapters are placed on BERT-style layers "
             "(layer.N.attention.self.query ...); train this model without adapters.")
-    E217 = ("Hard negatives: {what}. Hard negatives need a fine-tuning pair set whose anchors are the "
-            "mentions (write_task_pairs) and training.hard_negatives >= 0, training.hard_negative_top_k >= 1.")
+    E217 = ("Hard negatives: {what}. They need a pair set written by write_kb_pairs or write_task_pairs for "
+            "this KB, training.hard_negatives >= 0 and training.hard_negative_top_k >= 1.")
     E214 = "The loss became {value} at step {step}. Lower the learning rate, use --amp bf16 instead of fp16, or check the pairs."
 
     # ---- E300–E399: evaluation ----

@@ -1,5 +1,6 @@
 """Dictionary hard negatives: other concepts' names ranked by similarity (ties by concept id), seeded
-draws of negative pairs, and the trainer's use of them (tables saved per refresh, resume)."""
+draws of negative pairs, and the trainer's use of them for task and KB pairs (tables saved per
+refresh, for the anchors of the coming steps; resume)."""
 from __future__ import annotations
 
 import shutil
@@ -123,7 +124,32 @@ def test_trainer_mines_per_refresh_and_resumes_identically(tmp_path, tiny_bert_p
     assert all(np.allclose(a[k].numpy(), b[k].numpy(), atol=1e-6) for k in a)
 
 
-def test_hard_negatives_need_task_pairs(tmp_path, tiny_bert_path, kb):
-    pairs = write_kb_pairs(kb, tmp_path / "pairs")
-    with pytest.raises(ConfigError, match="SB-E217"):
-        Trainer(_ft_config(), kb, pairs, str(tiny_bert_path), tmp_path / "run")
+def test_kb_pairs_mine_every_concept_of_the_anchor_name_for_the_coming_steps_only(tmp_path, tiny_bert_path):
+    shared = KnowledgeBase.from_concepts([
+        Concept("X", "cold", ("common cold", "coryza")),
+        Concept("Y", "cold", ("cold temperature", "chill")),
+        Concept("Z", "fever", ("pyrexia", "febrile")),
+        Concept("W", "flu", ("influenza", "grippe")),
+    ])
+    pairs = write_kb_pairs(shared, tmp_path / "pairs")
+    cfg = load_config(None, {"training.batch_size": 4, "training.max_steps": 4, "training.device": "cpu",
+                             "training.hard_negatives": 1, "training.hard_negative_top_k": 3,
+                             "training.hard_negative_every": 2, "training.checkpoint_every": 2,
+                             "training.log_every": 1})
+    trainer = Trainer(cfg, shared, pairs, str(tiny_bert_path), tmp_path / "run")
+    trainer.run()
+    folder = tmp_path / "run" / "hard_negatives"
+    assert sorted(p.name for p in folder.iterdir()) == ["step_00000000.npz", "step_00000002.npz"]
+    n_batches = trainer.batches.n_batches()
+    cold = shared.row_of_name("cold")
+    seen = set()
+    for start in (0, 2):
+        table = HardNegativeTable.from_disk(folder / f"step_{start:08d}.npz")
+        window = np.concatenate([trainer.batches.batch(s // n_batches, s % n_batches) for s in (start, start + 1)])
+        assert table.anchors.tolist() == sorted(set(np.asarray(pairs.pairs)[window, 0].tolist()))
+        for anchor, negs in zip(table.anchors, table.negatives):
+            gold = set(shared.concepts_of_row(int(anchor)))  # "cold": X and Y, whichever pair brought it
+            assert (negs >= 0).sum() == 3
+            assert all(not gold & set(shared.concepts_of_row(int(r))) for r in negs)
+            seen.add(int(anchor))
+    assert cold in seen and set(shared.concepts_of_row(cold)) == {"X", "Y"}

@@ -51,8 +51,8 @@ class TrainingSettings:
     device: str = "auto"
     distributed: bool = False  # also switched on by torchrun's WORLD_SIZE > 1
     batching: str = "random"  # random | similar (pairs with similar names share a batch)
-    hard_negatives: int = 0  # > 0 (fine-tuning): per pair of a batch, add this many dictionary hard-negative pairs
-    hard_negative_top_k: int = 10  # each mention's negatives: its k most similar names of other concepts
+    hard_negatives: int = 0  # > 0: per pair of a batch, add this many dictionary hard-negative pairs
+    hard_negative_top_k: int = 10  # each anchor's negatives: its k most similar names of other concepts
     hard_negative_every: int = 0  # steps between re-mining the negatives with the current model; 0: every epoch
     checkpoint_every: int = 1000  # steps; a checkpoint is also written at the end
     keep_checkpoints: int = 2

@@ -4,9 +4,11 @@ Deterministic: the order of pairs in epoch ``e`` comes from ``numpy.random.defau
 and torch's RNG (dropout) is re-seeded from ``(seed, step, rank)`` before every step, so a resumed run
 continues exactly like an uninterrupted one. Mixed precision is explicit: ``training.amp`` (bf16
 autocast on CUDA or CPU, fp16 with a GradScaler on CUDA only); so is DDP (torchrun's env vars or
-``training.distributed``). Fine-tuning can add dictionary hard negatives to every batch
-(``training.hard_negatives``, see ``hard_negatives.py``): re-mined with the current weights every
-``training.hard_negative_every`` steps and saved beside the checkpoints, so resuming reuses them.
+``training.distributed``). Training can add dictionary hard negatives to every batch
+(``training.hard_negatives``, see ``hard_negatives.py``), for task pairs (the anchors are mentions)
+and KB pairs (the anchors are KB names) alike: re-mined with the current weights every
+``training.hard_negative_every`` steps, for the anchors of the steps until the next refresh only, and
+saved beside the checkpoints, so resuming reuses them.
 """
 from __future__ import annotations
 
@@ -143,10 +145,11 @@ class Trainer:
         self._dev_name_vectors: Optional[Tuple[int, np.ndarray]] = None  # (step, vectors) of self.kb's names
         if t.hard_negatives <= 0:
             return
-        if self.pairs.meta.get("kind") != "task":
-            raise ConfigError(Errors.E217.format(what=f"pair set '{self.pairs.path}' is not a task-data pair set"))
         self.hn_sampler = hn.HardNegativeSampler(self.kb, t.hard_negatives, t.seed)
-        self.hn_anchors, self.hn_gold = hn.anchor_labels(self.pairs.pairs)
+        # task pairs: a mention's gold = every label it is paired with; KB pairs: every concept of the name
+        self.hn_from_kb = self.pairs.meta.get("kind") == "kb"
+        self.hn_anchors, self.hn_gold = ((np.zeros(0, dtype=np.int64), []) if self.hn_from_kb
+                                         else hn.anchor_labels(self.pairs.pairs))
 
     def _loss_kwargs(self) -> Dict[str, float]:
         loss = self.config.loss
@@ -284,6 +287,14 @@ class Trainer:
             self.hn_table = hn.HardNegativeTable.from_disk(path)
         return self.hn_sampler.extra_pairs(self.hn_table, rows, global_step)  # type: ignore[union-attr]
 
+    def _window_anchors(self, step: int) -> np.ndarray:
+        """The distinct anchor text ids of the steps ``[step, step + every)``: what the next table serves."""
+        every = self.config.training.hard_negative_every or self.batches.n_batches()
+        n_batches = self.batches.n_batches()
+        stop = min(step + every, self.total_steps())
+        batches = [self.batches.batch(s // n_batches, s % n_batches) for s in range(step, max(stop, step + 1))]
+        return np.unique(np.asarray(self.pairs.pairs[np.concatenate(batches)])[:, 0]).astype(np.int64)
+
     def _mine(self, step: int) -> hn.HardNegativeTable:
         from ..encoder import Encoder
 
@@ -297,14 +308,21 @@ class Trainer:
         enc = Encoder(self.module, self.tokenizer, pooling=self.config.model.pooling,
                       max_length=self.config.model.max_length, device=str(self.device),
                       precision="bf16" if cpu_bf16 else "fp32", cache_size=0)
+        anchors = self._window_anchors(step)
+        if self.hn_from_kb:  # the anchors are KB names: every concept of the name is gold
+            cptr, cidx = (np.asarray(a) for a in self.kb.row_concept_csr())
+            gold = [cidx[cptr[a]:cptr[a + 1]] for a in anchors]
+        else:
+            gold = [self.hn_gold[i] for i in np.searchsorted(self.hn_anchors, anchors)]
         try:
-            anchors = enc.encode([self.pairs.text(self.kb, int(a)) for a in self.hn_anchors])
             cached = self._dev_name_vectors
-            names = cached[1] if cached is not None and cached[0] == step else enc.encode(list(self.kb.names))
+            names = cached[1] if cached is not None and cached[0] == step else enc.encode(
+                list(self.kb.names), show_progress=self.dist.is_main)
+            vectors = names[anchors] if self.hn_from_kb else enc.encode(
+                [self.pairs.text(self.kb, int(a)) for a in anchors])
         finally:
             self.module.train(was_training)
-        table = hn.mine_table(anchors, names, self.hn_anchors, self.hn_gold, self.kb,
-                              self.config.training.hard_negative_top_k, step)
+        table = hn.mine_table(vectors, names, anchors, gold, self.kb, self.config.training.hard_negative_top_k, step)
         logger.info("hard negatives mined at step %d in %.0f s: %s", step, time.perf_counter() - started,
                     hn.table_summary(table))
         return table
