@@ -276,7 +276,7 @@ class Trainer:
         """The extra pairs of this step, from the table of the latest refresh point (mined now if
         needed: by rank 0, saved under ``OUTPUT/hard_negatives/`` so that a resumed run and the
         other ranks reuse it)."""
-        every = self.config.training.hard_negative_every or self.batches.n_batches()
+        every = self._hard_negative_every()
         refresh = (global_step // every) * every
         if self.hn_table is None or self.hn_table.step != refresh:
             path = self.output / "hard_negatives" / f"step_{refresh:08d}.npz"
@@ -287,11 +287,14 @@ class Trainer:
             self.hn_table = hn.HardNegativeTable.from_disk(path)
         return self.hn_sampler.extra_pairs(self.hn_table, rows, global_step)  # type: ignore[union-attr]
 
+    def _hard_negative_every(self) -> int:
+        """Steps between two minings: ``training.hard_negative_every``, or one epoch when it is 0."""
+        return self.config.training.hard_negative_every or self.batches.n_batches()
+
     def _window_anchors(self, step: int) -> np.ndarray:
         """The distinct anchor text ids of the steps ``[step, step + every)``: what the next table serves."""
-        every = self.config.training.hard_negative_every or self.batches.n_batches()
         n_batches = self.batches.n_batches()
-        stop = min(step + every, self.total_steps())
+        stop = min(step + self._hard_negative_every(), self.total_steps())
         batches = [self.batches.batch(s // n_batches, s % n_batches) for s in range(step, max(stop, step + 1))]
         return np.unique(np.asarray(self.pairs.pairs[np.concatenate(batches)])[:, 0]).astype(np.int64)
 
