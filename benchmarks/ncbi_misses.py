@@ -4,7 +4,8 @@
 
 Prints the strict@1 misses by kind: ``short form`` (5 characters or less, no space: ``dm``, ``fap``),
 ``name of another concept`` (the mention is verbatim a MEDIC name, of a concept that is not gold), and
-``other``, with the most frequent strings of each kind. With ``--against``, also the mentions that
+``other``, with the most frequent strings of each kind; and the misses among the mentions that appear
+verbatim, with the same gold, among the train mentions (what fine-tuning could have memorised). With ``--against``, also the mentions that
 one model gets right and the other misses, grouped by string: where two models differ.
 Model folders as ``benchmarks/pretrain_public.py`` writes them, or a Hugging Face folder.
 """
@@ -61,6 +62,9 @@ def main() -> None:
     golds = [resolve_gold(medic, m.ids).ids for m in mentions]
     dictionary = Dictionary.from_kb(medic)
     names = {name: True for name in medic.names}
+    train = {(normalize_name(m.text), frozenset(resolve_gold(medic, m.ids).ids))
+             for m in iter_mentions(read_pubtator(DATA / "ncbi_disease" / SPLITS["train"])) if m.ids}
+    seen = [(q, frozenset(g)) in train for q, g in zip(queries, golds)]
 
     def report(model: str) -> List[bool]:
         tops = top_concepts(model, args.pooling, dictionary, queries)
@@ -73,6 +77,9 @@ def main() -> None:
               f"misses {len(right) - sum(right)}: " + ", ".join(f"{k} {sum(c.values())}" for k, c in sorted(misses.items())))
         for k, c in sorted(misses.items()):
             print(f"  {k}: " + "; ".join(f"{q} x{n}" for q, n in c.most_common(args.show)))
+        missed_seen = Counter(q for q, ok, s in zip(queries, right, seen) if s and not ok)
+        print(f"  seen in train with the same gold: {sum(seen)} mentions, {sum(missed_seen.values())} missed: "
+              + "; ".join(f"{q} x{n}" for q, n in missed_seen.most_common(args.show)))
         return right
 
     first = report(args.model)

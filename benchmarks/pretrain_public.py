@@ -7,6 +7,10 @@ What it does (every figure printed comes from this run; the machine may be share
 1. Pretraining KB: MEDIC + DO (MeSH xrefs mapped, so DO synonyms join their MEDIC concept) + MeSH
    descriptor names + HPO (UMLS xrefs) + drug synonyms (a small reader here: the file is
    ``canonical, mesh_id, drugbank_id, variant``). Evaluation dictionary: MEDIC alone.
+   ``--link-sources 1`` (a probe, off by default) gives a DO or HPO concept the id of the one MEDIC
+   concept it is (by UMLS CUI -> MeSH from DO's cross-references, else by names that match one MEDIC
+   concept only), so the sources' synonyms of one disease become synonyms of one concept, as UMLS
+   CUIs make them.
 2. Baselines on NCBI-disease dev and test (mention-only, no back-off, composite mentions kept: right if
    any part is predicted): the base model ([CLS] and mean pooling) and char-3gram tf-idf, strict and
    lenient acc@1/@5 (``spacy_sapbert.evaluation.metrics``). Test is also scored with abbreviations
@@ -19,7 +23,8 @@ What it does (every figure printed comes from this run; the machine may be share
 4. Ablation: the same recipe with the online miner switched the other way (off when the recipe mines,
    on when it does not) for ``--ablation-minutes``, against the main run's curve point at the same budget.
 5. Fine-tuning the self-aligned model on NCBI-disease *train* mentions (dev for early stopping:
-   the best dev checkpoint is kept) for ``--finetune-minutes``; test is only ever evaluated.
+   the best dev checkpoint is kept) for ``--finetune-epochs`` (``--finetune-minutes`` caps it); test is
+   only ever evaluated. ``--finetune-loss infonce --finetune-mining 0`` probes InfoNCE for this stage.
 
 Models and the JSON report go to ``benchmarks/output/pretrain_public/`` (git-ignored).
 """
@@ -34,7 +39,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Sequence
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -58,19 +63,66 @@ def read_drugs(path: Path) -> Iterator[Any]:
         yield Concept(concept_id=cid, canonical_name=names[0], aliases=tuple(names[1:]))
 
 
-def build_kbs(data: Path, sources: Sequence[str]):
+def do_cui_to_mesh(path: Path) -> Dict[str, set]:
+    """UMLS CUI -> MeSH ids, from the DO terms that cross-reference both (``UMLS_CUI:`` and ``MESH:``)."""
+    from spacy_sapbert.kb.readers import read_obo
+
+    def by_term(prefix: str) -> Dict[str, set]:
+        out: Dict[str, set] = {}
+        for c in read_obo(path, map_xrefs=(prefix,), keep_unmapped=False):
+            out.setdefault(c.alt_ids[0], set()).add(c.concept_id)  # the OBO id is the first alternate id
+        return out
+
+    mesh = by_term("MESH")
+    out: Dict[str, set] = {}
+    for term, cuis in by_term("UMLS_CUI").items():
+        for cui in cuis:
+            out.setdefault(cui, set()).update(mesh.get(term, ()))
+    return out
+
+
+def link_to_medic(concepts: Iterator[Any], medic, cui_to_mesh: Dict[str, set]) -> Tuple[List[Any], int]:
+    """Give a concept of another source the id of the one MEDIC concept it is (UMLS stands in for
+    this with CUIs): through ``cui_to_mesh`` when its id is a CUI that maps to exactly one MEDIC
+    concept, else when its names match the names of exactly one MEDIC concept (normalised). Its own
+    id is kept as an alternate id. Returns the concepts and how many were linked."""
+    from dataclasses import replace
+
+    out, linked = [], 0
+    for c in concepts:
+        target = {m for m in cui_to_mesh.get(c.concept_id, ()) if m in medic.cui_to_entity}
+        if len(target) != 1:
+            target = set()
+            for name in (c.canonical_name, *c.aliases):
+                target.update(medic.alias_to_cuis.get(name, ()))
+        if len(target) == 1:
+            (mesh,) = target
+            c = replace(c, concept_id=mesh, alt_ids=(c.concept_id, *c.alt_ids))
+            linked += 1
+        out.append(c)
+    return out, linked
+
+
+def build_kbs(data: Path, sources: Sequence[str], link: bool = False):
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.readers import read_medic, read_obo, read_tsv
 
     medic = KnowledgeBase.from_concepts(read_medic(data / "medic" / "medic_06Jul2012.txt"), source="medic")
     parts = {"medic": medic}
+    cui_to_mesh = do_cui_to_mesh(data / "doid" / "doid_2016-09-01.obo") if link else {}
+
+    def read(name: str, concepts: Iterator[Any]):
+        if link:
+            concepts, n = link_to_medic(concepts, medic, cui_to_mesh)
+            print(f"linked to MEDIC concepts: {n} {name} concepts", flush=True)
+        return KnowledgeBase.from_concepts(concepts, source=name)
+
     if "do" in sources:
-        parts["do"] = KnowledgeBase.from_concepts(
-            read_obo(data / "doid" / "doid_2016-09-01.obo", map_xrefs=("MESH",)), source="do")
+        parts["do"] = read("do", read_obo(data / "doid" / "doid_2016-09-01.obo", map_xrefs=("MESH",)))
     if "mesh" in sources:
         parts["mesh"] = KnowledgeBase.from_concepts(read_tsv(data / "mesh" / "mesh_descriptors.tsv"), source="mesh")
     if "hpo" in sources:
-        parts["hpo"] = KnowledgeBase.from_concepts(read_obo(data / "hpo" / "hp.obo", map_xrefs=("UMLS",)), source="hpo")
+        parts["hpo"] = read("hpo", read_obo(data / "hpo" / "hp.obo", map_xrefs=("UMLS",)))
     if "drugs" in sources:
         parts["drugs"] = KnowledgeBase.from_concepts(read_drugs(data / "drugs" / "drug_synonyms.tsv"), source="drugs")
     merged = KnowledgeBase.merge([parts[s] for s in ["medic", *[s for s in sources if s != "medic"]] if s in parts])
@@ -141,6 +193,9 @@ def main() -> None:
     ap.add_argument("--finetune-minutes", type=float, default=60.0,
                     help="fine-tuning time cap (0: skip); --finetune-epochs is the budget that normally ends it")
     ap.add_argument("--sources", default="medic,do,mesh,hpo", help="of medic,do,mesh,hpo,drugs")
+    ap.add_argument("--link-sources", type=int, default=0,
+                    help="1: DO and HPO concepts that are one MEDIC concept (by CUI->MeSH from DO's xrefs, or by "
+                         "names matching one MEDIC concept only) take its id, so their synonyms become its synonyms")
     ap.add_argument("--pooling", default="mean")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--batch-size", type=int, default=256, help="pairs per pretraining step")
@@ -160,6 +215,9 @@ def main() -> None:
     ap.add_argument("--finetune-epochs", type=int, default=9, help="epochs over the task pairs (or --finetune-minutes)")
     ap.add_argument("--finetune-seed", type=int, default=42, help="training.seed of the fine-tuning run")
     ap.add_argument("--finetune-batching", default="random")
+    ap.add_argument("--finetune-loss", default="multi_similarity", help="fine-tuning loss: multi_similarity | infonce | triplet")
+    ap.add_argument("--finetune-temperature", type=float, default=0.05, help="infonce temperature when fine-tuning")
+    ap.add_argument("--finetune-mining", type=int, default=1, help="0: online hard-pair miner off when fine-tuning")
     ap.add_argument("--finetune-hard-negatives", type=int, default=1,
                     help="> 0: per pair of a batch, add this many pairs of dictionary hard negatives (names of other "
                          "concepts among the mention's --finetune-hn-top-k nearest, re-mined every epoch)")
@@ -210,7 +268,7 @@ def main() -> None:
 
     t0 = time.time()
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]
-    medic, kb = build_kbs(DATA, sources)
+    medic, kb = build_kbs(DATA, sources, link=bool(args.link_sources))
     ncbi = DATA / "ncbi_disease"
     splits = {name: iter_mentions(read_pubtator(ncbi / f"NCBI{name}set_corpus.txt"))
               for name in ("train", "develop", "test")}
@@ -239,6 +297,12 @@ def main() -> None:
         rows_ = [r for r in rows_ if "loss" in r]
         return rows_[-1]["pairs_seen"] / max(rows_[-1]["train_seconds"], 1e-9)
 
+    def best_dev_step(run: Path) -> Any:
+        """The step of the best dev acc@1 in a run's metrics (the first of equal ones: the model kept)."""
+        rows_ = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        rows_ = [r for r in rows_ if "dev_acc@1" in r]
+        return max(rows_, key=lambda r: (r["dev_acc@1"], -r["step"]))["step"] if rows_ else None
+
     def ft_config(minutes: float):
         return load_config(None, {
             "model.pooling": args.pooling, "training.lr": args.finetune_lr, "training.batch_size": args.finetune_batch_size,
@@ -248,6 +312,8 @@ def main() -> None:
             "training.epochs": args.finetune_epochs, "training.seed": args.finetune_seed,
             "training.hard_negatives": args.finetune_hard_negatives,
             "training.hard_negative_top_k": args.finetune_hn_top_k, "training.hard_negative_every": args.finetune_hn_every,
+            "loss.name": args.finetune_loss, "miner.enabled": bool(args.finetune_mining),
+            **({"loss.temperature": args.finetune_temperature} if args.finetune_loss == "infonce" else {}),
             **({"training.eval_every": args.finetune_dev_every} if args.finetune_dev_every else {}),
         }, task="finetune")
 
@@ -340,6 +406,7 @@ def main() -> None:
             res = finetune(medic, splits["train"], str(pretrained), ft, config=cfg, resume=i > 1, dev=ft_dev)
             row = ev.model(str(res.model_path), args.pooling)
             point = {"minutes": round(res.train_seconds / 60, 1), "steps": res.steps, "pairs_seen": res.pairs_seen,
+                     "best_dev_step": best_dev_step(ft),
                      "n_pairs": json.loads((ft / "pairs" / "meta.json").read_text())["n_pairs"],
                      "pairs_per_s": round(throughput(ft), 1), "wall_minutes": round((time.time() - started) / 60, 1),
                      **row}
@@ -348,8 +415,9 @@ def main() -> None:
             if best is None or row["dev"]["strict@1"] > best["dev"]["strict@1"]:
                 best = point
         report["finetune"] = best
-        print(f"fine-tuning: best on dev after {best['minutes']} min ({best['pairs_seen']} of {best['n_pairs']} pairs "
-              f"per epoch): test strict@1 {100 * best['test']['strict@1']:.1f}", flush=True)
+        print(f"fine-tuning: {best['steps']} steps in {best['minutes']} min ({best['pairs_seen']} pairs, "
+              f"{best['n_pairs']} per epoch); the model scored is the best dev point, step {best['best_dev_step']}: "
+              f"test strict@1 {100 * best['test']['strict@1']:.1f}", flush=True)
     report["peak_rss_mb"] = round(peak_rss_mb())
     report["total_minutes"] = round((time.time() - t0) / 60, 1)
     (args.out / "report.json").write_text(json.dumps({**report, "rows": rows}, indent=2), encoding="utf8")
