@@ -84,8 +84,10 @@ def do_cui_to_mesh(path: Path) -> Dict[str, set]:
 def link_to_medic(concepts: Iterator[Any], medic, cui_to_mesh: Dict[str, set]) -> Tuple[List[Any], int]:
     """Give a concept of another source the id of the one MEDIC concept it is (UMLS stands in for
     this with CUIs): through ``cui_to_mesh`` when its id is a CUI that maps to exactly one MEDIC
-    concept, else when its names match the names of exactly one MEDIC concept (normalised). Its own
-    id is kept as an alternate id. Returns the concepts and how many were linked."""
+    concept, else when its names match the names of exactly one MEDIC concept (normalised); the names
+    win over a DO MeSH cross-reference that names another concept (60 in DO 2016: "alcohol dependence"
+    is cross-referenced to Pharyngeal Neoplasms). Its own id is kept as an alternate id. Returns the
+    concepts and how many changed id."""
     from dataclasses import replace
 
     out, linked = [], 0
@@ -95,7 +97,7 @@ def link_to_medic(concepts: Iterator[Any], medic, cui_to_mesh: Dict[str, set]) -
             target = set()
             for name in (c.canonical_name, *c.aliases):
                 target.update(medic.alias_to_cuis.get(name, ()))
-        if len(target) == 1:
+        if len(target) == 1 and c.concept_id not in target:
             (mesh,) = target
             c = replace(c, concept_id=mesh, alt_ids=(c.concept_id, *c.alt_ids))
             linked += 1
@@ -114,7 +116,7 @@ def build_kbs(data: Path, sources: Sequence[str], link: bool = False):
     def read(name: str, concepts: Iterator[Any]):
         if link:
             concepts, n = link_to_medic(concepts, medic, cui_to_mesh)
-            print(f"linked to MEDIC concepts: {n} {name} concepts", flush=True)
+            print(f"--link-sources: {n} {name} concepts took the id of a MEDIC concept", flush=True)
         return KnowledgeBase.from_concepts(concepts, source=name)
 
     if "do" in sources:
