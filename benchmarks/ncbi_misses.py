@@ -5,8 +5,9 @@
 Prints the strict@1 misses by kind: ``short form`` (5 characters or less, no space: ``dm``, ``fap``),
 ``name of another concept`` (the mention is verbatim a MEDIC name, of a concept that is not gold), and
 ``other``, with the most frequent strings of each kind; and the misses among the mentions that appear
-verbatim, with the same gold, among the train mentions (what fine-tuning could have memorised). With ``--against``, also the mentions that
-one model gets right and the other misses, grouped by string: where two models differ.
+verbatim, with the same gold, among the train mentions (what fine-tuning could have memorised). With
+``--against``, also the mentions that one model gets right and the other misses, grouped by string:
+where two models differ.
 Model folders as ``benchmarks/pretrain_public.py`` writes them, or a Hugging Face folder.
 """
 from __future__ import annotations

@@ -217,7 +217,8 @@ def main() -> None:
     ap.add_argument("--finetune-epochs", type=int, default=9, help="epochs over the task pairs (or --finetune-minutes)")
     ap.add_argument("--finetune-seed", type=int, default=42, help="training.seed of the fine-tuning run")
     ap.add_argument("--finetune-batching", default="random")
-    ap.add_argument("--finetune-loss", default="multi_similarity", help="fine-tuning loss: multi_similarity | infonce | triplet")
+    ap.add_argument("--finetune-loss", default="multi_similarity",
+                    help="fine-tuning loss: multi_similarity | infonce | triplet")
     ap.add_argument("--finetune-temperature", type=float, default=0.05, help="infonce temperature when fine-tuning")
     ap.add_argument("--finetune-mining", type=int, default=1, help="0: online hard-pair miner off when fine-tuning")
     ap.add_argument("--finetune-hard-negatives", type=int, default=1,
