@@ -295,15 +295,17 @@ def main() -> None:
         print(f"{name:<44} {fmt(row)}", flush=True)
         (args.out / "report.json").write_text(json.dumps({**report, "rows": rows}, indent=2), encoding="utf8")
 
+    def metrics(run: Path) -> List[Dict[str, Any]]:
+        """The rows of a run's ``metrics.jsonl``."""
+        return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
     def throughput(run: Path) -> float:
-        rows_ = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-        rows_ = [r for r in rows_ if "loss" in r]
+        rows_ = [r for r in metrics(run) if "loss" in r]
         return rows_[-1]["pairs_seen"] / max(rows_[-1]["train_seconds"], 1e-9)
 
     def best_dev_step(run: Path) -> Any:
         """The step of the best dev acc@1 in a run's metrics (the first of equal ones: the model kept)."""
-        rows_ = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-        rows_ = [r for r in rows_ if "dev_acc@1" in r]
+        rows_ = [r for r in metrics(run) if "dev_acc@1" in r]
         return max(rows_, key=lambda r: (r["dev_acc@1"], -r["step"]))["step"] if rows_ else None
 
     def ft_config(minutes: float):
