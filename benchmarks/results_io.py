@@ -1,0 +1,108 @@
+"""Benchmark results as data: every benchmark writes ``benchmarks/results/<name>.json`` through
+:func:`write_results`, and documentation tables are rendered from those files, never typed by hand.
+
+A results file holds::
+
+    {"benchmark": "umls_scale", "command": "python benchmarks/umls_scale.py --names 1000000",
+     "date": "2026-11-26T14:03:11Z", "git_commit": "4d40b82", "machine": {...},
+     "notes": ["free text, e.g. what else ran on the machine"],
+     "tables": {"<table name>": {"columns": ["system", "recall@1", ...],
+                                 "rows": [["hnswlib f32", 0.998, ...], ...]}},
+     "figures": {...anything else JSON-able...}}
+
+The file is written atomically (temporary file + rename).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def machine_description() -> Dict[str, Any]:
+    """CPU model, core count, memory and Python version of this machine."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf8").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gb: Optional[float] = None
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf8").splitlines():
+            if line.startswith("MemTotal:"):
+                mem_gb = round(int(line.split()[1]) / 1024 ** 2, 1)
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": mem_gb, "python": platform.python_version(),
+            "platform": platform.platform(), "load_avg_1min_at_write": load}
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=Path(__file__).parent,
+                               capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Dict[str, List[Any]]:
+    """One table: column names and rows of JSON-able cells (same length as ``columns``)."""
+    rows = [list(r) for r in rows]
+    for r in rows:
+        if len(r) != len(columns):
+            raise ValueError(f"row {r!r} has {len(r)} cells, expected {len(columns)} ({list(columns)})")
+    return {"columns": list(columns), "rows": rows}
+
+
+def write_results(name: str, tables: Mapping[str, Dict[str, List[Any]]], *, command: Optional[str] = None,
+                  notes: Sequence[str] = (), figures: Optional[Mapping[str, Any]] = None,
+                  results_dir: Optional[Path] = None) -> Path:
+    """Write ``<results_dir>/<name>.json`` atomically and return its path."""
+    out_dir = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if command is None:
+        command = "python " + " ".join([os.path.relpath(sys.argv[0], Path(__file__).resolve().parents[1])]
+                                       + sys.argv[1:])
+    doc = {
+        "benchmark": name,
+        "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_commit": git_commit(),
+        "machine": machine_description(),
+        "notes": list(notes),
+        "tables": {k: dict(v) for k, v in tables.items()},
+        "figures": dict(figures or {}),
+    }
+    path = out_dir / f"{name}.json"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=_jsonable) + "\n", encoding="utf8")
+    os.replace(tmp, path)
+    return path
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON-able: {type(value).__name__}")
+
+
+__all__ = ["RESULTS_DIR", "machine_description", "git_commit", "table", "write_results"]
