@@ -147,6 +147,22 @@ class Errors(metaclass=_CodedMessages):
             "runtime='torch' for a GPU or bf16.")
     E123 = ("'{path}' has no ONNX export of the encoder ({file} is missing). Write one with "
             "`spacy-sapbert export-onnx {folder}`, or use runtime='torch'.")
+    E124 = "Unknown choice {value!r}; choose one of: {choices}."
+    E125 = ("Name vectors have shape {shape}, expected [{n}, {dim}]: one row per KB name (kb.names order) "
+            "of the encoder's dimension. Encode kb.names with the encoder you pass.")
+    E126 = ("The {what} file '{path}' is damaged or was changed after it was written ({reason}). Rebuild it "
+            "(`spacy-sapbert build-index ... --overwrite`) or copy it again from its source.")
+    E127 = ("The pipeline at '{path}' keeps its KB and index outside the package (resources '{name}'), and "
+            "they were not found: {reason}. Put the resources folder (with kb/ and index/) at a path and set "
+            "the environment variable SPACY_SAPBERT_RESOURCES to it (or to its parent folder), or pass "
+            "config={{\"components\": {{\"{component}\": {{\"resources_path\": \"/path\"}}}}}} to spacy.load. "
+            "Write the folder with `spacy-sapbert create-pipeline ... --resources-dir DIR`.")
+    E128 = ("The resources at '{path}' are not the ones the pipeline was saved with ({field}: {found} != "
+            "{expected}). Point SPACY_SAPBERT_RESOURCES / resources_path at the matching folder.")
+    E129 = ("'{name}' cannot name a resources folder: use letters, digits, '.', '_' and '-' (at most 128), "
+            "starting with a letter or digit.")
+    E130 = ("resources='outside' needs a resources folder for the KB and index of '{component}'. Call "
+            "linker.export_resources(DIR) (or `spacy-sapbert create-pipeline ... --resources-dir DIR`), or set resources_path to a folder written that way.")
 
     # ---- E200–E299: training ----
     E200 = "No training pairs: none of the {n} concepts of the knowledge base has two or more distinct names. Self-alignment needs synonyms; build the KB from a source with aliases (UMLS, MEDIC, OBO synonyms)."

@@ -54,11 +54,13 @@ def _build_hnsw(vectors: numpy.ndarray, *, M: int, ef_construction: int, num_thr
 
 
 def _encode_names(kb: Any, enc: Any, *, batch_size: int, work_dir: Optional[PathLike], show_progress: bool,
-                  chunk_size: int) -> numpy.ndarray:
-    """Encode ``kb.names`` in chunks; with ``work_dir``, chunks are saved as .npy and reused."""
+                  chunk_size: int, out: Optional[numpy.ndarray] = None) -> numpy.ndarray:
+    """Encode ``kb.names`` in chunks into ``out`` (default: a new float32 array; a float16 memory map
+    keeps a UMLS-sized build out of RAM); with ``work_dir``, chunks are saved as .npy and reused."""
     names = kb.names
     n = len(names)
-    out = numpy.empty((n, int(enc.dim)), dtype=numpy.float32)
+    if out is None:
+        out = numpy.empty((n, int(enc.dim)), dtype=numpy.float32)
     work = ensure_path(work_dir) if work_dir is not None else None
     if work is not None:
         _check_work_dir(work, {"encoder_fingerprint": enc.fingerprint, "pooling": enc.pooling,

@@ -56,6 +56,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "ef_search": DEFAULT_EF_SEARCH,
     "set_kb_id": True,
     "reuse_name_vectors": True,
+    "resources": "inside",
+    "resources_path": None,
 }
 
 
@@ -83,6 +85,8 @@ def make_sapbert_linker(
     ef_search: int,
     set_kb_id: bool,
     reuse_name_vectors: bool,
+    resources: str,
+    resources_path: Optional[str],
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -96,14 +100,18 @@ def make_sapbert_linker(
     spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
     ``extension_name`` (the Span attribute written), ``ef_search`` (hnsw search depth),
     ``set_kb_id`` (write ``kb_id_`` of the spans), ``reuse_name_vectors`` (a mention that is a KB
-    name takes that name's vector from the index instead of running the encoder: same result, faster)."""
+    name takes that name's vector from the index instead of running the encoder: same result, faster),
+    ``resources`` (``inside``: KB and index are saved with the pipeline; ``outside``: only a pointer
+    is, and the KB + index folder is found at load through ``resources_path`` or the environment
+    variable ``SPACY_SAPBERT_RESOURCES``, for UMLS-sized indexes that do not belong in a wheel; see
+    :mod:`spacy_sapbert.resources`)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
         max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
         filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, spans_key=spans_key,
         labels=labels, extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
-        reuse_name_vectors=reuse_name_vectors,
+        reuse_name_vectors=reuse_name_vectors, resources=resources, resources_path=resources_path,
     )
 
 
@@ -121,6 +129,7 @@ class SapbertLinker(Pipe):
         self.encoder: Optional[CachedEncoder] = None
         self.index: Optional[ConceptIndex] = None
         self._detector: Any = None
+        self._resources_dir: Optional[Path] = None
         if not Span.has_extension(self.cfg["extension_name"]):
             Span.set_extension(self.cfg["extension_name"], default=None)
 
@@ -151,9 +160,11 @@ class SapbertLinker(Pipe):
         work_dir: Optional[str] = None,
         num_threads: int = 1,
         show_progress: bool = True,
+        kind: str = "auto",
     ) -> None:
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
-        or build it (and save it there, when given, so the next run reuses it)."""
+        or build it (and save it there, when given, so the next run reuses it). ``kind`` picks the
+        index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``: see :mod:`spacy_sapbert.index`)."""
         from .kb import KnowledgeBase
 
         if kb_path is None:
@@ -163,7 +174,10 @@ class SapbertLinker(Pipe):
         if index_path is not None and (ensure_path(index_path) / META_FILE).exists():
             index = ConceptIndex.from_disk(index_path, kb)
         else:
-            index = ConceptIndex.build(kb, encoder, exact=exact, M=M, ef_construction=ef_construction,
+            if index_path is None and work_dir is None:
+                logger.info("building the index of %d names on first use (save it with index_path to reuse it)",
+                            len(kb.names))
+            index = ConceptIndex.build(kb, encoder, kind=kind, exact=exact, M=M, ef_construction=ef_construction,
                                        ef_search=self.cfg["ef_search"], batch_size=self.cfg["batch_size"],
                                        work_dir=work_dir, num_threads=num_threads, show_progress=show_progress)
             if index_path is not None:
@@ -304,6 +318,9 @@ class SapbertLinker(Pipe):
         self.encoder.to_disk(path / "encoder")
         if isinstance(self.encoder, Encoder) and self.cfg["runtime"] != "torch":
             _write_onnx_export(self.encoder, path / "encoder", required=self.cfg["runtime"] == "onnx")
+        if self.cfg["resources"] == "outside":
+            self._save_pointer(path)
+            return
         kb_dir = path / "kb"
         if kb_dir.exists():
             shutil.rmtree(kb_dir)
@@ -313,15 +330,46 @@ class SapbertLinker(Pipe):
     def from_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
         from .kb import KnowledgeBase
 
+        from .resources import locate, read_pointer
+
         path = ensure_path(path)
-        if not (path / "index").exists():
+        pointer = read_pointer(path)
+        if pointer is None and not (path / "index").exists():
             return self
+        folder = path
+        if pointer is not None:
+            folder = locate(pointer, self.cfg["resources_path"], pipeline_path=path, component=self.name)
         encoder = load_saved_encoder(path / "encoder", runtime=self.cfg["runtime"], device=self.cfg["device"],
                                      precision=self.cfg["precision"])
-        kb = KnowledgeBase.from_disk(path / "kb")
-        index = ConceptIndex.from_disk(path / "index", kb)
-        self.set_resources(encoder, index, path=path / "index")
+        kb = KnowledgeBase.from_disk(folder / "kb")
+        index = ConceptIndex.from_disk(folder / "index", kb)
+        self.set_resources(encoder, index, path=folder / "index")
+        self._resources_dir = folder if pointer is not None else None
         return self
+
+    def export_resources(self, folder: Any, *, overwrite: bool = False) -> Path:
+        """Write the KB and index to the resources folder ``folder`` (``kb/`` + ``index/``) and use it
+        from now on: with ``resources="outside"`` the pipeline then saves only a pointer to it."""
+        from .resources import export_resources
+
+        if self.encoder is None or self.index is None:
+            raise ConfigError(Errors.E114.format(name=self.name))
+        self._resources_dir = export_resources(self.kb, self.index, folder, overwrite=overwrite)
+        return self._resources_dir
+
+    def _save_pointer(self, path: Path) -> None:
+        from .resources import check, pointer_for, write_pointer
+
+        folder = self._resources_dir
+        if folder is None and self.cfg["resources_path"]:
+            folder = ensure_path(self.cfg["resources_path"])
+            if not (folder / "index").exists():
+                self.export_resources(folder)
+        if folder is None:
+            raise ConfigError(Errors.E130.format(component=self.name))
+        pointer = pointer_for(folder.name, self.kb, ConceptIndex.read_meta(folder / "index"))
+        check(folder, pointer)  # the folder holds this linker's KB and index, not another's
+        write_pointer(path, pointer)
 
     def to_bytes(self, *, exclude: Iterable[str] = ()) -> bytes:
         import srsly
@@ -417,6 +465,8 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     threshold = cfg["threshold"]
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ConfigError(Errors.E116.format(value=threshold))
+    if cfg["resources"] not in ("inside", "outside"):
+        raise ConfigError(Errors.E124.format(value=cfg["resources"], choices="inside, outside"))
     if not cfg["extension_name"] or not str(cfg["extension_name"]).isidentifier():
         raise ConfigError(Errors.E002.format(what="extension_name", value=cfg["extension_name"],
                                              choices="a Python identifier such as kb_ents"))

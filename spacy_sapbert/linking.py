@@ -39,8 +39,12 @@ def build_index_dir(
     num_threads: int = 1,
     overwrite: bool = False,
     show_progress: bool = True,
+    kind: str = "auto",
+    rescore: Optional[int] = None,
+    connectivity: Optional[int] = None,
 ) -> ConceptIndex:
-    """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically)."""
+    """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
+    ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``compact`` (see :mod:`spacy_sapbert.index`)."""
     from .encoder import Encoder
     from .kb import KnowledgeBase
 
@@ -53,10 +57,11 @@ def build_index_dir(
     kb = KnowledgeBase.from_disk(kb_dir)
     enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device, precision=precision)
     options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
-                                                  ("ef_search", ef_search)) if v is not None}
+                                                  ("ef_search", ef_search), ("rescore", rescore),
+                                                  ("connectivity", connectivity)) if v is not None}
     if work_dir is None:
         work_dir = output.with_name(f".{output.name}.work")
-    index = ConceptIndex.build(kb, enc, exact=exact, batch_size=batch_size, work_dir=work_dir,
+    index = ConceptIndex.build(kb, enc, kind=kind, exact=exact, batch_size=batch_size, work_dir=work_dir,
                                num_threads=num_threads, show_progress=show_progress, **options)
     index.meta["model"] = enc.name
     index.meta["kb_path"] = str(kb_dir.resolve())
@@ -160,9 +165,13 @@ def create_pipeline(
     exact: Optional[bool] = None,
     overwrite: bool = False,
     show_progress: bool = True,
+    kind: str = "auto",
+    resources_dir: Optional[PathLike] = None,
 ) -> Any:
     """A blank (``lang``) or given pipeline (``base``) + ``sapbert_linker`` (``config``), initialised
-    with the KB (and the index at ``index_path``, built when absent), written to ``output``."""
+    with the KB (and the index at ``index_path``, built when absent), written to ``output``.
+    With ``resources_dir`` the KB and index are written there and the pipeline holds only a pointer
+    to them (``resources = "outside"``: a small package for a UMLS-sized index)."""
     import spacy
 
     output = ensure_path(output)
@@ -171,12 +180,17 @@ def create_pipeline(
 
         raise ConfigError(Errors.E003.format(path=output))
     nlp = spacy.load(base) if base is not None else spacy.blank(lang)
-    linker = nlp.add_pipe("sapbert_linker", config=dict(config or {}, model=str(model)))
+    config = dict(config or {}, model=str(model))
+    if resources_dir is not None:
+        config["resources"] = "outside"
+    linker = nlp.add_pipe("sapbert_linker", config=config)
     settings: Dict[str, Any] = {"kb_path": str(ensure_path(kb_path).resolve()), "exact": exact,
-                                "show_progress": show_progress}
+                                "show_progress": show_progress, "kind": kind}
     if index_path is not None:
         settings["index_path"] = str(ensure_path(index_path).resolve())
     linker.initialize(lambda: [], nlp=nlp, **settings)
+    if resources_dir is not None:
+        linker.export_resources(resources_dir, overwrite=overwrite)
     nlp.config["initialize"]["components"]["sapbert_linker"] = {
         k: v for k, v in settings.items() if k in ("kb_path", "index_path")}
     with atomic_dir(output, overwrite=overwrite) as tmp:

@@ -183,10 +183,10 @@ def test_missing_and_corrupt_index_files(kb, enc, tmp_path):
         meta = json.loads((path / META_FILE).read_text())
         data = path / meta["file"]
         data.write_bytes(data.read_bytes()[:-10])  # truncated
-        with pytest.raises(MissingInputError, match="SB-E107"):
+        with pytest.raises(MissingInputError, match="SB-E126.*size"):
             ConceptIndex.from_disk(path, kb)
         data.write_bytes(b"\0" * meta["file_size"])  # right size, garbage content
-        with pytest.raises(MissingInputError, match="SB-E107"):
+        with pytest.raises(MissingInputError, match="SB-E126.*sampled sha256"):
             ConceptIndex.from_disk(path, kb)
         data.unlink()
         with pytest.raises(MissingInputError, match="SB-E107"):

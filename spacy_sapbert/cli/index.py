@@ -22,13 +22,18 @@ def build_index_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     precision: str = typer.Option("auto", "--precision", help="auto (fp32 on CPU, half on GPU), fp32, fp16, bf16."),
     exact: Optional[bool] = typer.Option(None, "--exact/--hnsw",
-                                         help="Exact matrix search or hnswlib; default: exact up to 20,000 names."),
+                                         help="Exact matrix search or hnswlib (older form of --kind)."),
+    kind: str = typer.Option("auto", "--kind",
+                             help="auto (exact up to 20,000 names, hnsw below 500,000, compact above), exact, hnsw, "
+                                  "or compact (usearch int8 + float16 re-scoring, memory-mapped: for UMLS)."),
+    rescore: Optional[int] = typer.Option(None, "--rescore", help="compact: candidates re-scored exactly per query (default 32)."),
+    connectivity: Optional[int] = typer.Option(None, "--connectivity", help="compact: graph degree (default 16)."),
     M: Optional[int] = typer.Option(None, "--M", help="hnsw graph degree (default 32)."),
     ef_construction: Optional[int] = typer.Option(None, "--ef-construction", help="hnsw build depth (default 200)."),
-    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="hnsw search depth (default 200)."),
+    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Graph search depth (default: hnsw 200, compact 64)."),
     work_dir: Optional[Path] = typer.Option(None, "--work-dir",
                                             help="Folder for encoded chunks; a rerun resumes from them (default: beside the output)."),
-    threads: int = typer.Option(1, "--threads", help="hnsw build threads; 1 gives the same graph every run."),
+    threads: int = typer.Option(1, "--threads", help="Graph build threads; 1 gives the same graph every run."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Encode every KB name and build the nearest-name index the linker searches."""
@@ -38,7 +43,8 @@ def build_index_command(
     index = build_index_dir(kb_dir, model, output, pooling=pooling, max_length=max_length, device=device,
                             precision=precision, batch_size=batch_size, exact=exact, M=M,
                             ef_construction=ef_construction, ef_search=ef_search, work_dir=work_dir,
-                            num_threads=threads, overwrite=overwrite)
+                            num_threads=threads, overwrite=overwrite, kind=kind, rescore=rescore,
+                            connectivity=connectivity)
     meta = index.meta
     typer.echo(f"Indexed {meta['n_names']:,} names of {meta['n_concepts']:,} concepts ({meta['kind']}, "
                f"dim {meta['dim']}) in {time.perf_counter() - start:.1f} s -> {output}")

@@ -69,6 +69,12 @@ def create_pipeline_command(
     spans_key: Optional[str] = typer.Option(None, "--spans-key", help="Link doc.spans[KEY] instead of doc.ents."),
     labels: Optional[List[str]] = typer.Option(None, "--label", help="Link only spans with this label (repeatable); default: all."),
     exact: Optional[bool] = typer.Option(None, "--exact/--hnsw", help="Index kind when it is built; default by KB size."),
+    index_kind: str = typer.Option("auto", "--index-kind",
+                                   help="Index back-end when it is built: auto (by KB size), exact, hnsw or compact."),
+    resources_dir: Optional[Path] = typer.Option(
+        None, "--resources-dir",
+        help="Keep the KB and index outside the pipeline: write them to this folder and save only a pointer "
+             "(found at load through SPACY_SAPBERT_RESOURCES or resources_path). For UMLS-sized indexes."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Write a ready pipeline folder: a blank or given NER pipeline + an initialised sapbert_linker."""
@@ -77,7 +83,7 @@ def create_pipeline_command(
     config = dict(_overrides(k, threshold, max_entities), pooling=pooling, max_length=max_length, device=device,
                   runtime=runtime, spans_key=spans_key, labels=list(labels or []))
     nlp = create_pipeline(output, kb_path=kb, model=model, base=base, lang=lang, index_path=index, config=config,
-                          exact=exact, overwrite=overwrite)
+                          exact=exact, overwrite=overwrite, kind=index_kind, resources_dir=resources_dir)
     linker = nlp.get_pipe("sapbert_linker")
     typer.echo(f"Pipeline {nlp.pipe_names} with {len(linker.kb):,} concepts, {len(linker.index):,} names -> {output}")
 

@@ -1,0 +1,149 @@
+"""Search back-ends of :class:`~spacy_sapbert.index.ConceptIndex`: nearest name rows for query vectors.
+
+Every back-end answers ``search(vectors, k, row_mask) -> (rows int64 [n, k'], scores float32 [n, k'])``
+best first (``k' <= k``; -1 / -inf where fewer rows exist), ``vectors(rows)``, ``save(folder)`` (returns
+the file names written) and ``load(folder, meta)``. Scores are inner products of L2-normalised vectors.
+
+- :class:`ExactBackend`: one ``Q @ X.T`` + ``topk`` in torch; small KBs.
+- :class:`HnswBackend`: hnswlib, float32, read whole into RAM; the default for mid-sized KBs.
+- ``compact.CompactBackend``: usearch over int8 copies + exact re-scoring against memory-mapped
+  float16 vectors; KBs of millions of names (see ``compact.py``).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy
+
+from ..encoder import fork_guard
+from ..errors import Errors, MissingInputError
+from ..index_build import _filtered_query
+from .hnsw_file import check_hnsw_file
+
+HNSW_FILE = "names.hnsw"
+VECTORS_FILE = "vectors.npy"
+# Upper bound of the float32 score matrix one exact-search step holds in memory.
+_EXACT_BLOCK = 32_000_000
+
+Result = Tuple[numpy.ndarray, numpy.ndarray]
+
+
+def exact_topk(X: Any, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
+    """Exact top ``k`` rows of ``X`` (a float32 torch matrix) for each query, masked rows excluded."""
+    import torch
+
+    mask = None if row_mask is None else torch.from_numpy(~row_mask)
+    step = max(1, _EXACT_BLOCK // max(1, X.shape[0]))
+    out_r, out_s = [], []
+    with torch.inference_mode():
+        for start in range(0, vectors.shape[0], step):
+            Q = torch.from_numpy(vectors[start: start + step])
+            sims = Q @ X.T
+            if mask is not None:
+                sims[:, mask] = -float("inf")
+            s, r = torch.topk(sims, k, dim=1)
+            out_r.append(r.numpy().astype(numpy.int64))
+            out_s.append(s.numpy())
+    return numpy.concatenate(out_r), numpy.concatenate(out_s)
+
+
+class ExactBackend:
+    kind = "exact"
+
+    def __init__(self, vectors: numpy.ndarray) -> None:
+        import torch
+
+        self._X = torch.from_numpy(numpy.ascontiguousarray(vectors, dtype=numpy.float32))
+        self._pid = os.getpid()
+
+    def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
+        self._pid = fork_guard(self._pid)
+        return exact_topk(self._X, vectors, k, row_mask)
+
+    def vectors(self, rows: List[int]) -> numpy.ndarray:
+        return self._X[rows].numpy().copy()
+
+    def all_vectors(self) -> numpy.ndarray:
+        return self._X.numpy()
+
+    def set_ef(self, ef: int) -> None:
+        pass
+
+    def save(self, folder: Path) -> List[str]:
+        from ..util import atomic_write
+
+        with atomic_write(folder / VECTORS_FILE, "wb") as fh:
+            numpy.save(fh, self._X.numpy())
+        return [VECTORS_FILE]
+
+    @classmethod
+    def load(cls, folder: Path, meta: Dict[str, Any]) -> "ExactBackend":
+        path = folder / VECTORS_FILE
+        try:
+            vectors = numpy.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as err:
+            raise MissingInputError(Errors.E107.format(path=path, reason=str(err))) from err
+        if vectors.shape != (int(meta["n_names"]), int(meta["dim"])) or vectors.dtype != numpy.float32:
+            raise MissingInputError(Errors.E107.format(path=path, reason=f"shape {vectors.shape} {vectors.dtype}"))
+        if vectors.size and not numpy.isfinite(vectors).all():
+            raise MissingInputError(Errors.E107.format(path=path, reason="non-finite values"))
+        return cls(vectors)
+
+
+class HnswBackend:
+    kind = "hnsw"
+
+    def __init__(self, hnsw: Any, ef_search: int) -> None:
+        self._hnsw = hnsw
+        self.ef_search = ef_search
+        hnsw.set_ef(ef_search)
+
+    def set_ef(self, ef: int) -> None:
+        self.ef_search = ef
+        self._hnsw.set_ef(ef)
+
+    def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
+        hnsw = self._hnsw
+        hnsw.set_ef(max(self.ef_search, k))
+        try:
+            if row_mask is None:
+                labels, dist = hnsw.knn_query(vectors, k=k)
+            else:
+                allowed = row_mask.tolist()
+                labels, dist = _filtered_query(hnsw, vectors, k, lambda label: allowed[label])
+        finally:
+            hnsw.set_ef(self.ef_search)
+        return labels.astype(numpy.int64), (1.0 - dist).astype(numpy.float32)
+
+    def vectors(self, rows: List[int]) -> numpy.ndarray:
+        return numpy.asarray(self._hnsw.get_items(rows, return_type="numpy"), dtype=numpy.float32)
+
+    def save(self, folder: Path) -> List[str]:
+        tmp = folder / f".{HNSW_FILE}.tmp"
+        self._hnsw.save_index(str(tmp))
+        tmp.replace(folder / HNSW_FILE)
+        return [HNSW_FILE]
+
+    @classmethod
+    def load(cls, folder: Path, meta: Dict[str, Any]) -> "HnswBackend":
+        import hnswlib
+
+        path = folder / HNSW_FILE
+        n, dim = int(meta["n_names"]), int(meta["dim"])
+        # hnswlib trusts its file: out-of-range neighbour ids segfault at the first query and damaged
+        # vectors give scores far outside [-1, 1]; both are checked before hnswlib sees the file
+        check_hnsw_file(path, n=n, dim=dim)
+        hnsw = hnswlib.Index(space="ip", dim=dim)
+        try:
+            hnsw.load_index(str(path), max_elements=n)
+        except (RuntimeError, ValueError, MemoryError) as err:
+            raise MissingInputError(Errors.E107.format(path=path, reason=str(err))) from err
+        if hnsw.get_current_count() != n:
+            raise MissingInputError(Errors.E107.format(
+                path=path, reason=f"{hnsw.get_current_count()} vectors, expected {n}"))
+        return cls(hnsw, int(meta.get("ef_search", 200)))
+
+
+__all__ = ["ExactBackend", "HnswBackend", "exact_topk", "HNSW_FILE", "VECTORS_FILE"]

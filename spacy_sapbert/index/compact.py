@@ -1,0 +1,229 @@
+"""The compact index for KBs of millions of names (all of UMLS): two stages, both memory-mapped.
+
+1. Candidates: a usearch HNSW graph over int8 copies of the name vectors (a quarter of float32's
+   size), opened with ``Index.restore(path, view=True)``: nothing is read at load, the pages a query
+   touches are read on demand and stay in the page cache, which the OS can reclaim.
+2. Re-scoring: the ``rescore`` best candidates per query are scored exactly against the float16 name
+   vectors, a memory-mapped ``.npy`` (only the rows touched are paged in), so scores are true
+   inner products of the stored vectors and the int8 rounding never decides the ranking.
+
+Filters (semantic types, definitions) are applied without a Python call per visited node: the
+candidate search over-fetches by the inverse of the allowed fraction and masks the rows; when few
+rows are allowed (``EXACT_FILTER_ROWS``) they are searched exactly instead.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy
+from tqdm import tqdm
+
+from ..errors import Errors, MissingInputError
+from .backends import exact_topk
+from .files import link_or_copy
+
+GRAPH_FILE = "names.usearch"
+VECTORS_F16_FILE = "vectors.f16.npy"
+DEFAULT_CONNECTIVITY = 16
+DEFAULT_EXPANSION_ADD = 128
+DEFAULT_EXPANSION_SEARCH = 64
+DEFAULT_RESCORE = 32
+CANDIDATE_DTYPES = ("i8", "f16")
+# below this many allowed rows a filtered search scans those rows exactly (they are gathered from
+# the float16 file: at 768 dims 100k rows are 150 MB, touched once per query batch)
+EXACT_FILTER_ROWS = 100_000
+_MAX_OVERFETCH = 8192
+_SCORE_LIMIT = 1.02  # inner products of unit vectors; float16 rounding stays far below this
+
+Result = Tuple[numpy.ndarray, numpy.ndarray]
+
+
+def _damaged(path: Path, reason: str) -> MissingInputError:
+    return MissingInputError(Errors.E107.format(path=path, reason=reason))
+
+
+def _advise_random(X: numpy.ndarray) -> None:
+    """Re-scoring reads scattered rows: without this hint each page fault reads ahead ~128 KiB
+    around the row, and the resident set grows tens of times faster than the rows touched."""
+    import mmap
+
+    handle = getattr(X, "_mmap", None)
+    if handle is not None and hasattr(mmap, "MADV_RANDOM"):
+        handle.madvise(mmap.MADV_RANDOM)
+
+
+class CompactBackend:
+    kind = "compact"
+
+    def __init__(self, graph: Any, vectors16: numpy.ndarray, *, rescore: int, expansion_search: int,
+                 folder: Optional[Path] = None) -> None:
+        self._graph = graph
+        self._X = vectors16
+        self.rescore = int(rescore)
+        self.ef_search = int(expansion_search)
+        self._folder = folder
+        graph.expansion_search = self.ef_search
+
+    # ---- building -----------------------------------------------------------------------
+    @classmethod
+    def build(cls, vectors: numpy.ndarray, *, dtype: str = "i8", connectivity: int = DEFAULT_CONNECTIVITY,
+              expansion_add: int = DEFAULT_EXPANSION_ADD, expansion_search: int = DEFAULT_EXPANSION_SEARCH,
+              rescore: int = DEFAULT_RESCORE, num_threads: int = 1, show_progress: bool = True,
+              chunk_size: int = 65_536) -> "CompactBackend":
+        """Index ``vectors`` (float16 or float32 ``[n, dim]``, may be a memory map: read chunk by chunk).
+        ``num_threads=1`` builds the same graph every run."""
+        from usearch.index import Index
+
+        n, dim = vectors.shape
+        graph = Index(ndim=dim, metric="ip", dtype=dtype, connectivity=connectivity,
+                      expansion_add=expansion_add, expansion_search=expansion_search)
+        with tqdm(total=n, desc="usearch", unit="name", disable=not show_progress) as bar:
+            for start in range(0, n, chunk_size):
+                stop = min(n, start + chunk_size)
+                chunk = numpy.ascontiguousarray(vectors[start:stop], dtype=numpy.float32)
+                graph.add(numpy.arange(start, stop, dtype=numpy.uint64), chunk, threads=num_threads)
+                bar.update(stop - start)
+        X16 = vectors if vectors.dtype == numpy.float16 else numpy.asarray(vectors, dtype=numpy.float16)
+        return cls(graph, X16, rescore=rescore, expansion_search=expansion_search)
+
+    # ---- searching ----------------------------------------------------------------------
+    def set_ef(self, ef: int) -> None:
+        self.ef_search = int(ef)
+        self._graph.expansion_search = self.ef_search
+
+    def _candidates(self, vectors: numpy.ndarray, depth: int) -> numpy.ndarray:
+        """int64 ``[n, depth]`` candidate rows from the graph, -1 where it returned fewer."""
+        n = len(self._X)
+        depth = min(depth, n)
+        self._graph.expansion_search = max(self.ef_search, depth)
+        try:
+            found = self._graph.search(vectors, depth, threads=0)
+        finally:
+            self._graph.expansion_search = self.ef_search
+        keys = numpy.asarray(found.keys, dtype=numpy.int64).reshape(len(vectors), -1)
+        counts = numpy.asarray(found.counts).reshape(-1)
+        keys[numpy.arange(keys.shape[1])[None, :] >= counts[:, None]] = -1
+        if (keys >= n).any():
+            raise _damaged(self._path(GRAPH_FILE), "a candidate row is out of range: the graph file is damaged")
+        return keys
+
+    def _rescore(self, vectors: numpy.ndarray, cand: numpy.ndarray, k: int) -> Result:
+        """Exact scores of the candidate rows; the ``k`` best per query by (-score, row)."""
+        n_q, depth = cand.shape
+        valid = cand >= 0
+        gathered = numpy.asarray(self._X[cand[valid]], dtype=numpy.float32)
+        scores = numpy.full(cand.shape, -numpy.inf, dtype=numpy.float32)
+        qrow = numpy.repeat(numpy.arange(n_q), valid.sum(1))
+        scores[valid] = numpy.einsum("ij,ij->i", gathered, vectors[qrow])
+        if (numpy.abs(scores[valid]) > _SCORE_LIMIT).any() or not numpy.isfinite(scores[valid]).all():
+            raise _damaged(self._path(VECTORS_F16_FILE), "stored name vectors are not unit length: the file is damaged")
+        rows_key = numpy.where(valid, cand, numpy.iinfo(numpy.int64).max)
+        order = numpy.lexsort((rows_key, -scores.astype(numpy.float64)), axis=1)[:, :k]
+        rows = numpy.take_along_axis(cand, order, 1)
+        best = numpy.take_along_axis(scores, order, 1)
+        rows[~numpy.isfinite(best)] = -1
+        return rows, best
+
+    def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
+        depth = max(k, self.rescore)
+        if row_mask is None:
+            return self._rescore(vectors, self._candidates(vectors, depth), k)
+        allowed = int(row_mask.sum())
+        if allowed <= EXACT_FILTER_ROWS:
+            return self._exact_allowed(vectors, k, row_mask)
+        rows = numpy.full((len(vectors), k), -1, dtype=numpy.int64)
+        scores = numpy.full((len(vectors), k), -numpy.inf, dtype=numpy.float32)
+        pending = numpy.arange(len(vectors))
+        depth = min(len(self._X), math.ceil(depth * len(self._X) / allowed * 1.5))
+        while len(pending):
+            cand = self._candidates(vectors[pending], depth)
+            cand[(cand >= 0) & ~row_mask[numpy.maximum(cand, 0)]] = -1
+            enough = (cand >= 0).sum(1) >= min(k, allowed)
+            done = enough | (depth >= min(len(self._X), _MAX_OVERFETCH))
+            if done.any():
+                # a query still short of rows after the deepest over-fetch is searched exactly
+                short = done & ~enough
+                ok = done & enough
+                if ok.any():
+                    r, s = self._rescore(vectors[pending[ok]], cand[ok], k)
+                    rows[pending[ok]], scores[pending[ok]] = r, s
+                if short.any():
+                    r, s = self._exact_allowed(vectors[pending[short]], k, row_mask)
+                    rows[pending[short]], scores[pending[short]] = r, s
+            pending = pending[~done]
+            depth = min(len(self._X), depth * 4)
+        return rows, scores
+
+    def _exact_allowed(self, vectors: numpy.ndarray, k: int, row_mask: numpy.ndarray) -> Result:
+        import torch
+
+        allowed = numpy.flatnonzero(row_mask)
+        best_r = numpy.full((len(vectors), k), -1, dtype=numpy.int64)
+        best_s = numpy.full((len(vectors), k), -numpy.inf, dtype=numpy.float32)
+        step = EXACT_FILTER_ROWS
+        for start in range(0, len(allowed), step):
+            part = allowed[start:start + step]
+            X = torch.from_numpy(numpy.asarray(self._X[part], dtype=numpy.float32))
+            r, s = exact_topk(X, vectors, min(k, len(part)), None)
+            r = part[r]
+            cat_r = numpy.concatenate([best_r, r], axis=1)
+            cat_s = numpy.concatenate([best_s, s], axis=1)
+            key = numpy.where(cat_r >= 0, cat_r, numpy.iinfo(numpy.int64).max)
+            order = numpy.lexsort((key, -cat_s.astype(numpy.float64)), axis=1)[:, :k]
+            best_r = numpy.take_along_axis(cat_r, order, 1)
+            best_s = numpy.take_along_axis(cat_s, order, 1)
+        return best_r, best_s
+
+    def vectors(self, rows: List[int]) -> numpy.ndarray:
+        return numpy.asarray(self._X[rows], dtype=numpy.float32)
+
+    # ---- serialisation ------------------------------------------------------------------
+    def _path(self, name: str) -> Path:
+        return (self._folder / name) if self._folder is not None else Path("<memory>") / name
+
+    def save(self, folder: Path) -> List[str]:
+        if self._folder is not None:  # loaded from disk (memory-mapped, read-only): the files are final
+            if folder.resolve() != self._folder.resolve():
+                for name in (VECTORS_F16_FILE, GRAPH_FILE):
+                    link_or_copy(self._folder / name, folder / name)
+            return [VECTORS_F16_FILE, GRAPH_FILE]
+        tmp = folder / f".{VECTORS_F16_FILE}.tmp"
+        out = numpy.lib.format.open_memmap(tmp, mode="w+", dtype=numpy.float16, shape=self._X.shape)
+        for start in range(0, len(self._X), 1 << 18):
+            out[start:start + (1 << 18)] = self._X[start:start + (1 << 18)]
+        out.flush()
+        del out
+        tmp.replace(folder / VECTORS_F16_FILE)
+        gtmp = folder / f".{GRAPH_FILE}.tmp"
+        self._graph.save(str(gtmp))
+        gtmp.replace(folder / GRAPH_FILE)
+        return [VECTORS_F16_FILE, GRAPH_FILE]
+
+    @classmethod
+    def load(cls, folder: Path, meta: Dict[str, Any]) -> "CompactBackend":
+        from usearch.index import Index
+
+        n, dim = int(meta["n_names"]), int(meta["dim"])
+        vpath, gpath = folder / VECTORS_F16_FILE, folder / GRAPH_FILE
+        try:
+            X = numpy.load(vpath, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError, EOFError) as err:
+            raise _damaged(vpath, str(err)) from err
+        if X.shape != (n, dim) or X.dtype != numpy.float16:
+            raise _damaged(vpath, f"shape {X.shape} {X.dtype}, expected ({n}, {dim}) float16")
+        _advise_random(X)
+        try:
+            graph = Index.restore(str(gpath), view=True)
+        except (RuntimeError, ValueError, OSError) as err:
+            raise _damaged(gpath, f"usearch cannot open it: {err}") from err
+        if graph is None or graph.ndim != dim or len(graph) != n:
+            found = "no usearch index" if graph is None else f"{len(graph)} vectors of {graph.ndim} dims"
+            raise _damaged(gpath, f"{found}, expected {n} of {dim}")
+        return cls(graph, X, rescore=int(meta.get("rescore", DEFAULT_RESCORE)),
+                   expansion_search=int(meta.get("ef_search", DEFAULT_EXPANSION_SEARCH)), folder=folder)
+
+
+__all__ = ["CompactBackend", "GRAPH_FILE", "VECTORS_F16_FILE", "CANDIDATE_DTYPES", "DEFAULT_RESCORE",
+           "DEFAULT_CONNECTIVITY", "DEFAULT_EXPANSION_ADD", "DEFAULT_EXPANSION_SEARCH", "EXACT_FILTER_ROWS"]

@@ -1,0 +1,457 @@
+"""ConceptIndex: nearest KB names for query vectors, aggregated to concepts.
+
+Row ``i`` of the index is ``kb.names[i]``. Three back-ends share one API (``kind``):
+
+- ``exact``: one ``Q @ X.T`` + ``topk`` in torch; chosen automatically up to :data:`EXACT_MAX_NAMES` names;
+- ``hnsw``: hnswlib (float32, read whole into RAM at load); chosen up to :data:`COMPACT_MIN_NAMES`;
+- ``compact``: usearch over int8 copies, re-scored exactly against memory-mapped float16 vectors
+  (``compact.py``); chosen above :data:`COMPACT_MIN_NAMES` names (all of UMLS).
+
+Concept scores are the maximum over a concept's names; concepts are ranked by score, ties broken
+by concept id. Filters (semantic types, definitions) are applied *before* the top-k cut, as
+vectorised masks over the KB's rows. ``index_meta.json`` beside the index records the encoder
+fingerprint, dimension, pooling, max_length, the KB checksum and each data file's size and hashes;
+loading with another KB, querying with another encoder, or a damaged file are refused with a coded error.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
+
+import numpy
+
+from ..about import __version__
+from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
+from ..index_build import _build_hnsw, _encode_names
+from ..util import PathLike, atomic_write, ensure_path, get_logger
+from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
+from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_EXPANSION_SEARCH,
+                      DEFAULT_RESCORE, CompactBackend)
+from .files import check_files, file_records
+
+logger = get_logger("index")
+
+META_FILE = "index_meta.json"
+FORMAT_VERSION = 2
+EXACT_MAX_NAMES = 20_000
+COMPACT_MIN_NAMES = 500_000
+KINDS = ("auto", "exact", "hnsw", "compact")
+DEFAULT_M = 32
+DEFAULT_EF_CONSTRUCTION = 200
+DEFAULT_EF_SEARCH = 200
+# an empty row→concept cache (checksum "" matches no KB): ConceptIndex builds the real one on first use
+_NO_CSR = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))
+_BACKENDS = {"exact": ExactBackend, "hnsw": HnswBackend, "compact": CompactBackend}
+
+
+def choose_kind(n_names: int, kind: str = "auto", exact: Optional[bool] = None) -> str:
+    """The back-end for ``n_names`` names: ``kind`` unless ``auto``; ``exact`` (legacy flag) picks
+    exact (True) or hnsw (False); else by size (:data:`EXACT_MAX_NAMES`, :data:`COMPACT_MIN_NAMES`)."""
+    if kind not in KINDS:
+        raise ConfigError(Errors.E124.format(value=kind, choices=", ".join(KINDS)))
+    if kind != "auto":
+        return kind
+    if exact is not None:
+        return "exact" if exact else "hnsw"
+    if n_names <= EXACT_MAX_NAMES:
+        return "exact"
+    return "hnsw" if n_names < COMPACT_MIN_NAMES else "compact"
+
+
+class ConceptIndex:
+    """Nearest-name search over a KB's name vectors. Build with :meth:`build` (encodes the names) or
+    :meth:`from_vectors`, load with :meth:`from_disk`. ``meta`` holds what the index was built with."""
+
+    def __init__(self, kb: Any, meta: Dict[str, Any], *, hnsw: Any = None, vectors: Optional[numpy.ndarray] = None,
+                 backend: Any = None) -> None:
+        self.kb = kb
+        self.meta = meta
+        self.ef_search = int(meta.get("ef_search", DEFAULT_EF_SEARCH))
+        if backend is None:
+            backend = HnswBackend(hnsw, self.ef_search) if hnsw is not None else ExactBackend(vectors)
+        self._backend = backend
+        self._masks: Dict[Tuple[Any, ...], Tuple[numpy.ndarray, numpy.ndarray]] = {}
+        self._known_types: Optional[frozenset] = None
+        self._csr: Tuple[str, numpy.ndarray, numpy.ndarray] = _NO_CSR
+        self.path: Optional[Any] = None  # the folder it was loaded from
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_masks"] = {}  # rebuilt on demand
+        state["_csr"] = _NO_CSR  # rebuilt on demand
+        return state
+
+    # ---- properties ---------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        return str(self._backend.kind)
+
+    @property
+    def exact(self) -> bool:
+        return self.kind == "exact"
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["dim"])
+
+    def __len__(self) -> int:
+        return int(self.meta["n_names"])
+
+    def set_ef(self, ef_search: int) -> None:
+        """Search depth of the graph (hnsw ``ef``, usearch ``expansion_search``; higher: better recall,
+        slower); no effect on exact search."""
+        if ef_search < 1:
+            raise ConfigError(Errors.E111.format(what="ef_search", minimum=1, value=ef_search))
+        self.ef_search = int(ef_search)
+        self.meta["ef_search"] = self.ef_search
+        self._backend.set_ef(self.ef_search)
+
+    # ---- building -----------------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        kb: Any,
+        enc: Any,
+        *,
+        kind: str = "auto",
+        exact: Optional[bool] = None,
+        M: int = DEFAULT_M,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        ef_search: Optional[int] = None,
+        batch_size: int = 256,
+        work_dir: Optional[PathLike] = None,
+        show_progress: bool = True,
+        chunk_size: int = 8192,
+        num_threads: int = 1,
+        seed: int = 100,
+        candidate_dtype: str = "i8",
+        connectivity: int = DEFAULT_CONNECTIVITY,
+        expansion_add: int = DEFAULT_EXPANSION_ADD,
+        rescore: int = DEFAULT_RESCORE,
+    ) -> "ConceptIndex":
+        """Encode every KB name with ``enc`` and index the vectors (see :meth:`from_vectors`).
+
+        ``kind="auto"`` picks exact search up to :data:`EXACT_MAX_NAMES` names, hnswlib up to
+        :data:`COMPACT_MIN_NAMES` and the compact index above (``exact=True/False`` is the older way
+        to ask for exact or hnsw). With ``work_dir`` the name vectors are written there chunk by chunk
+        and an interrupted build resumes from the chunks already done; a compact build then keeps
+        the float16 vectors in a memory-mapped file there instead of RAM. ``num_threads=1`` builds
+        the same graph every time; more threads build faster but the graph may differ between runs.
+        """
+        n = len(kb.names)
+        if n == 0:
+            raise EmptyResultError(Errors.E106)
+        kind = choose_kind(n, kind, exact)
+        t0 = time.perf_counter()
+        out = None
+        if kind == "compact":
+            out = _float16_buffer(work_dir, n, int(enc.dim))
+        vectors = _encode_names(kb, enc, batch_size=batch_size, work_dir=work_dir, show_progress=show_progress,
+                                chunk_size=chunk_size, out=out)
+        index = cls.from_vectors(kb, vectors, enc, kind=kind, M=M, ef_construction=ef_construction,
+                                 ef_search=ef_search, num_threads=num_threads, seed=seed, show_progress=show_progress,
+                                 candidate_dtype=candidate_dtype, connectivity=connectivity,
+                                 expansion_add=expansion_add, rescore=rescore)
+        index.meta["encode_seconds"] = round(index.meta["build_seconds"] - index.meta["graph_seconds"], 3)
+        index.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
+        logger.info("indexed %d names (%s) in %.1f s", n, kind, index.meta["build_seconds"])
+        return index
+
+    @classmethod
+    def from_vectors(
+        cls,
+        kb: Any,
+        vectors: numpy.ndarray,
+        enc: Any,
+        *,
+        kind: str = "auto",
+        M: int = DEFAULT_M,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        ef_search: Optional[int] = None,
+        num_threads: int = 1,
+        seed: int = 100,
+        show_progress: bool = True,
+        candidate_dtype: str = "i8",
+        connectivity: int = DEFAULT_CONNECTIVITY,
+        expansion_add: int = DEFAULT_EXPANSION_ADD,
+        rescore: int = DEFAULT_RESCORE,
+    ) -> "ConceptIndex":
+        """Index name vectors computed elsewhere (row ``i`` = ``kb.names[i]``, L2-normalised, float32
+        or float16, may be memory-mapped). ``enc`` gives the fields the index checks queries against:
+        ``fingerprint``, ``dim``, ``pooling``, ``max_length`` (and ``name``)."""
+        n = len(kb.names)
+        if vectors.ndim != 2 or vectors.shape[0] != n or vectors.shape[1] != int(enc.dim):
+            raise ConfigError(Errors.E125.format(shape=list(vectors.shape), n=n, dim=int(enc.dim)))
+        kind = choose_kind(n, kind)
+        for what, value, minimum in (("M", M, 2), ("ef_construction", ef_construction, 1),
+                                     ("ef_search", ef_search or 1, 1), ("connectivity", connectivity, 2),
+                                     ("expansion_add", expansion_add, 1), ("rescore", rescore, 1)):
+            if value < minimum:
+                raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=value))
+        if candidate_dtype not in CANDIDATE_DTYPES:
+            raise ConfigError(Errors.E124.format(value=candidate_dtype, choices=", ".join(CANDIDATE_DTYPES)))
+        if ef_search is None:
+            ef_search = DEFAULT_EXPANSION_SEARCH if kind == "compact" else DEFAULT_EF_SEARCH
+        t0 = time.perf_counter()
+        meta: Dict[str, Any] = {
+            "format_version": FORMAT_VERSION,
+            "spacy_sapbert_version": __version__,
+            "kind": kind,
+            "space": "ip",
+            "n_names": n,
+            "n_concepts": len(kb),
+            "dim": int(enc.dim),
+            "encoder_fingerprint": enc.fingerprint,
+            "encoder_name": getattr(enc, "name", ""),
+            "pooling": enc.pooling,
+            "max_length": int(enc.max_length),
+            "kb_checksum": kb.checksum,
+            "ef_search": int(ef_search),
+            "seed": int(seed),
+        }
+        if kind == "exact":
+            backend: Any = ExactBackend(numpy.asarray(vectors, dtype=numpy.float32))
+        elif kind == "hnsw":
+            meta.update(M=int(M), ef_construction=int(ef_construction))
+            hnsw = _build_hnsw(numpy.asarray(vectors, dtype=numpy.float32), M=M, ef_construction=ef_construction,
+                               num_threads=num_threads, seed=seed, show_progress=show_progress)
+            backend = HnswBackend(hnsw, int(ef_search))
+        else:
+            meta.update(candidate_dtype=candidate_dtype, connectivity=int(connectivity),
+                        expansion_add=int(expansion_add), rescore=int(rescore))
+            backend = CompactBackend.build(vectors, dtype=candidate_dtype, connectivity=connectivity,
+                                           expansion_add=expansion_add, expansion_search=int(ef_search),
+                                           rescore=rescore, num_threads=num_threads, show_progress=show_progress)
+        meta["graph_seconds"] = meta["build_seconds"] = round(time.perf_counter() - t0, 3)
+        return cls(kb, meta, backend=backend)
+
+    # ---- searching ----------------------------------------------------------------------
+    def search_names(self, vectors: numpy.ndarray, k: int, *, row_mask: Optional[numpy.ndarray] = None
+                     ) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The ``k`` best name rows per query: rows int64 ``[n, k]``, scores float32 ``[n, k]``,
+        best first. Where fewer than ``k`` rows exist (or pass ``row_mask``) the tail is row -1,
+        score -inf."""
+        vectors = self._check_queries(vectors)
+        if k < 1:
+            raise ConfigError(Errors.E111.format(what="k", minimum=1, value=k))
+        n_q = vectors.shape[0]
+        rows = numpy.full((n_q, k), -1, dtype=numpy.int64)
+        scores = numpy.full((n_q, k), -numpy.inf, dtype=numpy.float32)
+        n_allowed = len(self) if row_mask is None else int(row_mask.sum())
+        kk = min(k, n_allowed)
+        if n_q == 0 or kk == 0:
+            return rows, scores
+        r, s = self._backend.search(vectors, kk, row_mask)
+        rows[:, : r.shape[1]] = r
+        scores[:, : s.shape[1]] = s
+        return rows, scores
+
+    def name_vectors(self, rows: Sequence[int]) -> numpy.ndarray:
+        """The stored vectors of name ``rows`` (what the encoder gave ``kb.names[row]`` at build
+        time), float32 ``[len(rows), dim]`` (float16-rounded for the compact index)."""
+        rows = [int(r) for r in rows]
+        if any(not 0 <= r < len(self) for r in rows):
+            raise ConfigError(Errors.E111.format(what="name row", minimum=0, value=rows))
+        if not rows:
+            return numpy.zeros((0, self.dim), dtype=numpy.float32)
+        return self._backend.vectors(rows)
+
+    def search(
+        self,
+        vectors: numpy.ndarray,
+        k: int,
+        *,
+        semantic_types: Optional[Collection[str]] = None,
+        require_definition: bool = False,
+    ) -> List[List[Tuple[str, float]]]:
+        """The ``k`` best concepts per query as ``[(concept_id, score), ...]``, best first.
+
+        A concept's score is its best name's score; ties go to the smaller concept id. With
+        ``semantic_types`` only concepts having one of those types are searched (unknown types
+        are an error); with ``require_definition`` only concepts with a definition.
+        """
+        vectors = self._check_queries(vectors)
+        if k < 1:
+            raise ConfigError(Errors.E111.format(what="k", minimum=1, value=k))
+        row_mask, allowed = self._filter(semantic_types, require_definition)
+        n_allowed = len(self) if row_mask is None else int(row_mask.sum())
+        results: List[List[Tuple[str, float]]] = [[] for _ in range(vectors.shape[0])]
+        pending = list(range(vectors.shape[0]))
+        names_per_concept = -(-len(self) // max(1, len(self.kb)))
+        depth = min(n_allowed, max(2 * k, k + 16, k * names_per_concept))
+        while pending and depth > 0:
+            rows, scores = self.search_names(vectors[pending], depth, row_mask=row_mask)
+            still: List[int] = []
+            for j, q in enumerate(pending):
+                ranked, complete = self._aggregate(rows[j], scores[j], k, allowed, depth >= n_allowed)
+                results[q] = ranked
+                if not complete:
+                    still.append(q)
+            if depth >= n_allowed:
+                break
+            pending, depth = still, min(n_allowed, depth * 4)
+        return results
+
+    def _aggregate(self, rows: numpy.ndarray, scores: numpy.ndarray, k: int,
+                   allowed: Optional[numpy.ndarray], searched_all: bool) -> Tuple[List[Tuple[str, float]], bool]:
+        """Max over names (rows come best first, so a concept's first row is its best), the top
+        ``k`` by (-score, concept id). ``complete`` is False when the rows ran out before a row
+        scored below the ``k``-th concept (a deeper search could still add one); the caller then
+        searches deeper. Vectorised over the rows; ids are looked up for the winners only.
+        ``allowed`` is a bool mask over concept indices (a filter) or None."""
+        valid = rows >= 0
+        complete = searched_all or not bool(valid.all())
+        rows, scores = rows[valid], scores[valid]
+        pos, cidx = self._row_links(rows)
+        if not len(cidx):
+            return [], complete
+        uniq, first = numpy.unique(cidx, return_index=True)  # first link of each concept = its best row
+        best = scores[pos[first]]
+        if allowed is not None:
+            keep = allowed[uniq]
+            uniq, first, best = uniq[keep], first[keep], best[keep]
+        if len(uniq) >= k:
+            # the score of the row where the k-th concept first appeared: a later row scoring lower
+            # proves that nothing deeper can enter the top k
+            kth = scores[numpy.sort(pos[first])[k - 1]]
+            complete = complete or bool(scores[-1] < kth)
+        top = numpy.lexsort((uniq, -best.astype(numpy.float64)))[:k]
+        ids = self.kb.concept_ids
+        return [(ids[int(uniq[i])], float(best[i])) for i in top], complete
+
+    def _row_links(self, rows: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """``(position in rows, concept index)`` per (row, concept) link, in ``rows`` order; concept
+        index order is concept id order (the KB's ids are sorted)."""
+        _, ptr, idx = self._row_csr()
+        start = numpy.asarray(ptr[rows], dtype=numpy.int64)
+        lengths = numpy.asarray(ptr[rows + 1], dtype=numpy.int64) - start
+        pos = numpy.repeat(numpy.arange(len(rows), dtype=numpy.int64), lengths)
+        offsets = numpy.arange(len(pos), dtype=numpy.int64) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
+        return pos, numpy.asarray(idx[numpy.repeat(start, lengths) + offsets], dtype=numpy.int64)
+
+    def _row_csr(self) -> Tuple[str, numpy.ndarray, numpy.ndarray]:
+        if self._csr[0] != self.kb.checksum:  # built once; again only after kb.add_alias
+            self._csr = (self.kb.checksum, *self.kb.row_concept_csr())
+        return self._csr
+
+    def _check_queries(self, vectors: numpy.ndarray) -> numpy.ndarray:
+        vectors = numpy.asarray(vectors)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise ConfigError(Errors.E110.format(shape=list(vectors.shape), dim=self.dim))
+        return numpy.ascontiguousarray(vectors, dtype=numpy.float32)
+
+    # ---- filters ------------------------------------------------------------------------
+    def known_types(self) -> frozenset:
+        if self._known_types is None:
+            self._known_types = frozenset(self.kb.all_types())
+        return self._known_types
+
+    def check_types(self, semantic_types: Collection[str]) -> None:
+        known = self.known_types()
+        unknown = sorted(set(semantic_types) - known)
+        if unknown:
+            raise ConfigError(Errors.E113.format(unknown=unknown, known=sorted(known)[:20]))
+
+    def _filter(self, semantic_types: Optional[Collection[str]], require_definition: bool
+                ) -> Tuple[Optional[numpy.ndarray], Optional[numpy.ndarray]]:
+        """``(row mask, concept mask)`` of a filter (None, None without one), from the KB's
+        vectorised masks: no Python call per concept or row."""
+        if not semantic_types and not require_definition:
+            return None, None
+        key = (self.kb.checksum, frozenset(semantic_types or ()), bool(require_definition))
+        if key not in self._masks:
+            kb, wanted = self.kb, key[1]
+            cmask = numpy.ones(len(kb), dtype=bool)
+            if wanted:
+                self.check_types(wanted)
+                cmask &= kb.concept_type_mask(wanted)
+            if require_definition:
+                cmask &= kb.concept_definition_mask()
+            _, ptr, idx = self._row_csr()
+            hits = numpy.concatenate([[0], numpy.cumsum(cmask[numpy.asarray(idx)].astype(numpy.int64))])
+            row_mask = (hits[numpy.asarray(ptr[1:])] - hits[numpy.asarray(ptr[:-1])]) > 0
+            self._masks = {k: v for k, v in self._masks.items() if k[0] == key[0]}
+            self._masks[key] = (row_mask, cmask)
+        return self._masks[key]
+
+    # ---- compatibility and serialisation ------------------------------------------------
+    def check_compatible(self, enc: Any, *, path: Any = "<memory>") -> None:
+        """Raise :class:`IncompatibleError` unless ``enc`` is the encoder this index was built with."""
+        for field, value in (("encoder_fingerprint", enc.fingerprint), ("dim", int(enc.dim)),
+                             ("pooling", enc.pooling), ("max_length", int(enc.max_length))):
+            if self.meta.get(field) != value:
+                raise IncompatibleError(Errors.E108.format(path=path, field=field,
+                                                           index_value=self.meta.get(field), encoder_value=value))
+
+    def to_disk(self, path: PathLike) -> None:
+        """Write the data files, then ``index_meta.json`` (with each file's size and hashes) last."""
+        path = ensure_path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        files = self._backend.save(path)
+        known = self.meta.get("files", {})
+        if self.path is not None and all(known.get(f, {}).get("sha256") for f in files) and self.kind == "compact":
+            records = {f: known[f] for f in files}  # linked/copied from the folder it was loaded from
+        else:
+            records = file_records(path, files)
+        meta = dict(self.meta, kind=self.kind, file=files[0], file_size=records[files[0]]["size"], files=records)
+        with atomic_write(path / META_FILE) as fh:
+            json.dump(meta, fh, indent=2, sort_keys=True)
+
+    @classmethod
+    def read_meta(cls, path: PathLike) -> Dict[str, Any]:
+        path = ensure_path(path)
+        meta_path = path / META_FILE
+        if not meta_path.exists():
+            raise MissingInputError(Errors.E107.format(path=meta_path, reason="no such file"))
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf8"))
+            meta["kind"], meta["dim"], meta["n_names"], meta["file"], meta["file_size"]  # noqa: B018
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+            raise MissingInputError(Errors.E107.format(path=meta_path, reason=f"unreadable metadata: {err}")) from err
+        if meta["kind"] not in _BACKENDS:
+            raise MissingInputError(Errors.E107.format(path=meta_path, reason=f"unknown index kind {meta['kind']!r}"))
+        if "files" not in meta:  # format 1: one data file, its size recorded
+            meta["files"] = {meta["file"]: {"size": int(meta["file_size"])}}
+        return meta
+
+    @classmethod
+    def verify(cls, path: PathLike, *, full: bool = True) -> Dict[str, Any]:
+        """Check the data files of the index folder at ``path`` against ``index_meta.json`` (full
+        sha256 with ``full``, else sizes and sampled hashes); raise a coded error naming the damaged file."""
+        path = ensure_path(path)
+        meta = cls.read_meta(path)
+        check_files(path, meta["files"], full=full, what="index")
+        return meta
+
+    @classmethod
+    def from_disk(cls, path: PathLike, kb: Any, *, ef_search: Optional[int] = None) -> "ConceptIndex":
+        """Load an index written by :meth:`to_disk`; refuse it if it was built for another KB or a
+        data file does not match its record (size and sampled hash). The compact index is memory-mapped."""
+        path = ensure_path(path)
+        meta = cls.read_meta(path)
+        if meta.get("kb_checksum") != kb.checksum or int(meta["n_names"]) != len(kb.names):
+            raise IncompatibleError(Errors.E109.format(path=path, index_value=meta.get("kb_checksum"),
+                                                       kb_value=kb.checksum, index_size=meta["n_names"],
+                                                       kb_size=len(kb.names)))
+        check_files(path, meta["files"], full=False, what="index")
+        backend = _BACKENDS[meta["kind"]].load(path, meta)
+        index = cls(kb, meta, backend=backend)
+        index.path = path
+        if ef_search is not None:
+            index.set_ef(ef_search)
+        return index
+
+
+def _float16_buffer(work_dir: Optional[PathLike], n: int, dim: int) -> numpy.ndarray:
+    """Where a compact build collects the name vectors: a memory-mapped float16 file in ``work_dir``
+    (kept for resuming), else RAM."""
+    if work_dir is None:
+        return numpy.empty((n, dim), dtype=numpy.float16)
+    work = ensure_path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    return numpy.lib.format.open_memmap(work / "vectors.f16.npy", mode="w+", dtype=numpy.float16, shape=(n, dim))
+
+
+__all__ = ["ConceptIndex", "choose_kind", "EXACT_MAX_NAMES", "COMPACT_MIN_NAMES", "KINDS", "DEFAULT_M",
+           "DEFAULT_EF_CONSTRUCTION", "DEFAULT_EF_SEARCH", "META_FILE", "HNSW_FILE", "VECTORS_FILE"]

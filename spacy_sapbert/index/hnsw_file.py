@@ -1,0 +1,100 @@
+"""Validate an hnswlib index file before hnswlib loads it.
+
+hnswlib (0.8) trusts its file: a neighbour id out of range loads fine and segfaults at the first
+query, and damaged vector bytes give "cosine" scores in the thousands. :func:`check_hnsw_file` reads
+the file's layout (hnswlib's ``HierarchicalNSW::saveIndex``: a 96-byte header, the level-0 block of
+``cur_element_count`` fixed-size elements — link count, ``maxM0`` neighbour ids, the vector, the
+label — then, per element, the size and bytes of its upper-level link lists) through a memory map,
+vectorised per 64k elements, and raises a coded error naming the file on the first inconsistency.
+"""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy
+
+from ..errors import Errors, MissingInputError
+
+_HEADER = struct.Struct("<QQQQQQiIQQQdQ")  # offsetLevel0 .. ef_construction: 96 bytes
+_CHUNK = 65_536
+_NORM_TOLERANCE = 1e-2
+
+
+def _bad(path: Path, reason: str) -> MissingInputError:
+    return MissingInputError(Errors.E107.format(path=path, reason=f"damaged hnsw file: {reason}"))
+
+
+def check_hnsw_file(path: Path, *, n: int, dim: int) -> None:
+    """Raise :class:`MissingInputError` unless ``path`` is a well-formed hnswlib file of ``n`` unit
+    vectors of ``dim`` floats whose labels are ``0..n-1`` and whose neighbour ids are all in range."""
+    size = path.stat().st_size
+    if size < _HEADER.size:
+        raise _bad(path, f"{size} bytes, shorter than the header")
+    raw = numpy.memmap(path, dtype=numpy.uint8, mode="r")
+    (offset0, _max_elements, count, per_element, label_offset, data_offset, max_level, entry, max_m,
+     max_m0, _m, _mult, _efc) = _HEADER.unpack_from(raw[: _HEADER.size].tobytes())
+    links0 = 4 * (max_m0 + 1)
+    if count != n:
+        raise _bad(path, f"{count} elements, expected {n}")
+    if (offset0 != 0 or data_offset != links0 or label_offset != links0 + 4 * dim
+            or per_element != label_offset + 8 or not 0 < max_m0 < 4096 or not 0 < max_m <= max_m0):
+        raise _bad(path, "inconsistent header (layout, dimension or graph degree)")
+    if not 0 <= max_level < 64 or (n and entry >= n):
+        raise _bad(path, f"entry point {entry} / top level {max_level} out of range")
+    level0_end = _HEADER.size + n * per_element
+    if size < level0_end:
+        raise _bad(path, f"truncated: {size} bytes, the level-0 block alone needs {level0_end}")
+    block = raw[_HEADER.size: level0_end]
+    labels_seen = numpy.zeros(n, dtype=bool)
+    for start in range(0, n, _CHUNK):
+        stop = min(n, start + _CHUNK)
+        elems = block[start * per_element: stop * per_element].reshape(stop - start, per_element)
+        words = elems[:, :links0].view(numpy.uint32)
+        counts = words[:, 0] & 0xFFFF
+        if (counts > max_m0).any():
+            raise _bad(path, "a level-0 link count exceeds the graph degree")
+        used = numpy.arange(max_m0)[None, :] < counts[:, None]
+        if (words[:, 1:][used] >= n).any():
+            raise _bad(path, "a level-0 neighbour id is out of range")
+        vecs = elems[:, data_offset:label_offset].view(numpy.float32)
+        norms = numpy.sqrt(numpy.einsum("ij,ij->i", vecs.astype(numpy.float64), vecs.astype(numpy.float64)))
+        if not numpy.isfinite(norms).all() or (numpy.abs(norms - 1.0) > _NORM_TOLERANCE).any():
+            raise _bad(path, "a stored vector is not unit length")
+        labels = elems[:, label_offset:per_element].view(numpy.uint64).ravel()
+        if (labels >= n).any():
+            raise _bad(path, "a label is out of range")
+        labels_seen[labels.astype(numpy.int64)] = True
+    if not labels_seen.all():
+        raise _bad(path, "labels are not the rows 0..n-1")
+    _check_upper_levels(path, raw, level0_end, size, n, max_m)
+
+
+def _check_upper_levels(path: Path, raw: numpy.memmap, pos: int, size: int, n: int, max_m: int) -> None:
+    per_level = 4 * (max_m + 1)
+    buf = memoryview(raw)
+    unpack = struct.Struct("<I").unpack_from
+    lists = []
+    for _ in range(n):
+        if pos + 4 > size:
+            raise _bad(path, "truncated in the upper-level links")
+        (nbytes,) = unpack(buf, pos)
+        pos += 4
+        if nbytes:
+            if nbytes % per_level or pos + nbytes > size:
+                raise _bad(path, "an upper-level link list has a bad size")
+            lists.append((pos, nbytes))
+            pos += nbytes
+    if pos != size:
+        raise _bad(path, f"{size - pos} unexpected bytes after the last element")
+    for start, nbytes in lists:
+        words = numpy.frombuffer(buf[start: start + nbytes], dtype=numpy.uint32).reshape(-1, max_m + 1)
+        counts = words[:, 0] & 0xFFFF
+        if (counts > max_m).any():
+            raise _bad(path, "an upper-level link count exceeds the graph degree")
+        used = numpy.arange(max_m)[None, :] < counts[:, None]
+        if (words[:, 1:][used] >= n).any():
+            raise _bad(path, "an upper-level neighbour id is out of range")
+
+
+__all__ = ["check_hnsw_file"]

@@ -1,0 +1,254 @@
+"""The compact index (usearch int8 candidates + float16 re-scoring, memory-mapped), kind selection,
+vectorised filters, file records, and the hnsw file check."""
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy
+import pytest
+
+from spacy_sapbert.errors import ConfigError, MissingInputError
+from spacy_sapbert.index import META_FILE, ConceptIndex, choose_kind
+from spacy_sapbert.index.compact import GRAPH_FILE, VECTORS_F16_FILE
+from spacy_sapbert.kb import Concept, KnowledgeBase
+
+DIM = 32
+N_CENTRES = 300
+
+
+class _Enc:
+    """The fields an index checks its queries against (no model needed to index given vectors)."""
+    fingerprint = "synthetic"
+    dim = DIM
+    pooling = "cls"
+    max_length = 25
+    name = "synthetic"
+
+
+def _unit(arr):
+    arr = numpy.asarray(arr, dtype=numpy.float32)
+    return arr / numpy.linalg.norm(arr, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def clustered():
+    """6,000 names of 1,200 concepts around 300 centres (near-duplicate concepts), types by concept."""
+    rng = numpy.random.default_rng(5)
+    centres = rng.normal(size=(N_CENTRES, DIM))
+    concepts = []
+    for c in range(1200):
+        names = [f"n{c}_{j}" for j in range(5)]
+        types = ("T1",) if c % 10 == 0 else ("T2",)
+        definition = "defined" if c % 3 == 0 else ""
+        concepts.append(Concept(f"C{c:05d}", names[0], tuple(names[1:]), types, definition))
+    kb = KnowledgeBase.from_concepts(concepts)
+    owner = numpy.array([int(n[1:].split("_")[0]) for n in kb.names])
+    vectors = _unit(centres[owner % N_CENTRES] + 0.45 * rng.normal(size=(len(owner), DIM)))
+    queries = _unit(centres[rng.integers(0, N_CENTRES, 200)] + 0.45 * rng.normal(size=(200, DIM)))
+    return kb, vectors, queries
+
+
+def test_choose_kind_by_size_and_by_request():
+    assert choose_kind(100) == "exact"
+    assert choose_kind(100_000) == "hnsw"
+    assert choose_kind(5_000_000) == "compact"
+    assert choose_kind(100, "compact") == "compact"
+    assert choose_kind(5_000_000, exact=False) == "hnsw"
+    with pytest.raises(ConfigError, match="SB-E124"):
+        choose_kind(100, "faiss")
+
+
+def test_compact_matches_exact_search_on_clustered_data(clustered):
+    kb, vectors, queries = clustered
+    exact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")
+    compact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False)
+    assert compact.kind == "compact"
+    got, want = compact.search(queries, 5), exact.search(queries, 5)
+    top1 = numpy.mean([g[0][0] == w[0][0] for g, w in zip(got, want)])
+    recall5 = numpy.mean([len({c for c, _ in g} & {c for c, _ in w}) / 5 for g, w in zip(got, want)])
+    assert top1 >= 0.99 and recall5 >= 0.99
+    # scores are exact inner products of the float16-rounded stored vectors, not int8 estimates
+    for g, w in zip(got[:20], want[:20]):
+        if g[0][0] == w[0][0]:
+            assert abs(g[0][1] - w[0][1]) < 2e-3
+
+
+def test_compact_filters_equal_exact_filters(clustered):
+    kb, vectors, queries = clustered
+    exact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")
+    compact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False)
+    for kwargs in ({"semantic_types": ["T1"]}, {"require_definition": True},
+                   {"semantic_types": ["T1"], "require_definition": True}):
+        got, want = compact.search(queries, 5, **kwargs), exact.search(queries, 5, **kwargs)
+        types = {c: kb.cui_to_entity[c] for r in got for c, _ in r}
+        for r in got:
+            for cid, _ in r:
+                ent = types[cid]
+                assert "T1" in ent.types or "semantic_types" not in kwargs
+                assert ent.definition or not kwargs.get("require_definition")
+        agree = numpy.mean([[c for c, _ in g] == [c for c, _ in w] for g, w in zip(got, want)])
+        assert agree >= 0.97, kwargs
+
+
+def test_filtered_search_over_fetches_when_many_rows_are_allowed(clustered, monkeypatch):
+    """Above EXACT_FILTER_ROWS allowed rows the graph is searched deeper and masked."""
+    from spacy_sapbert.index import compact as compact_module
+
+    kb, vectors, queries = clustered
+    monkeypatch.setattr(compact_module, "EXACT_FILTER_ROWS", 10)
+    exact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")
+    compact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False)
+    got = compact.search(queries, 5, semantic_types=["T1"])
+    want = exact.search(queries, 5, semantic_types=["T1"])
+    agree = numpy.mean([g[0][0] == w[0][0] for g, w in zip(got, want)])
+    assert agree >= 0.97
+    assert all(kb.cui_to_entity[c].types == ("T1",) for r in got for c, _ in r)
+
+
+def test_filters_equal_the_per_concept_definition_on_the_hand_kb():
+    """The vectorised masks select exactly the concepts a per-concept check selects."""
+    concepts = [Concept("A1", "alpha", ("shared",), ("T1",), "has one"), Concept("A2", "beta", ("shared",), ("T2",)),
+                Concept("A3", "gamma", (), ("T1", "T2"))]
+    kb = KnowledgeBase.from_concepts(concepts)
+    vectors = _unit(numpy.eye(len(kb.names), DIM) + 0.01)
+    index = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")
+    row_mask, cmask = index._filter(["T1"], False)
+    assert [kb.concept_ids[i] for i in numpy.flatnonzero(cmask)] == ["A1", "A3"]
+    assert [kb.names[i] for i in numpy.flatnonzero(row_mask)] == ["alpha", "gamma", "shared"]
+    row_mask, cmask = index._filter(["T2"], True)
+    assert not cmask.any() and not row_mask.any()
+    assert index.search(vectors[:1], 3, semantic_types=["T2"], require_definition=True) == [[]]
+
+
+def test_compact_round_trip_is_memory_mapped(clustered, tmp_path):
+    kb, vectors, queries = clustered
+    index = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False)
+    index.to_disk(tmp_path / "ix")
+    meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
+    assert meta["kind"] == "compact" and set(meta["files"]) == {VECTORS_F16_FILE, GRAPH_FILE}
+    back = ConceptIndex.from_disk(tmp_path / "ix", kb)
+    assert back.kind == "compact"
+    assert isinstance(back._backend._X, numpy.memmap)
+    assert back.search(queries[:50], 5) == index.search(queries[:50], 5)
+    numpy.testing.assert_allclose(back.name_vectors([0, 7]), vectors[[0, 7]], atol=2e-3)
+
+
+def _mapped_rss_kb(path):
+    """Resident kB of the mappings of ``path`` in this process (from /proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps", encoding="utf8") as fh:
+        for line in fh:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5:
+                inside = parts[-1] == str(path)
+            elif inside and parts[0] == "Rss:":
+                total += int(parts[1])
+    return total
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs Linux /proc")
+def test_loading_does_not_read_the_vector_file(tmp_path):
+    """8 MB of float16 vectors: after from_disk, (almost) none of it is resident; a query pages in little."""
+    rng = numpy.random.default_rng(0)
+    n, dim = 16_384, 256
+    concepts = [Concept(f"C{i:06d}", f"name {i}") for i in range(n)]
+    kb = KnowledgeBase.from_concepts(concepts)
+    enc = type("E", (_Enc,), {"dim": dim})()
+    vectors = _unit(rng.normal(size=(n, dim)))
+    ConceptIndex.from_vectors(kb, vectors, enc, kind="compact", show_progress=False).to_disk(tmp_path / "ix")
+    import os
+
+    vfile = (tmp_path / "ix" / VECTORS_F16_FILE).resolve()
+    with open(vfile, "rb") as fh:  # drop the file's pages from the page cache (no root needed)
+        os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    back = ConceptIndex.from_disk(tmp_path / "ix", kb)
+    size_kb = vfile.stat().st_size // 1024
+    assert _mapped_rss_kb(vfile) < size_kb * 0.2
+    back.search(vectors[:4], 5)
+    assert _mapped_rss_kb(vfile) < size_kb * 0.5
+
+
+def test_damaged_compact_files_give_coded_errors(clustered, tmp_path):
+    kb, vectors, _ = clustered
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False).to_disk(tmp_path / "ix")
+    for name in (VECTORS_F16_FILE, GRAPH_FILE):
+        path = tmp_path / "ix" / name
+        good = path.read_bytes()
+        path.write_bytes(good[: len(good) // 2])
+        with pytest.raises(MissingInputError, match="SB-E126.*size"):
+            ConceptIndex.from_disk(tmp_path / "ix", kb)
+        flipped = bytearray(good)
+        flipped[len(good) // 2: len(good) // 2 + 64] = b"\xff" * 64
+        path.write_bytes(bytes(flipped))
+        with pytest.raises(MissingInputError, match="SB-E126"):
+            ConceptIndex.verify(tmp_path / "ix")
+        path.write_bytes(good)
+    ConceptIndex.verify(tmp_path / "ix")
+    (tmp_path / "ix" / GRAPH_FILE).unlink()
+    with pytest.raises(MissingInputError, match="SB-E107.*no such file"):
+        ConceptIndex.from_disk(tmp_path / "ix", kb)
+
+
+def test_damaged_vectors_are_caught_at_query_time_when_records_are_bypassed(clustered, tmp_path):
+    """Even with matching records (say, rewritten by hand), out-of-range scores are refused, not returned."""
+    kb, vectors, queries = clustered
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False).to_disk(tmp_path / "ix")
+    X = numpy.load(tmp_path / "ix" / VECTORS_F16_FILE, mmap_mode="r+")
+    X[:] = X * 30
+    X.flush()
+    del X
+    meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
+    meta.pop("files")
+    (tmp_path / "ix" / META_FILE).write_text(json.dumps(meta))
+    back = ConceptIndex.from_disk(tmp_path / "ix", kb)
+    with pytest.raises(MissingInputError, match="SB-E107.*not unit length"):
+        back.search(queries[:5], 5)
+
+
+def test_from_vectors_refuses_a_shape_that_does_not_match_the_kb(clustered):
+    kb, vectors, _ = clustered
+    with pytest.raises(ConfigError, match="SB-E125"):
+        ConceptIndex.from_vectors(kb, vectors[:-1], _Enc(), kind="compact")
+    with pytest.raises(ConfigError, match="SB-E124"):
+        ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", candidate_dtype="b1")
+
+
+def _hnsw_folder(clustered, tmp_path):
+    kb, vectors, _ = clustered
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="hnsw", show_progress=False).to_disk(tmp_path / "h")
+    meta = json.loads((tmp_path / "h" / META_FILE).read_text())
+    meta.pop("files")  # a format-1 index (no hashes): only the file check stands between hnswlib and the bytes
+    (tmp_path / "h" / META_FILE).write_text(json.dumps(meta))
+    return kb, tmp_path / "h" / meta["file"]
+
+
+@pytest.mark.parametrize("damage", ["neighbour", "vector", "label"])
+def test_damaged_hnsw_file_is_refused_before_hnswlib_reads_it(clustered, tmp_path, damage):
+    kb, path = _hnsw_folder(clustered, tmp_path)
+    raw = bytearray(path.read_bytes())
+    header = struct.unpack_from("<QQQQQQiIQQQdQ", raw, 0)
+    per_element, label_offset, data_offset = header[3], header[4], header[5]
+    elem = 96 + 17 * per_element
+    if damage == "neighbour":
+        struct.pack_into("<I", raw, elem, 1)  # one link ...
+        struct.pack_into("<I", raw, elem + 4, 10 ** 8)  # ... to a node that does not exist
+    elif damage == "vector":
+        struct.pack_into("<f", raw, elem + data_offset, 19.0)
+    else:
+        struct.pack_into("<Q", raw, elem + label_offset, 10 ** 9)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(MissingInputError, match="SB-E107.*damaged hnsw file"):
+        ConceptIndex.from_disk(path.parent, kb)
+
+
+def test_truncated_hnsw_file_is_refused(clustered, tmp_path):
+    kb, path = _hnsw_folder(clustered, tmp_path)
+    raw = path.read_bytes()
+    meta = json.loads((path.parent / META_FILE).read_text())
+    for cut in (50, len(raw) // 2, len(raw) - 3):
+        path.write_bytes(raw[:cut])
+        meta["file_size"] = cut
+        (path.parent / META_FILE).write_text(json.dumps(meta))
+        with pytest.raises(MissingInputError, match="SB-E107.*damaged hnsw file"):
+            ConceptIndex.from_disk(path.parent, kb)

@@ -1,0 +1,135 @@
+"""KB and index outside the pipeline (resources = "outside"): pointer, lookup, checks, packaging."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import spacy
+from spacy.tokens import Span
+
+from spacy_sapbert.errors import ConfigError, MissingInputError
+from spacy_sapbert.kb import Concept, KnowledgeBase
+from spacy_sapbert.linking import create_pipeline
+from spacy_sapbert.resources import ENV_VAR, POINTER_FILE
+
+CONCEPTS = [Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
+            Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",))]
+
+
+def _link(nlp):
+    doc = nlp.make_doc("grippe and aspirin")
+    doc.ents = [Span(doc, 0, 1, "D"), Span(doc, 2, 3, "C")]
+    doc = nlp.get_pipe("sapbert_linker")(doc)
+    return [list(e._.kb_ents) for e in doc.ents]
+
+
+@pytest.fixture()
+def made(tiny_bert_path, tmp_path):
+    kb_dir = tmp_path / "kb"
+    KnowledgeBase.from_concepts(CONCEPTS).to_disk(kb_dir)
+    config = {"device": "cpu", "pooling": "mean", "threshold": -1.0, "runtime": "torch"}
+    inside = create_pipeline(tmp_path / "inside", kb_path=kb_dir, model=str(tiny_bert_path), config=config,
+                             show_progress=False)
+    create_pipeline(tmp_path / "outside", kb_path=kb_dir, model=str(tiny_bert_path), config=config,
+                    show_progress=False, kind="compact", resources_dir=tmp_path / "res" / "tiny_res")
+    return tmp_path, _link(inside)
+
+
+def test_outside_pipeline_holds_a_pointer_and_loads_through_the_environment(made, monkeypatch):
+    tmp_path, expected = made
+    linker_dir = tmp_path / "outside" / "sapbert_linker"
+    assert (linker_dir / POINTER_FILE).exists() and (linker_dir / "encoder").is_dir()
+    assert not (linker_dir / "kb").exists() and not (linker_dir / "index").exists()
+    pointer = json.loads((linker_dir / POINTER_FILE).read_text())
+    assert pointer["name"] == "tiny_res" and pointer["index_kind"] == "compact"
+    for root in (tmp_path / "res", tmp_path / "res" / "tiny_res"):  # the parent, or the folder itself
+        monkeypatch.setenv(ENV_VAR, str(root))
+        nlp = spacy.load(tmp_path / "outside")
+        got = _link(nlp)
+        assert [[c for c, _ in e] for e in got] == [[c for c, _ in e] for e in expected]
+        assert [s for e in got for _, s in e] == pytest.approx([s for e in expected for _, s in e], abs=2e-3)
+    # saving the loaded pipeline again writes the pointer, not the data
+    nlp.to_disk(tmp_path / "again")
+    assert not (tmp_path / "again" / "sapbert_linker" / "index").exists()
+    monkeypatch.delenv(ENV_VAR)
+    nlp = spacy.load(tmp_path / "again", config={"components": {"sapbert_linker": {
+        "resources_path": str(tmp_path / "res" / "tiny_res")}}})
+    assert _link(nlp)[0][0][0] == expected[0][0][0]
+
+
+def test_missing_or_mismatched_resources_are_coded_errors(made, monkeypatch, tiny_bert_path):
+    tmp_path, _ = made
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    with pytest.raises(MissingInputError, match=f"SB-E127.*{ENV_VAR}"):
+        spacy.load(tmp_path / "outside")
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "nowhere"))
+    with pytest.raises(MissingInputError, match="SB-E127.*tried"):
+        spacy.load(tmp_path / "outside")
+    # another KB's resources under the same name: refused, naming what differs
+    other_kb = tmp_path / "kb2"
+    KnowledgeBase.from_concepts(CONCEPTS[:1]).to_disk(other_kb)
+    create_pipeline(tmp_path / "p2", kb_path=other_kb, model=str(tiny_bert_path), show_progress=False,
+                    config={"device": "cpu", "runtime": "torch"}, resources_dir=tmp_path / "res2" / "tiny_res")
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "res2"))
+    with pytest.raises(MissingInputError, match="SB-E128.*KB checksum"):
+        spacy.load(tmp_path / "outside")
+
+
+def test_outside_without_a_resources_folder_is_refused(tiny_bert_path, tmp_path):
+    kb_dir = tmp_path / "kb"
+    KnowledgeBase.from_concepts(CONCEPTS).to_disk(kb_dir)
+    nlp = spacy.blank("en")
+    linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu",
+                                                    "resources": "outside", "runtime": "torch"})
+    linker.initialize(kb_path=str(kb_dir), show_progress=False)
+    with pytest.raises(ConfigError, match="SB-E130"):
+        nlp.to_disk(tmp_path / "p")
+    with pytest.raises(ConfigError, match="SB-E129"):
+        linker.export_resources(tmp_path / "bad name!")
+    with pytest.raises(ConfigError, match="SB-E124"):
+        spacy.blank("en").add_pipe("sapbert_linker", config={"resources": "elsewhere"})
+
+
+def _run(args, **kwargs):
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300, **kwargs)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return result
+
+
+@pytest.mark.slow
+def test_spacy_package_of_an_outside_pipeline_is_small_and_loads_installed(made):
+    """The wheel holds the encoder and the pointer; the installed package finds the resources through
+    SPACY_SAPBERT_RESOURCES."""
+    import zipfile
+
+    tmp_path, expected = made
+    nlp_dir = tmp_path / "outside"
+    meta = json.loads((nlp_dir / "meta.json").read_text())
+    meta.update({"name": "outpkg", "version": "0.0.1"})
+    (nlp_dir / "meta.json").write_text(json.dumps(meta))
+    (tmp_path / "packages").mkdir()
+    # `spacy package` loads the pipeline: the resources must be reachable there too
+    _run([sys.executable, "-m", "spacy", "package", str(nlp_dir), str(tmp_path / "packages"), "--name", "outpkg",
+          "--version", "0.0.1", "--build", "none"], env=dict(os.environ, **{ENV_VAR: str(tmp_path / "res")}))
+    pkg_dir = tmp_path / "packages" / "en_outpkg-0.0.1"
+    _run([sys.executable, "-m", "build", "--no-isolation", "--wheel"], cwd=pkg_dir)
+    wheel = next((pkg_dir / "dist").glob("*.whl"))
+    members = zipfile.ZipFile(wheel).namelist()
+    assert any(m.endswith("sapbert_linker/" + POINTER_FILE) for m in members)
+    assert not any("/sapbert_linker/index/" in m or "/sapbert_linker/kb/" in m for m in members)
+    target = tmp_path / "site"
+    _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target), str(wheel)])
+    code = ("import json, spacy\nfrom spacy.tokens import Span\nnlp = spacy.load('en_outpkg')\n"
+            "doc = nlp.make_doc('grippe and aspirin')\ndoc.ents = [Span(doc, 0, 1, 'D'), Span(doc, 2, 3, 'C')]\n"
+            "doc = nlp.get_pipe('sapbert_linker')(doc)\nprint(json.dumps([e.kb_id_ for e in doc.ents]))\n")
+    env = dict(os.environ, PYTHONPATH=str(target), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               **{ENV_VAR: str(tmp_path / "res")})
+    out = _run([sys.executable, "-c", code], env=env, cwd=tmp_path)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [e[0][0] for e in expected]
+    env.pop(ENV_VAR)
+    failed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                            timeout=300)
+    assert failed.returncode != 0 and "SB-E127" in failed.stderr
