@@ -2,6 +2,7 @@
 no partial output), usage errors print click's usage line and exit 2, never a traceback."""
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -89,6 +90,21 @@ def test_a_keyboard_interrupt_raised_by_a_library_also_exits_130(monkeypatch, ca
     assert code == 130
     assert err.strip() == ("[SB-E500] Interrupted by SIGINT; no index written; the encoded chunks are kept in the "
                            "work folder, rerun to resume.")
+
+
+@pytest.mark.parametrize("output,kept", [([], "the JSON lines printed so far cover only part of the input"),
+                                         (["-o", "out.jsonl"], "nothing written (outputs are replaced only when complete)")])
+def test_an_interrupted_link_says_whether_its_output_is_partial(monkeypatch, capsys, tmp_path, output, kept):
+    def interrupted_load(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(10)
+
+    monkeypatch.setattr("spacy_sapbert.linking.load_linking_nlp", interrupted_load)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"flu\n")))
+    monkeypatch.chdir(tmp_path)
+    code, err = _run_main(monkeypatch, capsys, "link", str(tmp_path), *output)
+    assert code == 130 and err.strip() == f"[SB-E500] Interrupted by SIGINT; {kept}."
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("argv,expected", [

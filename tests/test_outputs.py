@@ -176,14 +176,11 @@ def test_an_output_under_a_regular_file_is_a_coded_error(tmp_path):
     assert somefile.read_text() == "x"
 
 
-def test_an_output_may_not_hold_or_be_an_input(tmp_path):
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    source = folder / "in.obo"
+def test_an_output_may_not_be_an_input_but_may_share_a_name_with_a_hub_id(tmp_path):
+    source = tmp_path / "in.obo"
     source.write_text("x")
     with pytest.raises(ConfigError, match=r"SB-E503.*in\.obo"):
-        check_output(folder, overwrite=True, inputs=[("the source", source)])
-    with pytest.raises(ConfigError, match="SB-E503"):
         check_output(source, folder=False, inputs=[("the source", source)])
-    # inputs elsewhere, or not on disk (a hub id), are fine
+    with pytest.raises(ConfigError, match="SB-E503"):
+        check_output(tmp_path, overwrite=True, inputs=[("the source", source)])
     check_output(tmp_path / "new", inputs=[("the source", source), ("the model", "org/model")])

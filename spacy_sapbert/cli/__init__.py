@@ -40,7 +40,10 @@ def _command_name(argv: List[str]) -> Optional[str]:
 
 
 def _exit_interrupted(signum: int, argv: List[str]) -> NoReturn:
-    kept = KEPT.get(_command_name(argv) or "", NOTHING_WRITTEN)
+    command = _command_name(argv) or ""
+    kept = KEPT.get(command, NOTHING_WRITTEN)
+    if command == "link" and not any(a in ("-o", "--output") or a.startswith(("-o", "--output=")) for a in argv):
+        kept = "the JSON lines printed so far cover only part of the input"
     print(Errors.E500.format(signal=signal.Signals(signum).name, kept=kept), file=sys.stderr)
     sys.exit(128 + signum)
 
