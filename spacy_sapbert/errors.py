@@ -267,7 +267,8 @@ class Errors(metaclass=_CodedMessages):
             "brings its own encoder and KB. Drop the option(s), or link an index folder.")
     E509 = ("Another spacy-sapbert process is using the work folder '{path}' (it holds the lock '{lock}'). Wait for "
             "it to finish, or pass another --work-dir.")
-    E510 = ("Cannot write in '{path}' ({reason}). Check the folder's permissions, or choose another output.")
+    E510 = ("Cannot write '{path}' ({reason}). Check the path and its folder's permissions, or choose another "
+            "output.")
 
 
 __all__ = [

@@ -87,14 +87,19 @@ def output_lock(path: Path) -> FileLock:
 
 
 def check_parent(path: PathLike) -> None:
-    """E505 when an existing parent of ``path`` is a file (``-o somefile/sub``)."""
-    for parent in Path(path).parents:
-        if parent.exists():
-            if not parent.is_dir():
+    """E505 when an existing parent of ``path`` is a file (``-o somefile/sub``); E510 for a path the
+    system refuses (a name too long, no permission to look)."""
+    try:
+        Path(path).exists()
+        for parent in Path(path).parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise ConfigError(Errors.E505.format(path=path, parent=parent))
+                return
+            if parent.is_symlink():  # a dangling link: mkdir would fail on it
                 raise ConfigError(Errors.E505.format(path=path, parent=parent))
-            return
-        if parent.is_symlink():  # a dangling link: mkdir would fail on it
-            raise ConfigError(Errors.E505.format(path=path, parent=parent))
+    except OSError as err:
+        raise ConfigError(Errors.E510.format(path=path, reason=err.strerror or err)) from None
 
 
 def check_replaceable(path: Path, *, warn: bool = True) -> None:

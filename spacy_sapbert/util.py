@@ -96,7 +96,10 @@ def atomic_dir(path: PathLike, *, overwrite: bool = False) -> Iterator[Path]:
 
     path = ensure_path(path)
     check_parent(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(Errors.E510.format(path=path.parent, reason=err.strerror or err)) from None
     with output_lock(path):
         recover(path)
         if path.exists() or path.is_symlink():

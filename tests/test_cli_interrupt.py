@@ -92,6 +92,23 @@ def test_a_keyboard_interrupt_raised_by_a_library_also_exits_130(monkeypatch, ca
                            "work folder, rerun to resume.")
 
 
+def test_a_signal_the_caller_ignores_stays_ignored(monkeypatch, capsys, tmp_path):
+    def ignored_signal(path):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        return [tmp_path]
+
+    monkeypatch.setattr("spacy_sapbert.linking.export_onnx_dir", ignored_signal)
+    monkeypatch.setattr("sys.argv", ["spacy-sapbert", "export-onnx", str(tmp_path)])
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as for `spacy-sapbert ... &` in a script
+    try:
+        main()  # finishes: no SystemExit
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "ONNX export written to" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("output,kept", [([], "the JSON lines printed so far cover only part of the input"),
                                          (["-o", "out.jsonl"], "nothing written (outputs are replaced only when complete)")])
 def test_an_interrupted_link_says_whether_its_output_is_partial(monkeypatch, capsys, tmp_path, output, kept):

@@ -184,3 +184,12 @@ def test_an_output_may_not_be_an_input_but_may_share_a_name_with_a_hub_id(tmp_pa
     with pytest.raises(ConfigError, match="SB-E503"):
         check_output(tmp_path, overwrite=True, inputs=[("the source", source)])
     check_output(tmp_path / "new", inputs=[("the source", source), ("the model", "org/model")])
+
+
+def test_an_output_that_cannot_be_created_is_a_coded_error(tmp_path):
+    (tmp_path / ".out.lock").mkdir()  # the lock file cannot be opened (as a permission error would do)
+    with pytest.raises(ConfigError, match=r"SB-E510.*Is a directory"):
+        _write(tmp_path / "out", "x")
+    with pytest.raises(ConfigError, match=r"SB-E510.*File name too long"):
+        _write(tmp_path / ("x" * 300) / "out", "x")
+    assert not (tmp_path / "out").exists()

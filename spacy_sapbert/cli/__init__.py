@@ -62,7 +62,9 @@ def main() -> None:
         package_logger.addHandler(handler)
     package_logger.setLevel(os.environ.get("SPACY_SAPBERT_LOG_LEVEL", "INFO").upper())
     argv = sys.argv[1:]
-    previous = {signum: signal.signal(signum, _raise_interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
+    # A signal the caller ignores (SIGINT for `cmd &` in a script, `nohup`) stays ignored.
+    previous = {signum: signal.signal(signum, _raise_interrupted) for signum in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         status = app(standalone_mode=False)
     except Interrupted as err:
