@@ -142,3 +142,27 @@ def test_usage_error_from_the_console_script_process():
                           env=_env(), timeout=120)
     assert proc.returncode == 2
     assert "No such command 'bogus'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_interrupted_build_index_keeps_its_chunks(tiny_bert_path, tmp_path):
+    import numpy
+
+    from spacy_sapbert.kb import Concept, KnowledgeBase
+
+    kb = tmp_path / "kb"
+    KnowledgeBase.from_concepts([Concept(f"C{i}", f"concept number {i}", (f"alias {i}",)) for i in range(5_000)]).to_disk(kb)
+    out, work = tmp_path / "index", tmp_path / ".index.work"
+    argv = ["build-index", str(kb), "-m", str(tiny_bert_path), "-o", str(out), "--pooling", "mean", "--device", "cpu",
+            "--exact", "--batch-size", "64"]
+    proc = subprocess.Popen([sys.executable, "-m", "spacy_sapbert", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env(), cwd=tmp_path)
+    deadline = time.monotonic() + 300
+    while not (work / "chunk_000000.npy").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert err.decode().strip().endswith("the encoded chunks are kept in the work folder, rerun to resume.")
+    assert numpy.load(work / "chunk_000000.npy").shape == (8192, 32)  # complete: a rerun resumes from it
+    assert not (work / "work.lock").exists() and not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".index.work", "kb"]  # no .index.*.tmp, no lock
