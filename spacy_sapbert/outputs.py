@@ -8,6 +8,8 @@ recovery after a kill, and the checks a command makes before it writes anything.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import fcntl
 import json
 import logging
@@ -155,11 +157,15 @@ def recover(path: Path) -> None:
 
 
 def replace_dir(tmp: Path, path: Path) -> None:
-    """Move the finished ``tmp`` to ``path``; an existing ``path`` is renamed to ``.NAME.old`` first and
-    removed last, so a kill at any point leaves the old or the new output (or ``.NAME.old``, which
-    :func:`recover` restores)."""
+    """Move the finished ``tmp`` to ``path``. An existing ``path`` is swapped with ``tmp`` in one atomic
+    step where the system can (Linux ``renameat2(RENAME_EXCHANGE)``), else renamed to ``.NAME.old``
+    first and removed last; either way a kill at any point leaves the old or the new output (or
+    ``.NAME.old``, which :func:`recover` restores)."""
     if not path.exists():
         os.replace(tmp, path)
+        return
+    if exchange(tmp, path):
+        shutil.rmtree(tmp, ignore_errors=True)  # now the old output; a kill here leaves a stale .tmp
         return
     old = path.with_name(f".{path.name}.old")
     if old.exists():
@@ -171,6 +177,22 @@ def replace_dir(tmp: Path, path: Path) -> None:
         os.replace(old, path)
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically with Linux's ``renameat2(RENAME_EXCHANGE)``; False where the C library
+    or the file system does not offer it."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
 
 
 def check_output(
@@ -203,4 +225,4 @@ def check_output(
 
 
 __all__ = ["MARKER_FILE", "FileLock", "output_lock", "check_parent", "check_replaceable", "check_output",
-           "write_marker", "recover", "replace_dir"]
+           "write_marker", "recover", "replace_dir", "exchange"]

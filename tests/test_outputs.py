@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from spacy_sapbert.errors import ConfigError
-from spacy_sapbert.outputs import MARKER_FILE, check_output, output_lock
+from spacy_sapbert.outputs import MARKER_FILE, check_output, exchange, output_lock
 from spacy_sapbert.util import atomic_dir, atomic_write
 
 
@@ -143,6 +143,7 @@ def test_a_kill_between_the_two_renames_is_recovered_at_the_next_run(tmp_path, c
 def test_an_error_in_the_second_rename_puts_the_old_output_back(tmp_path, monkeypatch):
     import os
 
+    monkeypatch.setattr("spacy_sapbert.outputs.exchange", lambda a, b: False)  # the two-rename way
     target = tmp_path / "out"
     _write(target, "old")
     real_replace = os.replace
@@ -158,6 +159,24 @@ def test_an_error_in_the_second_rename_puts_the_old_output_back(tmp_path, monkey
     monkeypatch.undo()
     assert (target / "data.txt").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_replacing_swaps_in_one_step_where_the_system_can(tmp_path, monkeypatch):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        folder.mkdir()
+        (folder / "name.txt").write_text(folder.name)
+    swapped = exchange(a, b)
+    assert (a / "name.txt").read_text() == ("b" if swapped else "a")
+    assert (b / "name.txt").read_text() == ("a" if swapped else "b")
+    calls = []
+    monkeypatch.setattr("spacy_sapbert.outputs.exchange", lambda x, y: calls.append((x, y)) or exchange(x, y))
+    target = tmp_path / "out"
+    _write(target, "old")
+    _write(target, "new")
+    assert len(calls) == 1 and calls[0][1] == target  # the first write had nothing to swap with
+    assert (target / "data.txt").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "out"]
 
 
 def test_an_output_under_a_regular_file_is_a_coded_error(tmp_path):
