@@ -54,9 +54,11 @@ def link_command(
             raise ConfigError(Errors.E508.format(options=", ".join(ignored), path=pipeline_or_index))
         if device is not None:
             overrides["device"] = device
-    texts = read_texts(inputs or [], sys.stdin.buffer)
+    texts = read_texts(inputs, sys.stdin.buffer) if inputs else None  # files first: a bad one fails fast
     nlp, whole_text = load_linking_nlp(pipeline_or_index, model=model, kb_path=kb, device=device or "auto",
                                        overrides=overrides)
+    if texts is None:  # stdin after loading, so that a wrong pipeline path is reported without waiting for EOF
+        texts = read_texts([], sys.stdin.buffer)
     records = link_records(nlp, texts, whole_text=whole_text, batch_size=batch_size)
     if output is None:
         n = write_jsonl(records, sys.stdout)
