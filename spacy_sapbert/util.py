@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator, Optional, Union
 
 from .errors import ConfigError, Errors
+from .outputs import check_parent, check_replaceable, output_lock, recover, replace_dir, write_marker
 
 if TYPE_CHECKING:  # for annotations only
     import torch
@@ -60,8 +61,6 @@ def atomic_write(
     On an exception the temporary file is removed and ``path`` is left as it was. A parent that is
     a file (E505) or a ``path`` that is a folder (E502) is a coded error.
     """
-    from .outputs import check_parent
-
     path = ensure_path(path)
     check_parent(path)
     if path.is_dir():
@@ -92,8 +91,6 @@ def atomic_dir(path: PathLike, *, overwrite: bool = False) -> Iterator[Path]:
     (E504); what a killed writer left (``.NAME.old``, stale ``.NAME.*.tmp``) is restored or removed
     first. On an exception the temporary folder is removed and ``path`` is untouched.
     """
-    from .outputs import check_parent, check_replaceable, output_lock, recover, replace_dir, write_marker
-
     path = ensure_path(path)
     check_parent(path)
     try:
