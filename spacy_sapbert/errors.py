@@ -8,6 +8,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E200–E299 / W200–W299: training
 - E300–E399 / W300–W399: evaluation
 - E400–E499 / W400–W499: project, assets (UMLS download), NER
+- E500–E599 / W500–W599: hardening (interruption, files, integrity, untrusted input)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -81,6 +82,16 @@ class Warnings(metaclass=_CodedMessages):
             "span was kept).")
     W442 = ("{path}: mention types with no NER label were skipped: {found}. Known types: {known}; pass a label "
             "map (--label TYPE=LABEL) to keep them.")
+
+    # ---- W500–W599: hardening (interruption, files, integrity, untrusted input) ----
+    # Interruption, outputs, work folders, command-line input (W500–W549)
+    W500 = ("'{path}' has no {marker} file but looks like a spacy-sapbert output ({evidence}); it is replaced. "
+            "Folders written from now on carry the marker.")
+    W501 = ("'{path}' was missing after an interrupted replace; the previous output was restored from '{old}'.")
+    W502 = ("Work folder '{path}': {file} is unreadable ({reason}); the work folder is started afresh.")
+    W503 = ("Work folder chunk '{path}' is damaged ({reason}); its names are encoded again.")
+    W504 = ("Work folder '{path}' holds chunks of an earlier build with other settings ({reason}) and no process "
+            "uses it; it is started afresh.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -251,6 +262,29 @@ class Errors(metaclass=_CodedMessages):
             "failed ({reason}). Pass --vars.shared_data /path/to/data (the folder with the shared copies), put "
             "the file at '{file}' yourself, or rerun with network access.")
     E447 = "'{path}' has MD5 {got}, but project.yml pins {expected}: {hint}"
+
+    # ---- E500–E599: hardening (interruption, files, integrity, untrusted input) ----
+    # Interruption, outputs, work folders, command-line input (E500–E549)
+    E500 = "Interrupted by {signal}; {kept}."
+    E501 = ("Refusing to replace '{path}': it is not empty and was not written by spacy-sapbert (no {marker} file). "
+            "Choose another output, or move the folder away yourself.")
+    E502 = ("Refusing to replace '{path}': it is {what}, not a folder. Choose another output, or move it away "
+            "yourself.")
+    E503 = ("Output '{path}' would replace {what} '{input}' that this command reads. Choose an output folder that "
+            "does not hold the command's inputs.")
+    E504 = ("Another spacy-sapbert process is writing '{path}' (it holds the lock '{lock}'). Wait for it to finish, "
+            "or choose another output.")
+    E505 = ("Cannot write '{path}': '{parent}' is a file, not a folder. Choose an output path whose parents are "
+            "folders, or move the file away.")
+    E506 = ("{path}: line {line}: not valid UTF-8 ({reason}). Re-encode the input as UTF-8, e.g. "
+            "`iconv -f latin1 -t utf-8 FILE > FILE.utf8`.")
+    E507 = "Option {option} must be {what}, got {value!r}."
+    E508 = ("Option(s) {options} apply to an index folder only: '{path}' is a spaCy pipeline folder, whose linker "
+            "brings its own encoder and KB. Drop the option(s), or link an index folder.")
+    E509 = ("Another spacy-sapbert process is using the work folder '{path}' (it holds the lock '{lock}'). Wait for "
+            "it to finish, or pass another --work-dir.")
+    E510 = ("Cannot write '{path}' ({reason}). Check the path and its folder's permissions, or choose another "
+            "output.")
 
 
 __all__ = [

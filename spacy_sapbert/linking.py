@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from .errors import Errors, MissingInputError
+from .errors import DataFormatError, Errors, MissingInputError
 from .index import META_FILE, ConceptIndex
 from .util import PathLike, atomic_dir, ensure_path, get_logger
 
@@ -216,6 +216,30 @@ def export_onnx_dir(path: PathLike) -> List[Path]:
     return folders
 
 
+def read_texts(paths: Sequence[PathLike], stdin: BinaryIO) -> List[Tuple[str, str]]:
+    """The ``link`` command's input as ``(id, text)`` pairs: each file is one document (id: its path),
+    else each line of ``stdin`` is one (id: its line number). Input must be UTF-8 (E506 names the file
+    and line otherwise); a missing input file is E001."""
+    if not paths:
+        return [(str(i), _decode(line, "<stdin>", i).rstrip("\r\n")) for i, line in enumerate(stdin, start=1)]
+    texts = []
+    for path in map(ensure_path, paths):
+        if not path.is_file():
+            raise MissingInputError(Errors.E001.format(what="Input text file", path=path,
+                                                       hint="give text files (one document each), or lines on stdin."))
+        data = path.read_bytes()
+        texts.append((str(path), _decode(data, str(path), 1)))
+    return texts
+
+
+def _decode(data: bytes, name: str, first_line: int) -> str:
+    try:
+        return data.decode("utf8")
+    except UnicodeDecodeError as err:
+        line = first_line + data[: err.start].count(b"\n")
+        raise DataFormatError(Errors.E506.format(path=name, line=line, reason=err.reason)) from None
+
+
 def write_jsonl(records: Iterable[Dict[str, Any]], fh: Any) -> int:
     n = 0
     for record in records:
@@ -224,4 +248,4 @@ def write_jsonl(records: Iterable[Dict[str, Any]], fh: Any) -> int:
     return n
 
 
-__all__ = ["build_index_dir", "load_linking_nlp", "link_records", "create_pipeline", "write_jsonl"]
+__all__ = ["build_index_dir", "load_linking_nlp", "link_records", "create_pipeline", "read_texts", "write_jsonl"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator, Optional, Union
 
 from .errors import ConfigError, Errors
+from .outputs import check_parent, check_replaceable, output_lock, recover, replace_dir, write_marker
 
 if TYPE_CHECKING:  # for annotations only
     import torch
@@ -57,9 +58,13 @@ def atomic_write(
 ) -> Iterator[IO]:
     """Write ``path`` through a temporary file in the same folder, renamed into place on success.
 
-    On an exception the temporary file is removed and ``path`` is left as it was.
+    On an exception the temporary file is removed and ``path`` is left as it was. A parent that is
+    a file (E505) or a ``path`` that is a folder (E502) is a coded error.
     """
     path = ensure_path(path)
+    check_parent(path)
+    if path.is_dir():
+        raise ConfigError(Errors.E502.format(path=path, what="a folder, not a file"))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
@@ -78,31 +83,35 @@ def atomic_write(
 
 @contextlib.contextmanager
 def atomic_dir(path: PathLike, *, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a temporary sibling folder; on success it replaces ``path`` in one rename.
+    """Yield a temporary sibling folder; on success it gets the marker file and replaces ``path``.
 
-    If ``path`` exists and ``overwrite`` is False, raise before doing any work. On an exception
-    the temporary folder is removed and ``path`` is untouched.
+    Safe for users' folders: an existing ``path`` is replaced only with ``overwrite`` (else E003,
+    before any work) and only if spacy-sapbert wrote it (its marker), it is empty, or it looks like
+    an older output (W500); otherwise E501/E502. A lock beside ``path`` keeps out a second writer
+    (E504); what a killed writer left (``.NAME.old``, stale ``.NAME.*.tmp``) is restored or removed
+    first. On an exception the temporary folder is removed and ``path`` is untouched.
     """
     path = ensure_path(path)
-    if path.exists() and not overwrite:
-        raise ConfigError(Errors.E003.format(path=path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder the usual mode
+    check_parent(path)
     try:
-        yield tmp
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(Errors.E510.format(path=path.parent, reason=err.strerror or err)) from None
+    with output_lock(path):
+        recover(path)
+        if path.exists() or path.is_symlink():
+            if not overwrite:
+                raise ConfigError(Errors.E003.format(path=path))
+            check_replaceable(path)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder the usual mode
+        try:
+            yield tmp
+            write_marker(tmp)
+            replace_dir(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
 
 def file_sha256(path: PathLike, chunk_size: int = 1 << 20) -> str:

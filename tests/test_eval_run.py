@@ -95,7 +95,8 @@ def test_report_files_and_rerun_from_config(fixtures_dir, tmp_path):
     with pytest.warns(UserWarning):
         result = evaluate(settings, config_text=config.to_str(), output=out)
     names = {p.name for p in out.iterdir()}
-    assert names == {"metrics.json", "report.md", "errors.tsv", "errors.md", "acc_at_k.png", "config.cfg"}
+    assert names == {"metrics.json", "report.md", "errors.tsv", "errors.md", "acc_at_k.png", "config.cfg",
+                     ".spacy_sapbert.json"}  # the marker every output folder carries
     assert (out / "acc_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["results"] == json.loads(json.dumps(result["results"]))

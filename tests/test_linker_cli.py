@@ -110,3 +110,84 @@ def test_link_errors(tmp_path, index_dir):
         (broken / META_FILE).write_text(json.dumps(bad))
         result = CliRunner().invoke(app, ["link", str(broken)], input="x\n")
         assert isinstance(result.exception, MissingInputError) and code in str(result.exception)
+
+
+def test_link_input_that_is_not_utf8_is_a_coded_error_naming_file_and_line(tmp_path, index_dir):
+    from spacy_sapbert.errors import DataFormatError
+
+    result = CliRunner().invoke(app, ["link", str(index_dir)], input=b"flu\nfl\xffu\n")
+    assert isinstance(result.exception, DataFormatError)
+    assert "SB-E506" in str(result.exception) and "<stdin>: line 2" in str(result.exception)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("fièvre\nline two\n".encode("latin-1"))
+    result = CliRunner().invoke(app, ["link", str(index_dir), str(bad)])
+    assert isinstance(result.exception, DataFormatError) and f"{bad}: line 1" in str(result.exception)
+    result = CliRunner().invoke(app, ["link", str(index_dir), str(tmp_path / "missing.txt")])
+    assert isinstance(result.exception, MissingInputError) and "SB-E001" in str(result.exception)
+
+
+@pytest.mark.parametrize("option,value", [("--threshold", "nan"), ("--threshold", "inf"), ("--threshold", "-1.5"),
+                                          ("--k", "0"), ("--max-entities", "-1")])
+def test_link_rejects_options_out_of_range(index_dir, option, value):
+    result = CliRunner().invoke(app, ["link", str(index_dir), f"{option}={value}"], input="flu\n")
+    assert isinstance(result.exception, ConfigError)
+    assert "SB-E507" in str(result.exception) and option in str(result.exception)
+
+
+def test_link_pipeline_refuses_index_only_options_and_applies_device(kb_dir, index_dir, tiny_bert_path, tmp_path):
+    pipe = tmp_path / "pipe"
+    result = CliRunner().invoke(app, ["create-pipeline", str(pipe), "--kb", str(kb_dir), "--model", str(tiny_bert_path),
+                                      "--index", str(index_dir), "--pooling", "mean", "--device", "cpu",
+                                      "--runtime", "torch"])
+    assert result.exit_code == 0, result.output
+    for extra in (["--model", str(tiny_bert_path)], ["--kb", str(kb_dir)]):
+        result = CliRunner().invoke(app, ["link", str(pipe), *extra], input="flu\n")
+        assert isinstance(result.exception, ConfigError) and "SB-E508" in str(result.exception)
+        assert extra[0] in str(result.exception)
+    result = CliRunner().invoke(app, ["link", str(pipe), "--device", "tpu"], input="flu\n")
+    assert isinstance(result.exception, ConfigError) and "SB-E002" in str(result.exception)  # applied, not ignored
+    result = CliRunner().invoke(app, ["link", str(pipe), "--device", "cpu"], input="flu\n")
+    assert result.exit_code == 0, result.output
+
+
+def test_every_writing_command_refuses_an_output_under_a_regular_file(tmp_path, kb_dir, index_dir):
+    somefile = tmp_path / "somefile"
+    somefile.write_text("x")
+    out = str(somefile / "sub")
+    commands = [
+        ["build-kb", str(tmp_path / "in.obo"), "-f", "obo", "-o", out],
+        ["build-index", str(kb_dir), "-m", "model", "-o", out],
+        ["build-index", str(kb_dir), "-m", "model", "-o", str(tmp_path / "idx"), "--work-dir", out],
+        ["create-pipeline", out, "--kb", str(kb_dir)],
+        ["link", str(index_dir), "-o", out],
+        ["pretrain", str(kb_dir), "-m", "model", "-o", out],
+        ["finetune", str(kb_dir), str(tmp_path / "train.tsv"), "-m", "model", "-o", out],
+        ["evaluate", str(tmp_path / "test.tsv"), "--kb", str(kb_dir), "-o", out],
+        ["convert-ner", str(tmp_path / "a.pubtator"), "-o", out],
+        ["train-ner", "ner.cfg", "-o", out, "--train", "t.spacy", "--dev", "d.spacy"],
+        ["download-umls", "--release", "2024AB", "-o", out],
+    ]
+    for argv in commands:
+        result = CliRunner().invoke(app, argv, input="flu\n")
+        assert isinstance(result.exception, ConfigError), (argv, result.output, result.exception)
+        assert "SB-E505" in str(result.exception) and str(somefile) in str(result.exception), argv
+    assert somefile.read_text() == "x"
+
+
+def test_build_kb_overwrite_refuses_a_folder_holding_its_input_or_other_files(tmp_path):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    source = precious / "in.tsv"
+    source.write_text("C1\tfever\n")
+    result = CliRunner().invoke(app, ["build-kb", str(source), "-f", "tsv", "-o", str(precious), "--overwrite"])
+    assert isinstance(result.exception, ConfigError) and "SB-E503" in str(result.exception)
+    (tmp_path / "other.tsv").write_text("C1\tfever\n")
+    result = CliRunner().invoke(app, ["build-kb", str(tmp_path / "other.tsv"), "-f", "tsv", "-o", str(precious),
+                                      "--overwrite"])
+    assert isinstance(result.exception, ConfigError) and "SB-E501" in str(result.exception)
+    assert source.read_text() == "C1\tfever\n"
+    result = CliRunner().invoke(app, ["build-kb", str(tmp_path / "other.tsv"), "-f", "tsv", "-o", str(tmp_path / "kb")])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["build-kb", str(tmp_path / "other.tsv"), "-f", "tsv", "-o", str(tmp_path / "kb"),
+                                      "--overwrite"])
+    assert result.exit_code == 0, result.output  # our own output (marker) is replaced

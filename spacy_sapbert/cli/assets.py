@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from ..assets.umls import API_KEY_ENV, UMLS_FILES, UTS_DOWNLOAD_URL, download_umls
+from ..outputs import check_parent
 from ._app import app
 
 
@@ -45,6 +46,7 @@ def download_umls_cli(
 ) -> None:
     """Download a UMLS Metathesaurus release with your UTS API key (resumable) and extract
     MRCONSO, MRSTY, MRDEF, MRREL, MRFILES and MRCOLS."""
+    check_parent(output / "MRCONSO.RRF")
     result = download_umls(
         release, output, api_key_env=api_key_env, prompt=_hidden_prompt, url=url, uts_url=uts_url,
         md5=md5, sha256=sha256, files=tuple(files) if files else UMLS_FILES, keep_archive=keep_archive,

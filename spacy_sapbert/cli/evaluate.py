@@ -52,7 +52,12 @@ def evaluate_command(
     from ..errors import ConfigError, Errors
     from ..evaluation.run import evaluate
     from ..evaluation.settings import default_config, load_config, merge_config, settings_from_config
+    from ..outputs import check_output
 
+    check_output(output, overwrite=overwrite,
+                 inputs=[("the config or dataset", config_or_data), ("the KB folder", kb), ("the model", model),
+                         ("the base model", base_model), ("the cache folder", cache_dir)]
+                 + [("the training set", path) for path in train])
     overrides = _parse_set(set_)
     if config_or_data.suffix == ".cfg":
         config = load_config(config_or_data, overrides)

@@ -38,7 +38,11 @@ def build_index_command(
 ) -> None:
     """Encode every KB name and build the nearest-name index the linker searches."""
     from ..linking import build_index_dir
+    from ..outputs import check_output, check_parent
 
+    check_output(output, overwrite=overwrite, inputs=[("the KB folder", kb_dir), ("the model", model)])
+    if work_dir is not None:
+        check_parent(work_dir / "chunk")
     start = time.perf_counter()
     index = build_index_dir(kb_dir, model, output, pooling=pooling, max_length=max_length, device=device,
                             precision=precision, batch_size=batch_size, exact=exact, M=M,

@@ -39,6 +39,12 @@ def build_kb_command(
     """Build a knowledge base folder from UMLS, OBO, MEDIC, scispaCy jsonl or TSV sources."""
     from ..kb.build import build_kb
     from ..kb.readers import SCOPES_ALL, write_jsonl
+    from ..outputs import check_output
+
+    read = [("the source", source) for source in sources]
+    check_output(output, overwrite=overwrite, inputs=read)
+    if jsonl is not None:
+        check_output(jsonl, folder=False, inputs=read)
 
     fmts = [f.lower() for f in _split(formats)]
     if len(fmts) == 1:

@@ -1,6 +1,7 @@
 """CLI commands: link, create-pipeline. Thin: parse arguments, call a library function, print a summary."""
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -11,6 +12,14 @@ from ._app import app
 
 
 def _overrides(k: Optional[int], threshold: Optional[float], max_entities: Optional[int]) -> Dict[str, Any]:
+    """Linker options given on the command line, checked here: spaCy's config cannot hold nan or inf."""
+    from ..errors import ConfigError, Errors
+
+    if threshold is not None and not (math.isfinite(threshold) and -1.0 <= threshold <= 1.0):
+        raise ConfigError(Errors.E507.format(option="--threshold", what="a number between -1 and 1", value=threshold))
+    for option, value in (("--k", k), ("--max-entities", max_entities)):
+        if value is not None and value < 1:
+            raise ConfigError(Errors.E507.format(option=option, what="at least 1", value=value))
     values = {"k": k, "threshold": threshold, "max_entities_per_mention": max_entities}
     return {key: value for key, value in values.items() if value is not None}
 
@@ -19,26 +28,37 @@ def _overrides(k: Optional[int], threshold: Optional[float], max_entities: Optio
 def link_command(
     pipeline_or_index: Path = typer.Argument(..., help="A spaCy pipeline folder with a sapbert_linker, or an index "
                                                         "folder from build-index (then each text is one mention)."),
-    inputs: Optional[List[Path]] = typer.Argument(None, help="Text files, one document each; default: stdin, one document a line."),
+    inputs: Optional[List[Path]] = typer.Argument(None, help="Text files (UTF-8), one document each; default: stdin, one document a line."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSONL file to write; default: stdout."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Index folder only: encoder (default: the one it was built with)."),
     kb: Optional[Path] = typer.Option(None, "--kb", help="Index folder only: KB folder (default: the one it was built for)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N (index folder only)."),
+    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N (default: auto for an index "
+                                                                "folder, the pipeline's own setting for a pipeline)."),
     k: Optional[int] = typer.Option(None, "--k", help="Candidates retrieved per mention."),
     threshold: Optional[float] = typer.Option(None, "--threshold", help="Minimum score of a kb_ents entry."),
     max_entities: Optional[int] = typer.Option(None, "--max-entities", help="At most this many kb_ents per mention."),
-    batch_size: int = typer.Option(64, "--batch-size", help="Documents per batch."),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Documents per batch."),
 ) -> None:
     """Link texts and write one JSON line per document: its entities with kb_id and kb_ents."""
-    from ..linking import link_records, load_linking_nlp, write_jsonl
+    from ..errors import ConfigError, Errors
+    from ..linking import link_records, load_linking_nlp, read_texts, write_jsonl
+    from ..outputs import check_output
     from ..util import atomic_write
 
-    nlp, whole_text = load_linking_nlp(pipeline_or_index, model=model, kb_path=kb, device=device,
-                                       overrides=_overrides(k, threshold, max_entities))
-    if inputs:
-        texts = [(str(p), p.read_text(encoding="utf8")) for p in inputs]
-    else:
-        texts = [(str(i), line.rstrip("\n")) for i, line in enumerate(sys.stdin, start=1)]
+    overrides = _overrides(k, threshold, max_entities)
+    if output is not None:
+        check_output(output, folder=False, inputs=[("the input", path) for path in inputs or []])
+    if (pipeline_or_index / "config.cfg").exists():  # a pipeline: its linker brings encoder and KB
+        ignored = [option for option, value in (("--model", model), ("--kb", kb)) if value is not None]
+        if ignored:
+            raise ConfigError(Errors.E508.format(options=", ".join(ignored), path=pipeline_or_index))
+        if device is not None:
+            overrides["device"] = device
+    texts = read_texts(inputs, sys.stdin.buffer) if inputs else None  # files first: a bad one fails fast
+    nlp, whole_text = load_linking_nlp(pipeline_or_index, model=model, kb_path=kb, device=device or "auto",
+                                       overrides=overrides)
+    if texts is None:  # stdin after loading, so that a wrong pipeline path is reported without waiting for EOF
+        texts = read_texts([], sys.stdin.buffer)
     records = link_records(nlp, texts, whole_text=whole_text, batch_size=batch_size)
     if output is None:
         n = write_jsonl(records, sys.stdout)
@@ -79,7 +99,10 @@ def create_pipeline_command(
 ) -> None:
     """Write a ready pipeline folder: a blank or given NER pipeline + an initialised sapbert_linker."""
     from ..linking import create_pipeline
+    from ..outputs import check_output
 
+    check_output(output, overwrite=overwrite,
+                 inputs=[("the KB folder", kb), ("the model", model), ("the base pipeline", base), ("the index", index)])
     config = dict(_overrides(k, threshold, max_entities), pooling=pooling, max_length=max_length, device=device,
                   runtime=runtime, spans_key=spans_key, labels=list(labels or []))
     nlp = create_pipeline(output, kb_path=kb, model=model, base=base, lang=lang, index_path=index, config=config,

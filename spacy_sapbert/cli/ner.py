@@ -48,7 +48,9 @@ def convert_ner_cli(
 ) -> None:
     """Convert PubTator training data into a spaCy DocBin with Disease/Chemical entities."""
     from ..ner.convert import convert_pubtator
+    from ..outputs import check_output
 
+    check_output(output, folder=False, inputs=[("the input", path) for path in inputs])
     stats = convert_pubtator(inputs, output, lang=lang, label_map=_parse_labels(label), misaligned=misaligned)
     labels = ", ".join(f"{k} {v}" for k, v in sorted(stats.labels.items()))
     typer.echo(
@@ -69,7 +71,11 @@ def train_ner_cli(
 ) -> None:
     """Train the NER with spaCy's own `spacy train`, then report per-label F1 on the dev set."""
     from ..ner.train import ner_scores, train_ner
+    from ..outputs import check_output, check_parent
 
+    check_parent(output / "model-best")
+    if metrics is not None:
+        check_output(metrics, folder=False)
     best = train_ner(config, output, train=train, dev=dev, use_gpu=gpu_id, overrides=_parse_overrides(override))
     scores = ner_scores(best, dev, metrics)
     typer.echo(f"Best model: {best}")

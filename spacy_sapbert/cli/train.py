@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
+from ..outputs import check_parent
 from ._app import app
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -71,6 +72,7 @@ def pretrain_command(
     from ..kb import KnowledgeBase
     from ..training.run import pretrain
 
+    check_parent(output / "model")
     config = _config(ctx, config_path, "pretrain", amp, device, distributed)
     kb = KnowledgeBase.from_disk(kb_dir)
     result = pretrain(kb, base_model, output, config=config, dev=_dev(dev, dev_kb, kb, types), resume=resume)
@@ -96,6 +98,7 @@ def finetune_command(
     from ..kb import KnowledgeBase
     from ..training.run import finetune
 
+    check_parent(output / "model")
     config = _config(ctx, config_path, "finetune", amp, device, distributed)
     kb = KnowledgeBase.from_disk(kb_dir)
     wanted: Optional[List[str]] = [t.strip() for t in types.split(",")] if types else None
