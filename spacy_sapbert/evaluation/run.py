@@ -29,7 +29,7 @@ def load_kb(settings: Dict[str, Any]):
     if kb_cfg.get("path"):
         path = ensure_path(kb_cfg["path"])
         if not path.exists():
-            raise MissingInputError(Errors.E001.format(what="KB folder", path=path, hint="build one with `spacy-sapbert kb`."))
+            raise MissingInputError(Errors.E001.format(what="KB folder", path=path, hint="build one with `spacy-sapbert build-kb`."))
         return KnowledgeBase.from_disk(path), str(path)
     from ..kb.build import build_kb
 
