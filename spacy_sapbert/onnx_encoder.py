@@ -17,7 +17,7 @@ import shutil
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, List
 
 import numpy
 
