@@ -340,3 +340,11 @@ def test_docs_site_builds_strict_offline(tmp_path):
     html = (tmp_path / "site" / "errors.html").read_text(encoding="utf8")
     assert 'id="sb-e650"' in html and "fonts.googleapis" not in html
     assert "spacy-sapbert build-kb [OPTIONS]" in (tmp_path / "site" / "cli.html").read_text(encoding="utf8")
+    # the site opens from the disk: every page, stylesheet, script and image it refers to is there
+    # (404.html is for a web server: its links are absolute)
+    missing = []
+    for page in sorted(set((tmp_path / "site").rglob("*.html")) - {tmp_path / "site" / "404.html"}):
+        for ref in re.findall(r'(?:href|src)="([^"#?]+)[^"]*"', page.read_text(encoding="utf8")):
+            if not re.match(r"^[a-z]+:", ref) and not (page.parent / ref).exists():
+                missing.append(f"{page.relative_to(tmp_path)} -> {ref}")
+    assert not missing, missing[:20]
