@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
 from evaluate_ncbi import run  # noqa: E402
+from results_io import table, write_results  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 
@@ -80,6 +81,7 @@ def main() -> None:
     }
     lines = ["| type | setting | system | n | not in KB | strict @1 | strict @5 | lenient @1 | filtered @1 (n) | "
              "filtered-lev0.2 @1 (n) |", "|---|---|---|---:|---:|" + "---:|" * 5]
+    rows = []
     for etype, block in types.items():
         if args.only and etype != args.only:
             continue
@@ -94,9 +96,16 @@ def main() -> None:
                     s = sc.get(sub)
                     cells.append("–" if s is None else f"{100 * s['strict']['acc@1']:.1f} ({c['subsets'][sub]})")
                 lines.append(f"| {etype} | {setting} | {system} | {full['n']} | {c['gold_not_in_kb']} | " + " | ".join(cells) + " |")
+                rows.append([etype, setting, system, full["n"], c["gold_not_in_kb"]]
+                            + [float(x) if x.replace(".", "", 1).isdigit() else x for x in cells])
             print("\n".join(lines), flush=True)
     summary = "\n".join(lines)
     (out_root / "summary.md").write_text(summary + "\n", encoding="utf8")
+    columns = ["type", "setting", "system", "n", "gold not in KB", "strict @1", "strict @5", "lenient @1",
+               "filtered @1 (n)", "filtered-lev0.2 @1 (n)"]
+    notes = ["Disease: MEDIC 2012; chemical: MeSH descriptor preferred names + drug synonyms; training mentions = "
+             "BC5CDR train; composite mentions excluded. Protocols: see docs/evaluation.md."]
+    print(f"results: {write_results('evaluate_bc5cdr', {'BC5CDR dev (acc in %)': table(columns, rows)}, notes=notes)}")
 
 
 if __name__ == "__main__":

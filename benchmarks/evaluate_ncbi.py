@@ -13,7 +13,7 @@ errors, plot, config.cfg to rerun it):
 - with ``--e2e``: the reference setting also end to end through spaCy pipelines (nel_micro_f)
 
 Then prints one summary table next to the reference numbers from the issue, and the exact-match
-tie analysis that explains the gap (see the README section). Name vectors are cached in
+tie analysis that explains the gap (see docs/history.md). Name vectors are cached in
 benchmarks/output/cache, so only the first run encodes MEDIC. The machine is shared (2 CPU cores,
 six engineers): timings are indicative only.
 """
@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results_io import table, write_results  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from spacy_sapbert.evaluation.run import evaluate  # noqa: E402
 from spacy_sapbert.evaluation.settings import load_config, settings_from_config  # noqa: E402
 
@@ -85,6 +86,28 @@ def tie_analysis(out_root: Path) -> str:
             f"whose preferred name equals the mention wins the tie")
 
 
+def summary_rows(results: dict) -> list:
+    """One row per setting, mode and system: strict/lenient acc in %, filtered subsets, the issue's reference."""
+    rows = []
+    for name, result in results.items():
+        subsets = result["counts"]["subsets"]
+        for mode, systems in result["results"].items():
+            for system, sc in systems.items():
+                full = sc["full"]
+                ref = REFERENCE.get(name, {}).get(system)
+                ref_txt = " / ".join("–" if v is None else f"{v:.1f}" for v in ref) if ref and mode == "mention_only" else ""
+                cells = [round(100 * full["strict"]["acc@1"], 1), round(100 * full["strict"]["acc@5"], 1),
+                         None if not full["lenient"] else round(100 * full["lenient"]["acc@1"], 1),
+                         None if not full["lenient"] else round(100 * full["lenient"]["acc@5"], 1)]
+                for sub in ("filtered", "filtered_lev0.2"):
+                    s = sc.get(sub)
+                    cells.append(None if s is None else f"{100 * s['strict']['acc@1']:.1f} ({subsets[sub]})")
+                label = system if mode == "mention_only" else f"{system} [e2e, nel_micro_f " \
+                    f"{100 * result['nel'][system]['nel_micro_f']:.1f}]"
+                rows.append([name, label, full["n"]] + cells + [ref_txt])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="model under test (model folder or pipeline), e.g. a self-aligned MiniLM")
@@ -103,30 +126,21 @@ def main() -> None:
     results = {name: run(name, {**base, **SETTINGS[name]}, out_root) for name in names}
     if args.e2e:
         results["reference_e2e"] = run("reference_e2e", {**base, "evaluate.modes": ["mention_only", "end_to_end"]}, out_root)
-    lines = ["| setting | system | n | strict @1 | strict @5 | lenient @1 | lenient @5 | filtered @1 (n) | "
-             "filtered-lev0.2 @1 (n) | reference (strict @1 / @5 / lenient @1) |", "|---|---|---:|" + "---:|" * 7]
-    for name, result in results.items():
-        subsets = result["counts"]["subsets"]
-        for mode, systems in result["results"].items():
-            for system, sc in systems.items():
-                full = sc["full"]
-                ref = REFERENCE.get(name, {}).get(system)
-                ref_txt = " / ".join("–" if v is None else f"{v:.1f}" for v in ref) if ref and mode == "mention_only" else ""
-                cells = [f"{100 * full['strict']['acc@1']:.1f}", f"{100 * full['strict']['acc@5']:.1f}",
-                         "–" if not full["lenient"] else f"{100 * full['lenient']['acc@1']:.1f}",
-                         "–" if not full["lenient"] else f"{100 * full['lenient']['acc@5']:.1f}"]
-                for sub in ("filtered", "filtered_lev0.2"):
-                    s = sc.get(sub)
-                    cells.append("–" if s is None else f"{100 * s['strict']['acc@1']:.1f} ({subsets[sub]})")
-                label = system if mode == "mention_only" else f"{system} [e2e, nel_micro_f " \
-                    f"{100 * result['nel'][system]['nel_micro_f']:.1f}]"
-                lines.append(f"| {name} | {label} | {full['n']} | " + " | ".join(cells) + f" | {ref_txt} |")
+    columns = ["setting", "system", "n", "strict @1", "strict @5", "lenient @1", "lenient @5", "filtered @1 (n)",
+               "filtered-lev0.2 @1 (n)", "reference (strict @1 / @5 / lenient @1)"]
+    rows = summary_rows(results)
+    lines = ["| " + " | ".join(columns) + " |", "|---|---|---:|" + "---:|" * 7]
+    lines += ["| " + " | ".join("–" if c is None else f"{c:.1f}" if isinstance(c, float) else str(c) for c in row) + " |"
+              for row in rows]
     summary = "\n".join(lines)
     analysis = tie_analysis(out_root)
     print(summary)
     print()
     print(analysis)
     (out_root / "summary.md").write_text(summary + "\n\n" + analysis + "\n", encoding="utf8")
+    path = write_results("evaluate_ncbi", {"NCBI-disease test, MEDIC 2012 (acc in %)": table(columns, rows)},
+                         notes=[analysis, "Protocols: see docs/evaluation.md; base encoder all-MiniLM-L6-v2 ([CLS])."])
+    print(f"results: {path}")
     (out_root / "summary.json").write_text(json.dumps({k: v["results"] for k, v in results.items()}, indent=1),
                                            encoding="utf8")
 

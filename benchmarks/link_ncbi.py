@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import spacy
+from results_io import table, write_results
 from spacy_sapbert.util import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -361,6 +362,7 @@ def main() -> None:
     figures["setup"] = {"model": args.model, "cpu_count": os.cpu_count(), "torch_threads": _torch_threads(),
                         "note": f"{os.cpu_count()} CPUs; timings depend on what else runs on the machine"}
     _print_report(figures)
+    _write_results(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2), encoding="utf8")
 
@@ -441,6 +443,37 @@ def _print_report(f: Dict[str, Any]) -> None:
     print(f"\nmentions: {f['sapbert']['mentions']} gold, {f['sapbert']['mentions_linked']} entities linked")
     for k, v in f["ratios"].items():
         print(f"{k}: {v:.2f}")
+
+
+def _write_results(f: Dict[str, Any]) -> None:
+    """The report's tables as ``benchmarks/results/link_ncbi.json`` (rendered on the docs' benchmarks page)."""
+    cols = ["system", "load s (cold)", "load s (warm)", "mentions/s", "docs/s", "peak RSS MB", "strict acc@1",
+            "strict acc@5"]
+    names = {"sapbert": "sapbert_linker, defaults (runtime auto: %s)" % f["sapbert"].get("encoder_class", "?"),
+             "sapbert-torch": "sapbert_linker, runtime='torch' (fp32)",
+             "sapbert-bf16": "sapbert_linker, runtime='torch', precision='bf16' (opt-in)",
+             "scispacy": "scispaCy EntityLinker (char-3gram tf-idf + nmslib)"}
+    rows = [[names[k], round(f[k]["load_s"], 2), round(f[k]["warm_load_s"], 2), round(f[k]["mentions_per_s"]),
+             round(f[k]["docs_per_s"], 1), round(f[k]["peak_rss_mb"]), round(f[k]["acc@1"], 3), round(f[k]["acc@5"], 3)]
+            for k in names if k in f]
+    index = [["encode (names/s)", round(f["encode"]["names_per_s"])],
+             [f"hnsw build s (M={f['index']['M']}, ef_construction={f['index']['ef_construction']})",
+              round(f["index"]["build_s"], 1)], ["hnsw size MB", round(f["index"]["size_mb"], 1)],
+             ["exact search queries/s", round(f["recall"]["exact_queries_per_s"])],
+             ["scispaCy tf-idf + nmslib build s", round(f["scispacy_index"]["build_s"], 1)]]
+    index += [[f"recall@5 vs exact, ef_search {ef}", round(r["recall@5"], 4)] for ef, r in f["recall"]["by_ef_search"].items()]
+    tables = {"NCBI-disease test (gold spans) -> MEDIC": table(cols, rows), "index": table(["figure", "value"], index)}
+    if f.get("lean"):
+        lean = f["lean"]
+        tables["loads in the lean environment"] = table(
+            ["system", "load s (cold)", "load s (warm)", "mentions/s (1 pass)", "heavy modules imported"],
+            [[name, round(lean[k]["load_s"], 2), round(lean[k]["warm_load_s"], 2), round(lean[k]["mentions_per_s"]),
+              ", ".join(lean[k]["modules_loaded"]) or "none"]
+             for name, k in (("sapbert_linker, defaults", "sapbert"), ("scispaCy EntityLinker", "scispacy"))])
+    notes = [f"model: {f['setup']['model']}; {f['setup']['note']}",
+             f"KB: {f['kb']['concepts']:,} concepts, {f['kb']['names']:,} names; "
+             f"{f['sapbert']['mentions']} gold mentions."] + [f"{k}: {v:.2f}" for k, v in f["ratios"].items()]
+    print(f"results: {write_results('link_ncbi', tables, notes=notes)}")
 
 
 if __name__ == "__main__":

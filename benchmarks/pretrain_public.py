@@ -17,7 +17,7 @@ What it does (every figure printed comes from this run; the machine may be share
    resolved (scispaCy's detector on each abstract; what the linker does by default, and what the
    SapBERT/BioSyn preprocessing does), as a separate, labelled column.
 3. Pretraining with the chosen recipe (InfoNCE over in-batch negatives, 256 pairs per step, lr 1e-4:
-   the best of the recipe probes in the README) for ``--minutes`` of training time or one epoch,
+   the best of the recipe probes in docs/history.md) for ``--minutes`` of training time or one epoch,
    in ``--segments`` parts (resumed from checkpoints); after each part the model is evaluated: the
    learning curve.
 4. Ablation: the same recipe with the online miner switched the other way (off when the recipe mines,
@@ -46,6 +46,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
+
+from results_io import table, write_results  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 
 def read_drugs(path: Path) -> Iterator[Any]:
@@ -184,6 +186,24 @@ def fmt(row: Dict[str, Any]) -> str:
     if "test_abbr" in row:
         cells.append(f"{100 * row['test_abbr']['strict@1']:5.1f} {100 * row['test_abbr']['strict@5']:5.1f}")
     return " | ".join(cells)
+
+
+def write_report_results(report: Dict[str, Any], rows: Dict[str, Dict[str, Any]], out: Path) -> Path:
+    """The score table (acc in %) as ``benchmarks/results/pretrain_public.json`` (a run with another ``--out``,
+    e.g. a recipe probe, as ``pretrain_public_<out folder name>.json``)."""
+    splits = [("dev", ("strict@1", "strict@5", "lenient@1", "lenient@5")),
+              ("test", ("strict@1", "strict@5", "lenient@1", "lenient@5")), ("test_abbr", ("strict@1", "strict@5"))]
+    columns = ["system"] + [f"{'test, abbr. resolved' if split == 'test_abbr' else split} {m}"
+                            for split, ms in splits for m in ms]
+    cells = [[name] + [round(100 * row[split][m], 1) if split in row else None for split, ms in splits for m in ms]
+             for name, row in rows.items()]
+    notes = [f"machine: {report['machine']}", "NCBI-disease dev/test against MEDIC, mention only, no back-off, "
+             "composite mentions kept (right if any part is predicted); protocols: see docs/evaluation.md."]
+    figures = {k: report[k] for k in ("pretrain", "ablation", "finetune", "peak_rss_mb", "total_minutes") if k in report}
+    name = "pretrain_public" if out.name == "pretrain_public" else f"pretrain_public_{out.name}"
+    return write_results(name, {"NCBI-disease, MEDIC (acc in %)": table(columns, cells)}, notes=notes,
+                         figures={k: {kk: vv for kk, vv in v.items() if not isinstance(vv, dict)}
+                                  if isinstance(v, dict) else v for k, v in figures.items()})
 
 
 def main() -> None:
@@ -341,6 +361,7 @@ def main() -> None:
         show(f"+ fine-tuned on NCBI train {point['minutes']:.0f} min", row)
         print(f"fine-tuning: best on dev after {report['finetune']['minutes']} min: test strict@1 "
               f"{100 * report['finetune']['test']['strict@1']:.1f}; peak RSS {peak_rss_mb():.0f} MB", flush=True)
+        print(f"results: {write_report_results(report, rows, args.out)}")
         return
 
     print(f"{'system':<44} dev: strict@1 @5 lenient@1 @5 | test: strict@1 @5 lenient@1 @5 "
@@ -427,6 +448,7 @@ def main() -> None:
     report["total_minutes"] = round((time.time() - t0) / 60, 1)
     (args.out / "report.json").write_text(json.dumps({**report, "rows": rows}, indent=2), encoding="utf8")
     print(f"peak RSS {report['peak_rss_mb']} MB; total {report['total_minutes']} min; report {args.out / 'report.json'}")
+    print(f"results: {write_report_results(report, rows, args.out)}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from pathlib import Path
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from results_io import table, write_results  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -48,6 +50,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         pairs = write_kb_pairs(kb, Path(tmp) / "pairs", max_pairs_per_concept=20)
         reference = None
+        rows = []
         for sub_batch, amp in ((0, "none"), (32, "none"), (0, "bf16"), (32, "bf16")):
             config = load_config(None, {"model.pooling": "mean", "training.batch_size": args.batch_size,
                                         "training.lr": 5e-5, "training.device": "cpu", "training.amp": amp,
@@ -63,6 +66,12 @@ def main() -> None:
             layout = "one padded pass" if sub_batch == 0 else f"sub-batches of {sub_batch}, sorted by length"
             print(f"| {layout} | {'fp32' if amp == 'none' else 'bf16 autocast'} | {per_step:.3f} | "
                   f"{args.batch_size / per_step:.0f} | {reference / per_step:.2f}x |", flush=True)
+            rows.append([layout, "fp32" if amp == "none" else "bf16 autocast", round(per_step, 3),
+                         round(args.batch_size / per_step), round(reference / per_step, 2)])
+    columns = ["forward", "precision", "s/step", "pairs/s", "speed-up vs one padded pass, fp32"]
+    notes = [f"{args.steps} steps of {args.batch_size} MEDIC pairs each (after 3 warm-up steps), offline MiniLM, "
+             f"mean pooling, same start, torch {torch.__version__} on {args.threads} threads."]
+    print(f"results: {write_results('train_speed', {'training step time': table(columns, rows)}, notes=notes)}")
 
 
 if __name__ == "__main__":

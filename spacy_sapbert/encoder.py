@@ -154,7 +154,7 @@ def fork_guard(owner_pid: int) -> int:
 
 def _drop_stale_export(folder: Path, fingerprint: str, pooling: str) -> None:
     """Delete an ONNX export in ``folder`` made from other weights than those about to be written."""
-    from .onnx_encoder import EXPORT_FILE, ONNX_FILE, export_is_current
+    from .onnx_export_files import EXPORT_FILE, ONNX_FILE, export_is_current
 
     if (folder / EXPORT_FILE).exists() or (folder / ONNX_FILE).exists():
         if not export_is_current(folder, fingerprint, pooling):

@@ -140,7 +140,7 @@ class Errors(metaclass=_CodedMessages):
     E114 = ("The component '{name}' has no knowledge base / index yet. Call nlp.initialize() with "
             "[initialize.components.{name}] kb_path set, or load a saved pipeline.")
     E115 = ("'{name}' needs kb_path in [initialize.components.{name}] (a KB folder written by "
-            "KnowledgeBase.to_disk / `spacy-sapbert kb`).")
+            "KnowledgeBase.to_disk / `spacy-sapbert build-kb`).")
     E116 = "threshold must be a number between -1 and 1, got {value!r}."
     E117 = ("'{path}' is neither a spaCy pipeline folder (config.cfg + meta.json) nor an index folder "
             "written by build-index (index_meta.json). Give one of those.")
@@ -285,6 +285,12 @@ class Errors(metaclass=_CodedMessages):
             "it to finish, or pass another --work-dir.")
     E510 = ("Cannot write '{path}' ({reason}). Check the path and its folder's permissions, or choose another "
             "output.")
+
+    # ---- E650–E659: documentation, benchmark results files ----
+    E650 = ("Benchmark results file '{path}' cannot be rendered: {what}. Rewrite it with "
+            "benchmarks/results_io.write_results (rerun the benchmark that wrote it), or delete it.")
+    E651 = ("'{path}' has no '{marker}' line: the generated benchmark tables go between the two marker lines "
+            "'{begin}' and '{end}'. Put both lines back (on their own) and rerun scripts/render_benchmarks.py.")
 
 
 __all__ = [

@@ -17,12 +17,13 @@ import shutil
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, List
 
 import numpy
 
 from .encoder import SETTINGS_FILE, CachedEncoder
 from .errors import ConfigError, Errors, MissingInputError
+from .onnx_export_files import EXPORT_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
 from .util import PathLike, atomic_write, ensure_path, get_logger
 
 if TYPE_CHECKING:  # for annotations only
@@ -30,8 +31,6 @@ if TYPE_CHECKING:  # for annotations only
 
 logger = get_logger("onnx")
 
-ONNX_FILE = "model.onnx"
-EXPORT_FILE = "onnx_export.json"
 OPSET = 17
 RUNTIMES = ("auto", "torch", "onnx")
 
@@ -43,27 +42,6 @@ def onnxruntime_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def has_export(folder: PathLike) -> bool:
-    """Whether an encoder folder holds an ONNX export (it may still be stale: see :class:`OnnxEncoder`)."""
-    folder = ensure_path(folder)
-    return (folder / ONNX_FILE).is_file() and (folder / EXPORT_FILE).is_file()
-
-
-def recorded_export(folder: PathLike) -> Dict[str, Any]:
-    """What ``onnx_export.json`` of ``folder`` records (``{}`` when it is missing or unreadable)."""
-    try:
-        recorded = json.loads((ensure_path(folder) / EXPORT_FILE).read_text(encoding="utf8"))
-    except (OSError, ValueError):
-        return {}
-    return recorded if isinstance(recorded, dict) else {}
-
-
-def export_is_current(folder: PathLike, fingerprint: str, pooling: str) -> bool:
-    """Whether ``folder`` holds an ONNX export of the weights with ``fingerprint``, pooled by ``pooling``."""
-    recorded = recorded_export(folder)
-    return has_export(folder) and (recorded.get("fingerprint"), recorded.get("pooling")) == (fingerprint, pooling)
 
 
 def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:

@@ -29,7 +29,7 @@ def _parse_set(values: List[str]) -> Dict[str, Any]:
 def evaluate_command(
     config_or_data: Path = typer.Argument(..., help="An evaluation config (.cfg, see configs/evaluate.cfg) or a dataset file/folder (PubTator, BioSyn folder, .tsv, .jsonl)."),
     output: Path = typer.Option(..., "--output", "-o", help="Report folder: metrics.json, report.md, errors.tsv/.md, acc_at_k.png, config.cfg."),
-    kb: Optional[Path] = typer.Option(None, "--kb", help="KB folder (from `spacy-sapbert kb`)."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help="KB folder (from `spacy-sapbert build-kb`)."),
     kb_source: List[str] = typer.Option([], "--kb-source", help="Build the KB on the fly from PATH:FORMAT (repeatable; formats: medic, obo, tsv, jsonl, umls)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model under test: a model folder or a saved spaCy pipeline."),
     base_model: Optional[str] = typer.Option(None, "--base-model", help="Base encoder before self-alignment (model folder)."),

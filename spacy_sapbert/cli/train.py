@@ -57,7 +57,7 @@ def _summary(result: Any) -> None:
 @app.command("pretrain", context_settings=_EXTRA, help="Self-alignment pretraining (SapBERT) on a KB's synonyms. " + _OVERRIDES_HELP)
 def pretrain_command(
     ctx: typer.Context,
-    kb_dir: Path = typer.Argument(..., help="Knowledge base folder (spacy-sapbert kb build)."),
+    kb_dir: Path = typer.Argument(..., help="Knowledge base folder (from `spacy-sapbert build-kb`)."),
     base_model: str = typer.Option(..., "--base-model", "-m", help="Hugging Face model folder or hub id to start from."),
     output: Path = typer.Option(..., "--output", "-o", help="Run folder: pairs, checkpoints, metrics, model/."),
     config_path: Optional[Path] = typer.Option(None, "--config", "-c", help="Config file (default: built-in, = configs/pretrain.cfg)."),

@@ -43,6 +43,18 @@ def pipeline_encoder(path: Any):
     return _find_linker(nlp, path)[1].encoder
 
 
+def load_encoder(path: str, sy: Dict[str, Any]):
+    """An encoder from a model folder; a spaCy pipeline folder gives its linker's encoder."""
+    from ..encoder import Encoder
+
+    p = ensure_path(path)
+    if (p / "meta.json").exists() and (p / "config.cfg").exists():
+        return pipeline_encoder(p)
+    if (p / "sapbert_encoder.json").exists():
+        return Encoder.from_disk(p, device=sy["device"])
+    return Encoder.load(path, pooling=sy["pooling"], max_length=sy["max_length"], device=sy["device"])
+
+
 def gold_docs(nlp, docs: Sequence[Document]) -> Tuple[List[Any], List[Optional[Tuple[int, int]]]]:
     """One spaCy doc per document with the gold mentions as ``doc.ents`` (token-expanded); for
     every mention, in reading order, ``(doc index, ent index)`` or None when it overlaps an
@@ -158,7 +170,6 @@ def _sapbert_pipeline(model: str, kb, settings: Dict[str, Any], resolve_abbrevia
     import spacy
 
     from ..index import ConceptIndex
-    from .run import load_encoder
 
     sy = settings["systems"]
     encoder = load_encoder(model, sy)

@@ -14,6 +14,7 @@ from ..util import PathLike, atomic_dir, ensure_path, get_logger
 from .baselines import Dictionary, System
 from .datasets import Document, Mention, read_dataset
 from .metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, subset_masks
+from .pipeline import load_encoder  # noqa: F401  (public here too: evaluation.run.load_encoder)
 from .preprocess import InputOptions, make_preprocessor, mention_queries
 from .report import write_report
 from .settings import DEFAULT_CONFIG, MODES, load_config, settings_from_config
@@ -28,7 +29,7 @@ def load_kb(settings: Dict[str, Any]):
     if kb_cfg.get("path"):
         path = ensure_path(kb_cfg["path"])
         if not path.exists():
-            raise MissingInputError(Errors.E001.format(what="KB folder", path=path, hint="build one with `spacy-sapbert kb`."))
+            raise MissingInputError(Errors.E001.format(what="KB folder", path=path, hint="build one with `spacy-sapbert build-kb`."))
         return KnowledgeBase.from_disk(path), str(path)
     from ..kb.build import build_kb
 
@@ -100,20 +101,6 @@ def build_systems(settings: Dict[str, Any], kb, dictionary: Dictionary) -> List[
     if not out:
         raise ConfigError(Errors.E303.format(path=settings["config_path"], what="no system is switched on in [evaluate.systems]"))
     return out
-
-
-def load_encoder(path: str, sy: Dict[str, Any]):
-    """An encoder from a model folder; a spaCy pipeline folder gives its linker's encoder."""
-    from ..encoder import Encoder
-
-    p = ensure_path(path)
-    if (p / "meta.json").exists() and (p / "config.cfg").exists():
-        from .pipeline import pipeline_encoder
-
-        return pipeline_encoder(p)
-    if (p / "sapbert_encoder.json").exists():
-        return Encoder.from_disk(p, device=sy["device"])
-    return Encoder.load(path, pooling=sy["pooling"], max_length=sy["max_length"], device=sy["device"])
 
 
 def _score_subsets(golds: Sequence[Gold], rankings: Sequence[Ranking], masks: Dict[str, List[bool]],

@@ -1,0 +1,100 @@
+"""The expensive benchmarks write results files that the docs can render, checked without running them.
+
+``link_ncbi``, ``pretrain_public`` and ``evaluate_ncbi`` take minutes to an hour on real data; here their
+results writers get figures shaped like a real run's and must produce a ``benchmarks/results`` file that
+``scripts/render_benchmarks.py`` renders with every value in place.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def bench(monkeypatch, tmp_path):
+    """Import benchmark scripts as modules; their results go to ``tmp_path/results``."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    results_io = importlib.import_module("results_io")
+    monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
+    spec = importlib.util.spec_from_file_location("render_benchmarks", ROOT / "scripts" / "render_benchmarks.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+
+    def load(name: str):
+        sys.modules.pop(name, None)
+        return importlib.import_module(name)
+
+    def rendered() -> str:
+        return render.render_all(tmp_path / "results")
+
+    return load, rendered, tmp_path / "results"
+
+
+def _scores(strict1: float) -> dict:
+    return {"strict@1": strict1, "strict@5": strict1 + 0.1, "lenient@1": strict1 + 0.01, "lenient@5": strict1 + 0.11}
+
+
+def test_link_ncbi_results(bench):
+    load, rendered, results = bench
+    link_ncbi = load("link_ncbi")
+    system = {"load_s": 2.951, "warm_load_s": 0.35, "mentions_per_s": 2808.4, "docs_per_s": 292.51, "peak_rss_mb": 1080.2,
+              "acc@1": 0.7623, "acc@5": 0.854, "mentions": 960, "encoder_class": "OnnxEncoder"}
+    figures = {
+        "setup": {"model": "all-MiniLM-L6-v2", "note": "CPU, 2 cores"}, "kb": {"concepts": 11915, "names": 74978},
+        "encode": {"names_per_s": 810.2, "seconds": 92.6},
+        "index": {"M": 32, "ef_construction": 200, "build_s": 16.1, "size_mb": 135.9},
+        "recall": {"by_ef_search": {"50": {"recall@5": 0.98651, "queries_per_s": 9000.0},
+                                    "200": {"recall@5": 0.995, "queries_per_s": 7937.0}},
+                   "exact_queries_per_s": 2141.0},
+        "scispacy_index": {"build_s": 46.3, "size_mb": 19.4},
+        "sapbert": system, "sapbert-torch": {**system, "mentions_per_s": 1684.0},
+        "scispacy": {**system, "mentions_per_s": 2172.0, "acc@1": 0.705},
+        "lean": {"python": "/tmp/lean/bin/python",
+                 "sapbert": {**system, "load_s": 0.39, "modules_loaded": ["onnxruntime", "torch"]},
+                 "scispacy": {**system, "load_s": 1.09, "modules_loaded": []}},
+        "ratios": {"throughput (ours/scispaCy)": 1.29},
+    }
+    link_ncbi._write_results(figures)
+    doc = json.loads((results / "link_ncbi.json").read_text(encoding="utf8"))
+    assert set(doc["tables"]) == {"NCBI-disease test (gold spans) -> MEDIC", "index", "loads in the lean environment"}
+    page = rendered()
+    assert "| sapbert_linker, defaults (runtime auto: OnnxEncoder) | 2.95 | 0.35 | 2,808 | 292.5 | 1,080 | 0.762 | 0.854 |" in page
+    assert "| scispaCy EntityLinker (char-3gram tf-idf + nmslib) | 2.95 | 0.35 | 2,172 |" in page
+    assert "| recall@5 vs exact, ef_search 50 | 0.9865 |" in page
+    assert "| scispaCy EntityLinker | 1.09 | 0.35 | 2,808 | none |" in page
+    assert "- throughput (ours/scispaCy): 1.29" in page
+
+
+def test_pretrain_public_results(bench):
+    load, rendered, results = bench
+    pretrain_public = load("pretrain_public")
+    rows = {"char-3gram tf-idf": {"dev": _scores(0.727), "test": _scores(0.664), "test_abbr": _scores(0.73)},
+            "MiniLM base, mean": {"dev": _scores(0.788), "test": _scores(0.686)}}
+    report = {"machine": "x86_64, 2 CPUs", "finetune": {"steps": 1017, "dev": _scores(0.834)}, "peak_rss_mb": 2400}
+    pretrain_public.write_report_results(report, rows, Path("benchmarks/output/pretrain_public"))
+    pretrain_public.write_report_results(report, rows, Path("benchmarks/output/q_lr1e4"))
+    assert sorted(p.name for p in results.iterdir()) == ["pretrain_public.json", "pretrain_public_q_lr1e4.json"]
+    page = rendered()
+    assert "| char-3gram tf-idf | 72.7 | 82.7 | 73.7 | 83.7 | 66.4 | 76.4 | 67.4 | 77.4 | 73.0 | 83.0 |" in page
+    assert "| MiniLM base, mean | 78.8 | 88.8 | 79.8 | 89.8 | 68.6 | 78.6 | 69.6 | 79.6 | – | – |" in page
+    assert "finetune = {\"steps\": 1017}" in page and "peak_rss_mb = 2,400" in page
+
+
+def test_evaluate_ncbi_summary_rows(bench):
+    load, rendered, results = bench
+    evaluate_ncbi = load("evaluate_ncbi")
+    full = {"n": 945, "strict": {"acc@1": 0.696, "acc@5": 0.786}, "lenient": {"acc@1": 0.706, "acc@5": 0.761}}
+    sub = {"strict": {"acc@1": 0.424}}
+    result = {"counts": {"subsets": {"filtered": 231, "filtered_lev0.2": 154}},
+              "results": {"mention_only": {"base MiniLM [CLS]": {"full": full, "filtered": sub, "filtered_lev0.2": None},
+                                           "scispaCy EntityLinker": {"full": {**full, "lenient": None}}}}}
+    rows = evaluate_ncbi.summary_rows({"reference": result})
+    assert rows[0] == ["reference", "base MiniLM [CLS]", 945, 69.6, 78.6, 70.6, 76.1, "42.4 (231)", None, "69.6 / 78.5 / –"]
+    assert rows[1][5:7] == [None, None] and rows[1][-1] == ""

@@ -1,0 +1,182 @@
+"""The package's import graph has no cycles: data and imports flow one way.
+
+The graph is read from the source with ``ast`` (nothing is imported): every ``import`` and
+``from ... import`` of a ``spacy_sapbert`` module, at module level or inside a function (lazy imports
+are still dependencies), except those under ``if TYPE_CHECKING:`` (annotations only).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Optional, Set
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "spacy_sapbert"
+ROOT = PACKAGE.name
+
+
+def module_names(package: Path) -> Dict[str, Path]:
+    """``dotted module name -> file`` for every ``.py`` under ``package`` (packages as their ``__init__``)."""
+    out = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_imports(tree: ast.AST) -> List[ast.stmt]:
+    """Import statements of ``tree``, skipping the bodies of ``if TYPE_CHECKING:``."""
+    found: List[ast.stmt] = []
+    stack: List[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _resolve(name: str, modules: Dict[str, Path]) -> Optional[str]:
+    """The longest known module that ``name`` is or lies in (``a.b.func`` -> ``a.b``)."""
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in modules:
+            return candidate
+        parts.pop()
+    return None
+
+
+def import_graph(package: Path) -> Dict[str, Set[str]]:
+    """``module -> modules of the package it imports``."""
+    modules = module_names(package)
+    graph: Dict[str, Set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        here = name if is_package else name.rpartition(".")[0]
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf8"), str(path))):
+            targets: List[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = here.split(".")
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                # ``from pkg import sub`` imports the submodule ``pkg.sub`` when there is one
+                targets = [f"{base}.{alias.name}" for alias in node.names] or [base]
+            for target in targets:
+                if target.split(".")[0] != ROOT:
+                    continue
+                resolved = _resolve(target, modules)
+                if resolved is not None and resolved != name:
+                    graph[name].add(resolved)
+    return graph
+
+
+def find_cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+    """One cycle (as a path ``a -> b -> ... -> a``) per strongly connected component with a cycle."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    components: List[List[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan; the package has ~100 modules, recursion depth is fine
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                components.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_cycle_in(graph, set(comp)) for comp in components]
+
+
+def _cycle_in(graph: Dict[str, Set[str]], comp: Set[str]) -> List[str]:
+    start = min(comp)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:  # breadth first from start, back to start, inside the component
+        v = queue.pop(0)
+        for w in sorted(graph[v] & comp):
+            if w == start:
+                return paths[v] + [start]
+            if w not in paths:
+                paths[w] = paths[v] + [w]
+                queue.append(w)
+    raise AssertionError(f"no cycle through {start}")  # a strongly connected component always has one
+
+
+def test_package_import_graph_has_no_cycles():
+    graph = import_graph(PACKAGE)
+    assert len(graph) > 20 and "spacy_sapbert.encoder" in graph["spacy_sapbert.onnx_encoder"]
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def _write_package(root: Path, files: Dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / ROOT / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf8")
+    return root / ROOT
+
+
+def test_graph_sees_lazy_relative_and_submodule_imports(tmp_path):
+    package = _write_package(tmp_path, {
+        "__init__.py": "",
+        "a.py": "from .b import thing\n",
+        "b.py": "def f():\n    from .sub import c\n",
+        "sub/__init__.py": "from . import c\n",
+        "sub/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..a import x\nimport spacy_sapbert.a\n",
+        "d.py": "from spacy_sapbert import a\nimport os\n",
+    })
+    graph = import_graph(package)
+    assert graph == {
+        "spacy_sapbert": set(),
+        "spacy_sapbert.a": {"spacy_sapbert.b"},
+        "spacy_sapbert.b": {"spacy_sapbert.sub.c"},
+        "spacy_sapbert.sub": {"spacy_sapbert.sub.c"},
+        "spacy_sapbert.sub.c": {"spacy_sapbert.a"},
+        "spacy_sapbert.d": {"spacy_sapbert.a"},
+    }
+    assert find_cycles(graph) == [["spacy_sapbert.a", "spacy_sapbert.b", "spacy_sapbert.sub.c", "spacy_sapbert.a"]]
+
+
+@pytest.mark.parametrize("guard", ["TYPE_CHECKING", "typing.TYPE_CHECKING"])
+def test_type_checking_imports_make_no_cycle(tmp_path, guard):
+    package = _write_package(tmp_path, {
+        "__init__.py": "",
+        "a.py": "from .b import thing\n",
+        "b.py": f"import typing\nfrom typing import TYPE_CHECKING\nif {guard}:\n    from .a import other\n",
+    })
+    assert find_cycles(import_graph(package)) == []
