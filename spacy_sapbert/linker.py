@@ -27,7 +27,7 @@ from spacy.vocab import Vocab
 
 from .encoder import DEFAULT_MODEL, CachedEncoder, Encoder
 from .errors import ConfigError, Errors, MissingInputError
-from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M, META_FILE, ConceptIndex
+from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
 from .kb.concept import normalize_name
 from .util import device_is_cpu, ensure_path, get_logger
 
@@ -53,7 +53,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "spans_key": None,
     "labels": [],
     "extension_name": "kb_ents",
-    "ef_search": DEFAULT_EF_SEARCH,
+    "ef_search": None,
     "set_kb_id": True,
     "reuse_name_vectors": True,
     "resources": "inside",
@@ -82,7 +82,7 @@ def make_sapbert_linker(
     spans_key: Optional[str],
     labels: List[str],
     extension_name: str,
-    ef_search: int,
+    ef_search: Optional[int],
     set_kb_id: bool,
     reuse_name_vectors: bool,
     resources: str,
@@ -98,7 +98,8 @@ def make_sapbert_linker(
     device is the CPU and the precision fp32, else PyTorch), ``semantic_types`` (applied before
     the top-k cut), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only
     spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
-    ``extension_name`` (the Span attribute written), ``ef_search`` (hnsw search depth),
+    ``extension_name`` (the Span attribute written), ``ef_search`` (graph search depth of an hnsw or compact index; ``None``: the value the index
+    was built with, 200 for hnsw and 256 for compact by default),
     ``set_kb_id`` (write ``kb_id_`` of the spans), ``reuse_name_vectors`` (a mention that is a KB
     name takes that name's vector from the index instead of running the encoder: same result, faster),
     ``resources`` (``inside``: KB and index are saved with the pipeline; ``outside``: only a pointer
@@ -142,7 +143,8 @@ class SapbertLinker(Pipe):
     def set_resources(self, encoder: CachedEncoder, index: ConceptIndex, *, path: Any = "<memory>") -> None:
         """Use an already loaded encoder and index (its ``kb`` comes along); checked for a match."""
         index.check_compatible(encoder, path=path)
-        index.set_ef(self.cfg["ef_search"])
+        if self.cfg["ef_search"] is not None:
+            index.set_ef(self.cfg["ef_search"])
         if self.cfg["semantic_types"]:
             index.check_types(self.cfg["semantic_types"])
         self.encoder, self.index = encoder, index
@@ -457,6 +459,8 @@ def _mention_text(span: Span, long_forms: Dict[int, Tuple[int, str]]) -> str:
 
 def _validate_cfg(cfg: Dict[str, Any]) -> None:
     for what, minimum in (("k", 1), ("max_entities_per_mention", 1), ("batch_size", 1), ("ef_search", 1)):
+        if what == "ef_search" and cfg[what] is None:
+            continue
         if not isinstance(cfg[what], int) or cfg[what] < minimum:
             raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=cfg[what]))
     from .onnx_encoder import check_runtime
