@@ -133,6 +133,12 @@ def test_compact_round_trip_is_memory_mapped(clustered, tmp_path):
     assert isinstance(back._backend._X, numpy.memmap)
     assert back.search(queries[:50], 5) == index.search(queries[:50], 5)
     numpy.testing.assert_allclose(back.name_vectors([0, 7]), vectors[[0, 7]], atol=2e-3)
+    import pickle
+
+    for original in (back, index):  # loaded: re-mapped from its folder; built in memory: sent whole
+        copy = pickle.loads(pickle.dumps(original))
+        assert copy.search(queries[:20], 5) == index.search(queries[:20], 5)
+    assert isinstance(pickle.loads(pickle.dumps(back))._backend._X, numpy.memmap)
 
 
 def _mapped_rss_kb(path):

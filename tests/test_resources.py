@@ -133,3 +133,30 @@ def test_spacy_package_of_an_outside_pipeline_is_small_and_loads_installed(made)
     failed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
                             timeout=300)
     assert failed.returncode != 0 and "SB-E127" in failed.stderr
+
+
+def test_cli_builds_a_compact_index_and_an_outside_pipeline(tiny_bert_path, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+    from spacy_sapbert.index import META_FILE
+
+    kb_dir = tmp_path / "kb"
+    KnowledgeBase.from_concepts(CONCEPTS).to_disk(kb_dir)
+    runner = CliRunner()
+    result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
+                                 str(tmp_path / "ix"), "--device", "cpu", "--kind", "compact", "--rescore", "8"])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
+    assert meta["kind"] == "compact" and meta["rescore"] == 8
+    result = runner.invoke(app, ["create-pipeline", str(tmp_path / "p"), "--kb", str(kb_dir), "--model",
+                                 str(tiny_bert_path), "--index", str(tmp_path / "ix"), "--device", "cpu",
+                                 "--runtime", "torch", "--resources-dir", str(tmp_path / "res" / "r1")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "p" / "sapbert_linker" / POINTER_FILE).exists()
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "res"))
+    nlp = spacy.load(tmp_path / "p")
+    assert nlp.get_pipe("sapbert_linker").index.kind == "compact"
+    result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
+                                 str(tmp_path / "bad"), "--device", "cpu", "--kind", "faiss"])
+    assert result.exit_code != 0 and "SB-E124" in (result.output + str(result.exception))

@@ -66,6 +66,21 @@ class CompactBackend:
         self._folder = folder
         graph.expansion_search = self.ef_search
 
+    def __reduce__(self) -> Any:
+        """Pickled (e.g. for ``nlp.pipe(n_process=2)`` with the spawn start method) as its folder, which
+        the other process maps again; an index built in memory is sent whole."""
+        if self._folder is not None:
+            meta = {"n_names": len(self._X), "dim": self._X.shape[1], "rescore": self.rescore,
+                    "ef_search": self.ef_search}
+            return (CompactBackend.load, (self._folder, meta))
+        return (CompactBackend._from_state, (self._graph.save(), numpy.asarray(self._X), self.rescore, self.ef_search))
+
+    @classmethod
+    def _from_state(cls, graph_bytes: Any, X: numpy.ndarray, rescore: int, ef: int) -> "CompactBackend":
+        from usearch.index import Index
+
+        return cls(Index.restore(graph_bytes), X, rescore=rescore, expansion_search=ef)
+
     # ---- building -----------------------------------------------------------------------
     @classmethod
     def build(cls, vectors: numpy.ndarray, *, dtype: str = "i8", connectivity: int = DEFAULT_CONNECTIVITY,

@@ -50,13 +50,7 @@ def check_hnsw_file(path: Path, *, n: int, dim: int) -> None:
     for start in range(0, n, _CHUNK):
         stop = min(n, start + _CHUNK)
         elems = block[start * per_element: stop * per_element].reshape(stop - start, per_element)
-        words = elems[:, :links0].view(numpy.uint32)
-        counts = words[:, 0] & 0xFFFF
-        if (counts > max_m0).any():
-            raise _bad(path, "a level-0 link count exceeds the graph degree")
-        used = numpy.arange(max_m0)[None, :] < counts[:, None]
-        if (words[:, 1:][used] >= n).any():
-            raise _bad(path, "a level-0 neighbour id is out of range")
+        _check_links(path, elems[:, :links0].view(numpy.uint32), max_m0, n, "level-0")
         vecs = elems[:, data_offset:label_offset].view(numpy.float32)
         norms = numpy.sqrt(numpy.einsum("ij,ij->i", vecs.astype(numpy.float64), vecs.astype(numpy.float64)))
         if not numpy.isfinite(norms).all() or (numpy.abs(norms - 1.0) > _NORM_TOLERANCE).any():
@@ -89,12 +83,17 @@ def _check_upper_levels(path: Path, raw: numpy.memmap, pos: int, size: int, n: i
         raise _bad(path, f"{size - pos} unexpected bytes after the last element")
     for start, nbytes in lists:
         words = numpy.frombuffer(buf[start: start + nbytes], dtype=numpy.uint32).reshape(-1, max_m + 1)
-        counts = words[:, 0] & 0xFFFF
-        if (counts > max_m).any():
-            raise _bad(path, "an upper-level link count exceeds the graph degree")
-        used = numpy.arange(max_m)[None, :] < counts[:, None]
-        if (words[:, 1:][used] >= n).any():
-            raise _bad(path, "an upper-level neighbour id is out of range")
+        _check_links(path, words, max_m, n, "upper-level")
+
+
+def _check_links(path: Path, words: numpy.ndarray, degree: int, n: int, level: str) -> None:
+    """Rows of ``[count, id_1 .. id_degree]`` (uint32): counts within the degree, used ids below ``n``."""
+    counts = words[:, 0] & 0xFFFF
+    if (counts > degree).any():
+        raise _bad(path, f"a {level} link count exceeds the graph degree")
+    used = numpy.arange(degree)[None, :] < counts[:, None]
+    if (words[:, 1:][used] >= n).any():
+        raise _bad(path, f"a {level} neighbour id is out of range")
 
 
 __all__ = ["check_hnsw_file"]
