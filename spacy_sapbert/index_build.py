@@ -1,5 +1,5 @@
 """Building blocks of :class:`spacy_sapbert.index.ConceptIndex`: chunked, resumable encoding of
-the KB names, the hnswlib graph build, and filtered hnswlib queries."""
+the KB names and the hnswlib graph build."""
 from __future__ import annotations
 
 import json
@@ -17,28 +17,6 @@ WORK_FILE = "work.json"
 LOCK_FILE = "work.lock"
 
 logger = get_logger("index_build")
-
-
-def _filtered_query(hnsw: Any, vectors: numpy.ndarray, k: int, keep: Callable[[int], bool]
-                    ) -> Tuple[numpy.ndarray, numpy.ndarray]:
-    """hnswlib with a filter may find fewer than ``k`` allowed rows for some queries; query those
-    again one by one with a shrinking ``k`` and pad the rest (row -1, distance +inf)."""
-    try:
-        return hnsw.knn_query(vectors, k=k, num_threads=1, filter=keep)
-    except RuntimeError:
-        labels = numpy.full((vectors.shape[0], k), -1, dtype=numpy.int64)
-        dist = numpy.full((vectors.shape[0], k), numpy.inf, dtype=numpy.float32)
-        for i in range(vectors.shape[0]):
-            kk = k
-            while kk > 0:
-                try:
-                    lab, dis = hnsw.knn_query(vectors[i : i + 1], k=kk, num_threads=1, filter=keep)
-                except RuntimeError:
-                    kk //= 2
-                    continue
-                labels[i, :kk], dist[i, :kk] = lab[0], dis[0]
-                break
-        return labels, dist
 
 
 def _build_hnsw(vectors: numpy.ndarray, *, M: int, ef_construction: int, num_threads: int, seed: int,

@@ -29,8 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 COMMAND = re.compile(r"(?:spacy-sapbert|python -m spacy_sapbert)[ \t]+([a-z][a-z0-9_-]*)")
 # "spacy-sapbert requires it", "the spacy-sapbert command", "spacy-sapbert project report", "spacy-sapbert
-# demo (CPU, offline)": the package's name in prose and titles, not a command.
-PROSE_WORDS = {"requires", "command", "project", "demo"}
+# demo (CPU, offline)", "another spacy-sapbert process", "a spacy-sapbert output", "spacy-sapbert wrote it":
+# the package's name in prose and titles, not a command.
+PROSE_WORDS = {"requires", "command", "project", "demo", "process", "output", "wrote", "did", "before"}
 SHELL_BREAK = {"|", "||", "&&", ";", ">", ">>", "2>", "&"}
 
 

@@ -92,19 +92,27 @@ def test_compact_filters_equal_exact_filters(clustered):
         assert agree >= 0.97, kwargs
 
 
-def test_filtered_search_over_fetches_when_many_rows_are_allowed(clustered, monkeypatch):
-    """Above EXACT_FILTER_ROWS allowed rows the graph is searched deeper and masked."""
-    from spacy_sapbert.index import compact as compact_module
+@pytest.mark.parametrize("kind", ["compact", "hnsw"])
+def test_filtered_search_over_fetches_when_many_rows_are_allowed(clustered, monkeypatch, kind):
+    """Above EXACT_FILTER_ROWS allowed rows the graph is searched deeper and masked (no Python call
+    per visited node); a query still short of rows is scanned exactly."""
+    from spacy_sapbert.index import filtered
 
     kb, vectors, queries = clustered
-    monkeypatch.setattr(compact_module, "EXACT_FILTER_ROWS", 10)
+    monkeypatch.setattr(filtered, "EXACT_FILTER_ROWS", 10)
     exact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")
-    compact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False)
-    got = compact.search(queries, 5, semantic_types=["T1"])
+    graph = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind=kind, show_progress=False)
+    got = graph.search(queries, 5, semantic_types=["T1"])
     want = exact.search(queries, 5, semantic_types=["T1"])
     agree = numpy.mean([g[0][0] == w[0][0] for g, w in zip(got, want)])
     assert agree >= 0.97
     assert all(kb.cui_to_entity[c].types == ("T1",) for r in got for c, _ in r)
+    monkeypatch.setattr(filtered, "MAX_OVERFETCH", 1)  # the graph never finds enough: all exact
+    stored = vectors.astype(numpy.float16).astype(numpy.float32) if kind == "compact" else vectors
+    want = ConceptIndex.from_vectors(kb, stored, _Enc(), kind="exact").search(queries[:20], 5, semantic_types=["T1"])
+    forced = graph.search(queries[:20], 5, semantic_types=["T1"])
+    assert [[c for c, _ in r] for r in forced] == [[c for c, _ in r] for r in want]
+    assert [s for r in forced for _, s in r] == pytest.approx([s for r in want for _, s in r], abs=1e-5)
 
 
 def test_filters_equal_the_per_concept_definition_on_the_hand_kb():

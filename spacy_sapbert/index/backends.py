@@ -6,6 +6,8 @@ the file names written) and ``load(folder, meta)``. Scores are inner products of
 
 - :class:`ExactBackend`: one ``Q @ X.T`` + ``topk`` in torch; small KBs.
 - :class:`HnswBackend`: hnswlib, float32, read whole into RAM; the default for mid-sized KBs.
+
+Filters go through ``filtered.masked_search`` (graph back-ends) or a mask on the scores (exact).
 - ``compact.CompactBackend``: usearch over int8 copies + exact re-scoring against memory-mapped
   float16 vectors; KBs of millions of names (see ``compact.py``).
 """
@@ -19,34 +21,13 @@ import numpy
 
 from ..encoder import fork_guard
 from ..errors import Errors, MissingInputError
-from ..index_build import _filtered_query
+from .filtered import exact_topk, masked_search
 from .hnsw_file import check_hnsw_file
 
 HNSW_FILE = "names.hnsw"
 VECTORS_FILE = "vectors.npy"
-# Upper bound of the float32 score matrix one exact-search step holds in memory.
-_EXACT_BLOCK = 32_000_000
 
 Result = Tuple[numpy.ndarray, numpy.ndarray]
-
-
-def exact_topk(X: Any, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
-    """Exact top ``k`` rows of ``X`` (a float32 torch matrix) for each query, masked rows excluded."""
-    import torch
-
-    mask = None if row_mask is None else torch.from_numpy(~row_mask)
-    step = max(1, _EXACT_BLOCK // max(1, X.shape[0]))
-    out_r, out_s = [], []
-    with torch.inference_mode():
-        for start in range(0, vectors.shape[0], step):
-            Q = torch.from_numpy(vectors[start: start + step])
-            sims = Q @ X.T
-            if mask is not None:
-                sims[:, mask] = -float("inf")
-            s, r = torch.topk(sims, k, dim=1)
-            out_r.append(r.numpy().astype(numpy.int64))
-            out_s.append(s.numpy())
-    return numpy.concatenate(out_r), numpy.concatenate(out_s)
 
 
 class ExactBackend:
@@ -105,17 +86,28 @@ class HnswBackend:
         self._hnsw.set_ef(ef)
 
     def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
+        if row_mask is None:
+            return self._knn(vectors, k)
+        return masked_search(vectors, k, row_mask, n_rows=self._hnsw.get_current_count(), base_depth=k,
+                             candidates=self._allowed_candidates, gather=self._gather)
+
+    def _knn(self, vectors: numpy.ndarray, k: int) -> Result:
         hnsw = self._hnsw
         hnsw.set_ef(max(self.ef_search, k))
         try:
-            if row_mask is None:
-                labels, dist = hnsw.knn_query(vectors, k=k)
-            else:
-                allowed = row_mask.tolist()
-                labels, dist = _filtered_query(hnsw, vectors, k, lambda label: allowed[label])
+            labels, dist = hnsw.knn_query(vectors, k=k)
         finally:
             hnsw.set_ef(self.ef_search)
         return labels.astype(numpy.int64), (1.0 - dist).astype(numpy.float32)
+
+    def _allowed_candidates(self, vectors: numpy.ndarray, depth: int, row_mask: numpy.ndarray) -> Result:
+        rows, scores = self._knn(vectors, depth)
+        drop = ~row_mask[rows]
+        rows[drop], scores[drop] = -1, -numpy.inf
+        return rows, scores
+
+    def _gather(self, rows: numpy.ndarray) -> numpy.ndarray:
+        return self.vectors(rows.tolist())
 
     def vectors(self, rows: List[int]) -> numpy.ndarray:
         return numpy.asarray(self._hnsw.get_items(rows, return_type="numpy"), dtype=numpy.float32)

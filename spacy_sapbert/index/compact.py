@@ -7,13 +7,11 @@
    vectors, a memory-mapped ``.npy`` (only the rows touched are paged in), so scores are true
    inner products of the stored vectors and the int8 rounding never decides the ranking.
 
-Filters (semantic types, definitions) are applied without a Python call per visited node: the
-candidate search over-fetches by the inverse of the allowed fraction and masks the rows; when few
-rows are allowed (``EXACT_FILTER_ROWS``) they are searched exactly instead.
+Filters (semantic types, definitions) are applied without a Python call per visited node
+(``filtered.py``).
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -21,8 +19,8 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import Errors, MissingInputError
-from .backends import exact_topk
 from .files import link_or_copy
+from .filtered import masked_search, top_k
 
 GRAPH_FILE = "names.usearch"
 VECTORS_F16_FILE = "vectors.f16.npy"
@@ -31,10 +29,6 @@ DEFAULT_EXPANSION_ADD = 128
 DEFAULT_EXPANSION_SEARCH = 256
 DEFAULT_RESCORE = 64
 CANDIDATE_DTYPES = ("i8", "f16")
-# below this many allowed rows a filtered search scans those rows exactly (they are gathered from
-# the float16 file: at 768 dims 100k rows are 150 MB, touched once per query batch)
-EXACT_FILTER_ROWS = 100_000
-_MAX_OVERFETCH = 8192
 _SCORE_LIMIT = 1.02  # inner products of unit vectors; float16 rounding stays far below this
 
 Result = Tuple[numpy.ndarray, numpy.ndarray]
@@ -139,62 +133,21 @@ class CompactBackend:
         scores[valid] = numpy.einsum("ij,ij->i", gathered, vectors[qrow])
         if (numpy.abs(scores[valid]) > _SCORE_LIMIT).any() or not numpy.isfinite(scores[valid]).all():
             raise _damaged(self._path(VECTORS_F16_FILE), "stored name vectors are not unit length: the file is damaged")
-        rows_key = numpy.where(valid, cand, numpy.iinfo(numpy.int64).max)
-        order = numpy.lexsort((rows_key, -scores.astype(numpy.float64)), axis=1)[:, :k]
-        rows = numpy.take_along_axis(cand, order, 1)
-        best = numpy.take_along_axis(scores, order, 1)
-        rows[~numpy.isfinite(best)] = -1
-        return rows, best
+        return top_k(cand, scores, k)
 
     def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
-        depth = max(k, self.rescore)
         if row_mask is None:
-            return self._rescore(vectors, self._candidates(vectors, depth), k)
-        allowed = int(row_mask.sum())
-        if allowed <= EXACT_FILTER_ROWS:
-            return self._exact_allowed(vectors, k, row_mask)
-        rows = numpy.full((len(vectors), k), -1, dtype=numpy.int64)
-        scores = numpy.full((len(vectors), k), -numpy.inf, dtype=numpy.float32)
-        pending = numpy.arange(len(vectors))
-        depth = min(len(self._X), math.ceil(depth * len(self._X) / allowed * 1.5))
-        while len(pending):
-            cand = self._candidates(vectors[pending], depth)
-            cand[(cand >= 0) & ~row_mask[numpy.maximum(cand, 0)]] = -1
-            enough = (cand >= 0).sum(1) >= min(k, allowed)
-            done = enough | (depth >= min(len(self._X), _MAX_OVERFETCH))
-            if done.any():
-                # a query still short of rows after the deepest over-fetch is searched exactly
-                short = done & ~enough
-                ok = done & enough
-                if ok.any():
-                    r, s = self._rescore(vectors[pending[ok]], cand[ok], k)
-                    rows[pending[ok]], scores[pending[ok]] = r, s
-                if short.any():
-                    r, s = self._exact_allowed(vectors[pending[short]], k, row_mask)
-                    rows[pending[short]], scores[pending[short]] = r, s
-            pending = pending[~done]
-            depth = min(len(self._X), depth * 4)
-        return rows, scores
+            return self._rescore(vectors, self._candidates(vectors, max(k, self.rescore)), k)
+        return masked_search(vectors, k, row_mask, n_rows=len(self._X), base_depth=self.rescore,
+                             candidates=self._allowed_candidates, gather=self._gather)
 
-    def _exact_allowed(self, vectors: numpy.ndarray, k: int, row_mask: numpy.ndarray) -> Result:
-        import torch
+    def _allowed_candidates(self, vectors: numpy.ndarray, depth: int, row_mask: numpy.ndarray) -> Result:
+        cand = self._candidates(vectors, depth)
+        cand[(cand >= 0) & ~row_mask[numpy.maximum(cand, 0)]] = -1
+        return self._rescore(vectors, cand, depth)
 
-        allowed = numpy.flatnonzero(row_mask)
-        best_r = numpy.full((len(vectors), k), -1, dtype=numpy.int64)
-        best_s = numpy.full((len(vectors), k), -numpy.inf, dtype=numpy.float32)
-        step = EXACT_FILTER_ROWS
-        for start in range(0, len(allowed), step):
-            part = allowed[start:start + step]
-            X = torch.from_numpy(numpy.asarray(self._X[part], dtype=numpy.float32))
-            r, s = exact_topk(X, vectors, min(k, len(part)), None)
-            r = part[r]
-            cat_r = numpy.concatenate([best_r, r], axis=1)
-            cat_s = numpy.concatenate([best_s, s], axis=1)
-            key = numpy.where(cat_r >= 0, cat_r, numpy.iinfo(numpy.int64).max)
-            order = numpy.lexsort((key, -cat_s.astype(numpy.float64)), axis=1)[:, :k]
-            best_r = numpy.take_along_axis(cat_r, order, 1)
-            best_s = numpy.take_along_axis(cat_s, order, 1)
-        return best_r, best_s
+    def _gather(self, rows: numpy.ndarray) -> numpy.ndarray:
+        return numpy.asarray(self._X[rows], dtype=numpy.float32)
 
     def vectors(self, rows: List[int]) -> numpy.ndarray:
         return numpy.asarray(self._X[rows], dtype=numpy.float32)
@@ -246,4 +199,4 @@ class CompactBackend:
 
 
 __all__ = ["CompactBackend", "GRAPH_FILE", "VECTORS_F16_FILE", "CANDIDATE_DTYPES", "DEFAULT_RESCORE",
-           "DEFAULT_CONNECTIVITY", "DEFAULT_EXPANSION_ADD", "DEFAULT_EXPANSION_SEARCH", "EXACT_FILTER_ROWS"]
+           "DEFAULT_CONNECTIVITY", "DEFAULT_EXPANSION_ADD", "DEFAULT_EXPANSION_SEARCH"]
