@@ -71,7 +71,7 @@ def _work(n: int, dim: int) -> Path:
 
 
 # ---------------------------------------------------------------- steps (each in its own process)
-def step_prepare(n: int, dim: int, n_recall: int, n_queries: int) -> Dict[str, Any]:
+def step_prepare(n: int, dim: int, n_recall: int, n_queries: int, pipeline: bool = True) -> Dict[str, Any]:
     """Vectors, KB (jsonl → build_kb), encoder, queries and exact ground truth; reused when present."""
     import scale_data as sd
 
@@ -99,7 +99,8 @@ def step_prepare(n: int, dim: int, n_recall: int, n_queries: int) -> Dict[str, A
     kb = build_kb([(jsonl, "jsonl")], work / "kb", overwrite=True)
     assert len(kb.names) == n and kb.names[n - 1] == f"n{n - 1:010d}", "KB rows do not follow the vectors"
     jsonl.unlink()
-    _make_encoder(work / "encoder", dim)
+    if pipeline:
+        _make_encoder(work / "encoder", dim)
     q, qc = sd.queries(kb_syn, n_queries, seed=7)
     numpy.save(work / "queries.npy", q)
     # exact ground truth for the first n_recall queries: top rows, unfiltered and among FILTER_TYPE rows
@@ -166,17 +167,26 @@ def _make_encoder(path: Path, dim: int) -> None:
     enc.to_disk(path)
 
 
-def step_build(n: int, dim: int, kind: str, threads: int) -> Dict[str, Any]:
-    import spacy
+class _Fields:
+    """The encoder fields an index records, for runs without a pipeline (no encoder needed)."""
 
-    from spacy_sapbert.encoder import Encoder
+    def __init__(self, dim: int) -> None:
+        self.fingerprint, self.dim, self.pooling, self.max_length, self.name = "synthetic", dim, "cls", 25, "synthetic"
+
+
+def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True) -> Dict[str, Any]:
     from spacy_sapbert.index import ConceptIndex
     from spacy_sapbert.kb import KnowledgeBase
 
     work = _work(n, dim)
     info = json.loads((work / "prepared.json").read_text())
     kb = KnowledgeBase.from_disk(work / "kb")
-    enc = Encoder.from_disk(work / "encoder", device="cpu", precision="fp32")
+    if pipeline:
+        from spacy_sapbert.encoder import Encoder
+
+        enc: Any = Encoder.from_disk(work / "encoder", device="cpu", precision="fp32")
+    else:
+        enc = _Fields(dim)
     vectors = numpy.load(work / info["vectors_file"], mmap_mode="r")
     t0 = time.perf_counter()
     index = ConceptIndex.from_vectors(kb, vectors, enc, kind=kind, num_threads=threads, show_progress=False)
@@ -184,6 +194,11 @@ def step_build(n: int, dim: int, kind: str, threads: int) -> Dict[str, Any]:
     index.to_disk(index_dir)
     build_s = time.perf_counter() - t0
     peak = _status()["VmHWM"]
+    out = {"build_s": round(build_s, 1), "build_peak_mb": round(peak, 0), "index_mb": round(_dir_mb(index_dir), 1)}
+    if not pipeline:
+        return out
+    import spacy
+
     # a pipeline holding encoder, KB and index (the index files are hard links: no extra disk)
     nlp = spacy.blank("en")
     linker = nlp.add_pipe("sapbert_linker", config={"model": str(work / "encoder"), "device": "cpu",
@@ -191,23 +206,34 @@ def step_build(n: int, dim: int, kind: str, threads: int) -> Dict[str, Any]:
     del index
     linker.set_resources(enc, ConceptIndex.from_disk(index_dir, kb), path=index_dir)
     nlp.to_disk(work / f"pipeline_{kind}")
-    return {"build_s": round(build_s, 1), "build_peak_mb": round(peak, 0),
-            "index_mb": round(_dir_mb(index_dir), 1), "pipeline_mb": round(_dir_mb(work / f"pipeline_{kind}"), 1)}
+    return dict(out, pipeline_mb=round(_dir_mb(work / f"pipeline_{kind}"), 1))
 
 
-def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool) -> Dict[str, Any]:
-    import spacy
+def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline: bool = True,
+               cores: int = 0) -> Dict[str, Any]:
+    if cores:  # serve on this many cores (a bigger machine standing in for an ordinary one)
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:cores]))
+        import torch
 
+        torch.set_num_threads(cores)
     work = _work(n, dim)
-    pipe_dir = work / f"pipeline_{kind}"
+    folder = work / (f"pipeline_{kind}" if pipeline else f"index_{kind}")
     if cold:
-        _drop_cache(pipe_dir)
+        _drop_cache(folder)
+        _drop_cache(work / "kb")
+    if pipeline:
+        import spacy
+    else:
+        from spacy_sapbert.index import ConceptIndex
+        from spacy_sapbert.kb import KnowledgeBase
     base = _status()
     t0 = time.perf_counter()
-    nlp = spacy.load(pipe_dir)
+    if pipeline:
+        index = spacy.load(folder).get_pipe("sapbert_linker").index
+    else:
+        index = ConceptIndex.from_disk(folder, KnowledgeBase.from_disk(work / "kb"))
     load_s = time.perf_counter() - t0
     after_load = _status()
-    index = nlp.get_pipe("sapbert_linker").index
     q = numpy.load(work / "queries.npy")
     gt = json.loads((work / "ground_truth.json").read_text())
     out: Dict[str, Any] = {"load_s": round(load_s, 2), "rss_load_mb": round(after_load["VmRSS"], 0),
@@ -277,6 +303,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--recall-queries", type=int, default=2_000)
     parser.add_argument("--note", action="append", default=[], help="What else ran on the machine, etc.")
+    parser.add_argument("--no-pipeline", action="store_true",
+                        help="Time ConceptIndex.from_disk instead of spacy.load of a pipeline (no spaCy or encoder needed).")
+    parser.add_argument("--serve-cores", type=int, default=0,
+                        help="Pin the load/query steps to this many cores (0: all), e.g. 2 on a bigger machine.")
+    parser.add_argument("--name", default="umls_scale", help="Results file name (benchmarks/results/NAME.json).")
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="?", help=argparse.SUPPRESS)
     opts = parser.parse_args()
@@ -288,7 +319,8 @@ def main() -> None:
     rows, raw = [], {}
     for dim in opts.dims:
         for n in opts.names:
-            info = _run_step("prepare", n, dim, opts.recall_queries, opts.queries)
+            pipeline = not opts.no_pipeline
+            info = _run_step("prepare", n, dim, opts.recall_queries, opts.queries, pipeline)
             print(f"prepared {n:,} x {dim}: {info}", flush=True)
             for kind in opts.kinds:
                 key = f"{kind}_n{n}_d{dim}"
@@ -298,9 +330,10 @@ def main() -> None:
                     rows.append(["hnswlib f32 (formula)", n, dim, None, round(mb, 0), None, None, round(mb, 0),
                                  None, None, None, None, None, None, None])
                     continue
-                fig = _run_step("build", n, dim, kind, opts.threads)
-                fig.update({f"cold_{k}": v for k, v in _run_step("serve", n, dim, kind, opts.recall_queries, True).items()})
-                fig.update(_run_step("serve", n, dim, kind, opts.recall_queries, False))
+                fig = _run_step("build", n, dim, kind, opts.threads, pipeline)
+                serve = ("serve", n, dim, kind, opts.recall_queries)
+                fig.update({f"cold_{k}": v for k, v in _run_step(*serve, True, pipeline, opts.serve_cores).items()})
+                fig.update(_run_step(*serve, False, pipeline, opts.serve_cores))
                 raw[key] = fig
                 print(f"{key}: {fig}", flush=True)
                 label = {"compact": "compact (usearch i8 + f16 re-score, mmap)", "hnsw": "hnswlib f32 (today)",
@@ -312,7 +345,7 @@ def main() -> None:
     columns = ["index", "names", "dim", "build s", "files MB", "load s cold", "load s warm",
                "RSS MB after queries", "of which anon MB", "q/s batch 256", "q/s batch 1", "recall@1", "recall@5",
                "10% type filter q/s", "filter recall@1"]
-    path = write_results("umls_scale", {"index_at_scale": table(columns, rows)}, notes=opts.note, figures=raw)
+    path = write_results(opts.name, {"index_at_scale": table(columns, rows)}, notes=opts.note, figures=raw)
     print(f"\nwritten {path}")
     for r in [columns] + rows:
         print(" | ".join("" if v is None else str(v) for v in r))

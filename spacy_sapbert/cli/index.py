@@ -27,7 +27,7 @@ def build_index_command(
                              help="auto (exact up to 20,000 names, hnsw below 500,000, compact above), exact, hnsw, "
                                   "or compact (usearch int8 + float16 re-scoring, memory-mapped: for UMLS)."),
     rescore: Optional[int] = typer.Option(None, "--rescore", help="compact: candidates re-scored exactly per query (default 64)."),
-    connectivity: Optional[int] = typer.Option(None, "--connectivity", help="compact: graph degree (default 16)."),
+    connectivity: Optional[int] = typer.Option(None, "--connectivity", help="compact: graph degree (default 32)."),
     M: Optional[int] = typer.Option(None, "--M", help="hnsw graph degree (default 32)."),
     ef_construction: Optional[int] = typer.Option(None, "--ef-construction", help="hnsw build depth (default 200)."),
     ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Graph search depth (default: hnsw 200, compact 256)."),
