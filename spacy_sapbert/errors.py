@@ -8,6 +8,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E200–E299 / W200–W299: training
 - E300–E399 / W300–W399: evaluation
 - E400–E499 / W400–W499: project, assets (UMLS download), NER
+- E550–E599 / W550–W599: hardening: untrusted bytes, integrity of saved folders, damaged files
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -54,6 +55,10 @@ class TrainingError(SapbertError, RuntimeError):
     """Training cannot start or continue."""
 
 
+class IntegrityError(SapbertError, ValueError):
+    """A saved file does not match what was recorded when it was written (damaged, truncated, replaced)."""
+
+
 class Warnings(metaclass=_CodedMessages):
     # ---- W001–W099: general, knowledge bases and readers ----
     W001 = "{path}: line {line}: {what}; the line was skipped."
@@ -81,6 +86,14 @@ class Warnings(metaclass=_CodedMessages):
             "span was kept).")
     W442 = ("{path}: mention types with no NER label were skipped: {found}. Known types: {known}; pass a label "
             "map (--label TYPE=LABEL) to keep them.")
+
+    # ---- W550–W599: hardening ----
+    W550 = ("'{path}' records no checksums of its files (written by an older version): they are not checked "
+            "at load. Save the {what} again to add them.")
+    W551 = ("'{name}' got docs with no entity annotation: no component before it sets doc.ents, so nothing is "
+            "linked. Build the pipeline on a model with an NER (`spacy-sapbert create-pipeline ... --base "
+            "en_core_sci_sm`), set doc.ents yourself, or link names directly (`spacy-sapbert link INDEX_FOLDER`, "
+            "index mode).")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -236,6 +249,20 @@ class Errors(metaclass=_CodedMessages):
             "the file at '{file}' yourself, or rerun with network access.")
     E447 = "'{path}' has MD5 {got}, but project.yml pins {expected}: {hint}"
 
+    # ---- E550–E599: hardening: untrusted bytes, integrity, damaged files ----
+    E550 = ("Refusing the sapbert_linker bytes: {what}. Only bytes written by SapbertLinker.to_bytes / "
+            "nlp.to_bytes are accepted; get the pipeline again from a source you trust.")
+    E551 = ("'{path}' of the {what} folder is damaged: {why}. Rebuild or re-download the {what}; "
+            "`spacy-sapbert verify {folder}` checks every file in full.")
+    E552 = ("'{path}' is damaged or not what {what} expects ({why}). {fix}")
+    E553 = ("{what} produced non-finite vectors (NaN or infinity) for {n} of {total} inputs: the weights or "
+            "model.onnx in '{path}' are damaged. Run `spacy-sapbert verify {path}`, then re-download or re-save "
+            "the encoder.")
+    E554 = ("Knowledge base strings are damaged: bytes {start}-{end} of {what} are not UTF-8. Run "
+            "`spacy-sapbert verify KB_FOLDER` to find the file, then rebuild the KB (`spacy-sapbert build-kb`).")
+    E555 = ("'{path}' is not a folder verify knows: none of kb.json (knowledge base), sapbert_encoder.json "
+            "(encoder), index_meta.json (index) or config.cfg (spaCy pipeline) is in it. Give one of those folders.")
+
 
 __all__ = [
     "Errors",
@@ -248,4 +275,5 @@ __all__ = [
     "EmptyResultError",
     "DownloadError",
     "TrainingError",
+    "IntegrityError",
 ]

@@ -1,0 +1,153 @@
+"""The linker against hostile or odd input: crafted bytes, garbage spans, kb_ents' type on every path,
+a pipeline without an NER."""
+from __future__ import annotations
+
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+import spacy
+import srsly
+from spacy.tokens import Doc, DocBin, Span
+
+from spacy_sapbert.errors import DataFormatError
+from spacy_sapbert.kb import Concept, KnowledgeBase
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CONCEPTS = [
+    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
+    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
+    Concept("HP1", "All", (), ("Phenotype",)),
+]
+TEXTS = ["flu and aspirin .", "grippe 😀 \u200b x"]
+
+
+@pytest.fixture(scope="module")
+def kb_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hard_kb") / "kb"
+    KnowledgeBase.from_concepts(CONCEPTS).to_disk(path)
+    return path
+
+
+def make_nlp(model, kb_path, **config):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("_hardening_set_ents")
+    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean"}
+    cfg.update(config)
+    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(kb_path), show_progress=False)
+    return nlp
+
+
+class _EveryToken:
+    """Stands in for NER: every token an entity (module level so that n_process=2 can pickle it)."""
+
+    def __call__(self, doc: Doc) -> Doc:
+        doc.ents = [Span(doc, i, i + 1, label="E") for i in range(len(doc)) if not doc[i].is_space]
+        return doc
+
+
+@spacy.Language.factory("_hardening_set_ents")
+def _make_every_token(nlp, name):
+    return _EveryToken()
+
+
+@pytest.fixture(scope="module")
+def nlp(tiny_bert_path, kb_path):
+    return make_nlp(tiny_bert_path, kb_path)
+
+
+# ---- from_bytes: only the names to_disk writes ------------------------------------------------
+@pytest.mark.parametrize("bad_name", ["../x", "/tmp/sapbert_escape_x", "encoder/../../x", "other/x", "kb/sub/x",
+                                      "kb/.hidden", "x"])
+def test_from_bytes_refuses_names_outside_the_allow_list(nlp, tmp_path, bad_name):
+    good = srsly.msgpack_loads(nlp.get_pipe("sapbert_linker").to_bytes())
+    assert set(name.split("/")[0] for name in good) == {"encoder", "kb", "index"}
+    crafted = srsly.msgpack_dumps(dict(good, **{bad_name: b"pwned"}))
+    before = set(Path(tmp_path.parent).iterdir())
+    fresh = spacy.blank("en").add_pipe("sapbert_linker", config={"device": "cpu"})
+    with pytest.raises(DataFormatError, match=r"\[SB-E550\].*not one that to_disk writes"):
+        fresh.from_bytes(crafted)
+    assert not Path("/tmp/sapbert_escape_x").exists()
+    assert not (Path(tempfile.gettempdir()) / "x").exists()
+    assert set(Path(tmp_path.parent).iterdir()) == before
+    assert fresh.index is None
+
+
+@pytest.mark.parametrize("blob", [b"\xc1garbage", srsly.msgpack_dumps([1, 2]), srsly.msgpack_dumps({"kb/kb.json": 3})])
+def test_from_bytes_refuses_malformed_blobs(blob):
+    fresh = spacy.blank("en").add_pipe("sapbert_linker", config={"device": "cpu"})
+    with pytest.raises(DataFormatError, match=r"\[SB-E550\]"):
+        fresh.from_bytes(blob)
+
+
+def test_from_bytes_round_trip_still_works(nlp):
+    data = nlp.get_pipe("sapbert_linker").to_bytes()
+    again = spacy.blank("en")
+    again.add_pipe("_hardening_set_ents")
+    again.add_pipe("sapbert_linker", config={"device": "cpu", "threshold": -1.0, "pooling": "mean"}).from_bytes(data)
+    assert _links(again(TEXTS[0])) == _links(nlp(TEXTS[0]))
+
+
+# ---- garbage spans -----------------------------------------------------------------------------
+def _links(doc):
+    return [(e.text, e.kb_id_, e._.kb_ents) for e in doc.ents]
+
+
+def test_spans_without_letter_or_digit_get_no_links(nlp, tiny_bert_path, kb_path):
+    got = {text: (kb_id, ents) for text, kb_id, ents in _links(nlp(TEXTS[0])) + _links(nlp(TEXTS[1]))}
+    for garbage in (".", "😀", "\u200b"):
+        if garbage in got:  # the tokenizer may fold the zero-width space into whitespace
+            assert got[garbage] == ("", []), garbage
+    assert "." in got and "😀" in got
+    assert got["flu"][0] == "D003" and got["x"][1]  # a one-letter span is still linked
+    off = make_nlp(tiny_bert_path, kb_path, skip_non_alnum=False)
+    linked = {text: ents for text, _, ents in _links(off(TEXTS[0]))}
+    assert linked["."]  # without the option "." links to something (the bug this option fixes)
+
+
+# ---- kb_ents is a list of (str, float) tuples on every path -----------------------------------
+def _assert_tuples(docs):
+    seen = 0
+    for doc in docs:
+        for ent in doc.ents:
+            value = ent._.kb_ents
+            assert isinstance(value, list)
+            for item in value:
+                assert type(item) is tuple and isinstance(item[0], str) and isinstance(item[1], float)
+                seen += 1
+    assert seen
+
+
+def test_kb_ents_are_tuples_after_call_pipe_n_process_and_docbin(nlp):
+    _assert_tuples([nlp(text) for text in TEXTS])
+    single = [_links(doc) for doc in nlp.pipe(TEXTS * 2, batch_size=2)]
+    multi_docs = list(nlp.pipe(TEXTS * 2, batch_size=2, n_process=2))
+    _assert_tuples(multi_docs)
+    assert [_links(doc) for doc in multi_docs] == single
+    store = DocBin(store_user_data=True, docs=[nlp(text) for text in TEXTS])
+    restored = list(DocBin().from_bytes(store.to_bytes()).get_docs(nlp.vocab))
+    _assert_tuples(restored)
+    assert [_links(doc) for doc in restored] == single[:2]
+    ent = restored[0].ents[0]
+    ent._.kb_ents = [["X1", 1]]  # set as lists: read back as tuples
+    assert ent._.kb_ents == [("X1", 1.0)] and type(ent._.kb_ents[0]) is tuple
+
+
+# ---- a pipeline without NER --------------------------------------------------------------------
+def test_pipeline_without_ner_warns_once(tiny_bert_path, kb_path):
+    nlp = spacy.blank("en")
+    cfg = {"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean"}
+    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(kb_path), show_progress=False)
+    with pytest.warns(UserWarning, match=r"\[SB-W551\].*--base") as caught:
+        nlp("flu and aspirin")
+        list(nlp.pipe(["more flu", "and more"]))
+    assert len([w for w in caught if "SB-W551" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nlp("")  # an empty text: nothing to say
+        doc = nlp.make_doc("flu")
+        doc.ents = []
+        nlp.get_pipe("sapbert_linker")(doc)  # NER ran, found nothing: no warning
+
