@@ -94,6 +94,11 @@ class Warnings(metaclass=_CodedMessages):
             "linked. Build the pipeline on a model with an NER (`spacy-sapbert create-pipeline ... --base "
             "en_core_sci_sm`), set doc.ents yourself, or link names directly (`spacy-sapbert link INDEX_FOLDER`, "
             "index mode).")
+    W552 = ("Evaluation cache file '{path}' is skipped: {why}. Its vectors are computed again (delete the file "
+            "to stop this warning).")
+    W553 = ("Pipeline '{path}' links against another knowledge base than the one evaluated against (checksum "
+            "{theirs} != {ours}): {missing} of {total} gold concepts are not in the pipeline's KB and cannot be "
+            "found. Build the pipeline on the evaluation KB (`spacy-sapbert create-pipeline`) or evaluate with its KB.")
 
 
 class Errors(metaclass=_CodedMessages):
