@@ -157,3 +157,71 @@ def _corpus() -> List[Path]:
 def test_crash_corpus(case, tmp_path):
     """Inputs that once crashed a reader (folder name = reader name) keep giving a result or a coded error."""
     _run(case.parent.name, case.read_bytes(), tmp_path / "case")
+
+
+# ---- link input ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def linking_nlp(tiny_bert_path, tmp_path_factory):
+    """A linker over the tiny KB, with every token an entity (pipeline mode) or the whole text (index mode)."""
+    import spacy
+
+    from spacy_sapbert.kb.readers import read_medic
+
+    kb_dir = tmp_path_factory.mktemp("fuzz_kb") / "kb"
+    KnowledgeBase.from_concepts(read_medic(FIXTURES / "kb" / "tiny_medic.txt")).to_disk(kb_dir)
+    config = {"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean", "threshold": -1.0}
+    nlp = spacy.blank("en")
+    nlp.add_pipe("_fuzz_every_token")
+    linker = nlp.add_pipe("sapbert_linker", config=config)
+    linker.initialize(kb_path=str(kb_dir), show_progress=False)
+    index_mode = spacy.blank("en")  # as `link INDEX_FOLDER` builds it: the linker alone
+    index_mode.add_pipe("sapbert_linker", config=config).set_resources(linker.encoder, linker.index)
+    return {False: nlp, True: index_mode}
+
+
+class _EveryToken:
+    def __call__(self, doc):
+        from spacy.tokens import Span
+
+        doc.ents = [Span(doc, i, i + 1, label="E") for i in range(len(doc)) if not doc[i].is_space]
+        return doc
+
+
+def _make_every_token(nlp, name):
+    return _EveryToken()
+
+
+def _register() -> None:
+    import spacy
+
+    if not spacy.registry.factories.get_all().get("_fuzz_every_token"):
+        spacy.Language.factory("_fuzz_every_token")(_make_every_token)
+
+
+_register()
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80) | st.text(
+    st.sampled_from(list(".,;:!?-–()[]{}'\"/\\|@#$%^&*+=~`") + ["😀", "\u200b", "\u200d", "\ufeff", "\u0301", " ",
+                                                                "\n", "\t", "a", "1", "M", "Ⅷ", "ﬁ"]), max_size=40)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(texts=st.lists(TEXT, min_size=1, max_size=4))
+@example(texts=[".", "😀", "\u200b", "", " "])
+@example(texts=["⒜"])
+def test_link_input_text(linking_nlp, texts):
+    from spacy_sapbert.kb.concept import normalize_name
+    from spacy_sapbert.linking import link_records
+
+    pairs = [(str(i), t) for i, t in enumerate(texts)]
+    for whole_text in (False, True):
+        try:
+            records = list(link_records(linking_nlp[whole_text], pairs, whole_text=whole_text))
+        except SapbertError:
+            continue
+        assert [r["id"] for r in records] == [p[0] for p in pairs]
+        for record in records:
+            for ent in record["ents"]:
+                if not any(ch.isalnum() for ch in normalize_name(ent["text"])):  # NFKC: "⒜" is "(a)"
+                    assert ent["kb_ents"] == [] and ent["kb_id"] == ""  # skip_non_alnum
+                assert all(-1.0 - 1e-4 <= s <= 1.0 + 1e-4 for _, s in ent["kb_ents"])
