@@ -161,7 +161,7 @@ def test_crash_corpus(case, tmp_path):
 
 # ---- link input ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def linking_nlp(tiny_bert_path, tmp_path_factory):
+def linking_nlp(tiny_bert_path, tmp_path_factory, every_token_ents):
     """A linker over the tiny KB, with every token an entity (pipeline mode) or the whole text (index mode)."""
     import spacy
 
@@ -171,34 +171,13 @@ def linking_nlp(tiny_bert_path, tmp_path_factory):
     KnowledgeBase.from_concepts(read_medic(FIXTURES / "kb" / "tiny_medic.txt")).to_disk(kb_dir)
     config = {"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean", "threshold": -1.0}
     nlp = spacy.blank("en")
-    nlp.add_pipe("_fuzz_every_token")
+    nlp.add_pipe(every_token_ents)
     linker = nlp.add_pipe("sapbert_linker", config=config)
     linker.initialize(kb_path=str(kb_dir), show_progress=False)
     index_mode = spacy.blank("en")  # as `link INDEX_FOLDER` builds it: the linker alone
     index_mode.add_pipe("sapbert_linker", config=config).set_resources(linker.encoder, linker.index)
     return {False: nlp, True: index_mode}
 
-
-class _EveryToken:
-    def __call__(self, doc):
-        from spacy.tokens import Span
-
-        doc.ents = [Span(doc, i, i + 1, label="E") for i in range(len(doc)) if not doc[i].is_space]
-        return doc
-
-
-def _make_every_token(nlp, name):
-    return _EveryToken()
-
-
-def _register() -> None:
-    import spacy
-
-    if not spacy.registry.factories.get_all().get("_fuzz_every_token"):
-        spacy.Language.factory("_fuzz_every_token")(_make_every_token)
-
-
-_register()
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80) | st.text(
     st.sampled_from(list(".,;:!?-–()[]{}'\"/\\|@#$%^&*+=~`") + ["😀", "\u200b", "\u200d", "\ufeff", "\u0301", " ",

@@ -7,7 +7,6 @@ import shutil
 import numpy as np
 import pytest
 import spacy
-from spacy.tokens import Span
 from typer.testing import CliRunner
 
 from spacy_sapbert.cli import app
@@ -158,25 +157,14 @@ def test_non_finite_vectors_are_refused(enc_dir):
 
 
 # ---- ONNX export and pipelines, verify ------------------------------------------------------------
-class _AllTokens:
-    def __call__(self, doc):
-        doc.ents = [Span(doc, 0, len(doc), label="E")] if len(doc) else []
-        return doc
-
-
-@spacy.Language.factory("_integrity_all_tokens")
-def _make_all_tokens(nlp, name):
-    return _AllTokens()
-
-
 @pytest.fixture(scope="module")
-def pipeline_dir(tiny_bert_path, tmp_path_factory):
+def pipeline_dir(tiny_bert_path, tmp_path_factory, every_token_ents):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
     root = tmp_path_factory.mktemp("integrity_pipeline")
     KnowledgeBase.from_concepts(CONCEPTS).to_disk(root / "kb")
     nlp = spacy.blank("en")
-    nlp.add_pipe("_integrity_all_tokens")
+    nlp.add_pipe(every_token_ents)
     cfg = {"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean", "threshold": -1.0}
     nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(root / "kb"), show_progress=False)
     nlp.to_disk(root / "pipeline")

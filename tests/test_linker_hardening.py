@@ -9,53 +9,28 @@ from pathlib import Path
 import pytest
 import spacy
 import srsly
-from spacy.tokens import Doc, DocBin, Span
+from spacy.tokens import DocBin
+
+from test_linker import kb_path  # noqa: F401  (fixture: a KB with D003 Influenza/flu/grippe, C004 Aspirin)
+from test_linker import make_nlp as make_linker_nlp
 
 from spacy_sapbert.errors import DataFormatError
-from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-CONCEPTS = [
-    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-    Concept("HP1", "All", (), ("Phenotype",)),
-]
 TEXTS = ["flu and aspirin .", "grippe 😀 \u200b x"]
 
 
-@pytest.fixture(scope="module")
-def kb_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("hard_kb") / "kb"
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(path)
-    return path
-
-
-def make_nlp(model, kb_path, **config):
-    nlp = spacy.blank("en")
-    nlp.add_pipe("_hardening_set_ents")
-    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean"}
-    cfg.update(config)
-    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(kb_path), show_progress=False)
+def make_nlp(model, kb_path, every_token_ents, **config):
+    """test_linker's pipeline (mean pooling, threshold -1) with every token an entity."""
+    nlp = make_linker_nlp(model, kb_path, **config)
+    nlp.add_pipe(every_token_ents, first=True)
     return nlp
 
 
-class _EveryToken:
-    """Stands in for NER: every token an entity (module level so that n_process=2 can pickle it)."""
-
-    def __call__(self, doc: Doc) -> Doc:
-        doc.ents = [Span(doc, i, i + 1, label="E") for i in range(len(doc)) if not doc[i].is_space]
-        return doc
-
-
-@spacy.Language.factory("_hardening_set_ents")
-def _make_every_token(nlp, name):
-    return _EveryToken()
-
-
 @pytest.fixture(scope="module")
-def nlp(tiny_bert_path, kb_path):
-    return make_nlp(tiny_bert_path, kb_path)
+def nlp(tiny_bert_path, kb_path, every_token_ents):
+    return make_nlp(tiny_bert_path, kb_path, every_token_ents)
 
 
 # ---- from_bytes: only the names to_disk writes ------------------------------------------------
@@ -82,10 +57,10 @@ def test_from_bytes_refuses_malformed_blobs(blob):
         fresh.from_bytes(blob)
 
 
-def test_from_bytes_round_trip_still_works(nlp):
+def test_from_bytes_round_trip_still_works(nlp, every_token_ents):
     data = nlp.get_pipe("sapbert_linker").to_bytes()
     again = spacy.blank("en")
-    again.add_pipe("_hardening_set_ents")
+    again.add_pipe(every_token_ents)
     again.add_pipe("sapbert_linker", config={"device": "cpu", "threshold": -1.0, "pooling": "mean"}).from_bytes(data)
     assert _links(again(TEXTS[0])) == _links(nlp(TEXTS[0]))
 
@@ -95,14 +70,14 @@ def _links(doc):
     return [(e.text, e.kb_id_, e._.kb_ents) for e in doc.ents]
 
 
-def test_spans_without_letter_or_digit_get_no_links(nlp, tiny_bert_path, kb_path):
+def test_spans_without_letter_or_digit_get_no_links(nlp, tiny_bert_path, kb_path, every_token_ents):
     got = {text: (kb_id, ents) for text, kb_id, ents in _links(nlp(TEXTS[0])) + _links(nlp(TEXTS[1]))}
     for garbage in (".", "😀", "\u200b"):
         if garbage in got:  # the tokenizer may fold the zero-width space into whitespace
             assert got[garbage] == ("", []), garbage
     assert "." in got and "😀" in got
     assert got["flu"][0] == "D003" and got["x"][1]  # a one-letter span is still linked
-    off = make_nlp(tiny_bert_path, kb_path, skip_non_alnum=False)
+    off = make_nlp(tiny_bert_path, kb_path, every_token_ents, skip_non_alnum=False)
     linked = {text: ents for text, _, ents in _links(off(TEXTS[0]))}
     assert linked["."]  # without the option "." links to something (the bug this option fixes)
 
