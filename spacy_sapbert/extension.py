@@ -6,6 +6,8 @@ scispaCy's format is a list of ``(concept_id, score)`` tuples. spaCy stores exte
 them back (once, in place), so ``span._.kb_ents`` is always ``List[Tuple[str, float]]`` (or ``None``
 for a span the linker did not see). Values live under spaCy's own key for span extensions
 (``("._.", name, start_char, end_char)``), so docs saved before this getter existed read the same.
+A plain ``default=[]`` extension of the same name (scispaCy's linker registers one, also after us)
+is replaced by this one, keeping its default for spans never linked.
 """
 from __future__ import annotations
 
@@ -25,11 +27,11 @@ def _as_tuples(value: Iterable[Any]) -> KbEnts:
     return [(str(cid), float(score)) for cid, score in value]
 
 
-def _get(name: str, span: Span) -> Optional[KbEnts]:
+def _get(name: str, default: Optional[list], span: Span) -> Optional[KbEnts]:
     user_data = span.doc.user_data
     value = user_data.get(_key(name, span))
     if value is None:
-        return None
+        return None if default is None else list(default)
     if not isinstance(value, list) or not all(type(item) is tuple for item in value):
         value = _as_tuples(value)
         user_data[_key(name, span)] = value
@@ -40,11 +42,22 @@ def _set(name: str, span: Span, value: Optional[Iterable[Any]]) -> None:
     span.doc.user_data[_key(name, span)] = None if value is None else _as_tuples(value)
 
 
+def _is_ours(ext: Tuple[Any, Any, Any, Any]) -> bool:
+    getter = ext[2]
+    return isinstance(getter, partial) and getter.func is _get
+
+
 def register_kb_ents(name: str) -> None:
-    """Register ``Span._.<name>`` with the tuple-keeping getter/setter, unless something (scispaCy,
-    another linker) registered that name already: then it is left as it is."""
-    if not Span.has_extension(name):
-        Span.set_extension(name, getter=partial(_get, name), setter=partial(_set, name))
+    """Make ``Span._.<name>`` the tuple-keeping extension. A plain default-valued extension of that
+    name (scispaCy's linker registers ``kb_ents`` with ``default=[]``, also after us) is replaced
+    keeping its default: it stores values under the same key, so nothing is lost. An extension with
+    its own getter or method is left as it is. Cheap: the linker calls it for every batch."""
+    current = Span.get_extension(name)
+    if current is not None and _is_ours(current):
+        return
+    if current is None or all(part is None for part in current[1:]):
+        default = list(current[0]) if current is not None and isinstance(current[0], (list, tuple)) else None
+        Span.set_extension(name, getter=partial(_get, name, default), setter=partial(_set, name), force=True)
 
 
 def has_alnum(text: str) -> bool:

@@ -228,6 +228,7 @@ class SapbertLinker(Pipe):
             for text, cands in zip(unique, ranked):
                 found[text] = [(cid, round(score, 6)) for cid, score in cands if score >= threshold][:cap]
         ext = cfg["extension_name"]
+        register_kb_ents(ext)  # again: a scispaCy linker made since may have replaced it
         for doc, mentions in zip(docs, per_doc):
             kb_ids: List[str] = []
             for span, text in mentions:

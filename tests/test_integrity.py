@@ -51,7 +51,16 @@ def test_file_records_and_checks(tmp_path):
     check_files(tmp_path, records, what="test")
     with pytest.raises(IntegrityError, match=r"big.bin.*sha256"):
         check_files(tmp_path, records, full=True, what="test")
-    # small files are hashed whole by the fast check; truncation and deletion are named
+    # the blocks cover every byte of a file up to 1 MiB
+    mib = tmp_path / "mib.bin"
+    mib.write_bytes(bytes(SAMPLE_BLOCKS * SAMPLE_BLOCK))
+    mib_records = file_records(tmp_path, ["mib.bin"])
+    for offset in (0, 65_535, 500_001, SAMPLE_BLOCKS * SAMPLE_BLOCK - 1):
+        _flip(mib, offset)
+        with pytest.raises(IntegrityError, match=r"mib.bin"):
+            check_files(tmp_path, mib_records, what="test")
+        _flip(mib, offset)
+    # small files: truncation and deletion are named
     _flip(small, 150)
     with pytest.raises(IntegrityError, match=r"small.bin"):
         check_files(tmp_path, {"small.bin": records["small.bin"]}, what="test")

@@ -95,8 +95,24 @@ def _assert_tuples(docs):
     assert seen
 
 
-def test_kb_ents_are_tuples_after_call_pipe_n_process_and_docbin(nlp):
+@pytest.fixture()
+def scispacy_style_extension():
+    """scispaCy's EntityLinker registers ``kb_ents`` with ``default=[]`` (force=True), also after us."""
+    from spacy.tokens import Span
+
+    before = Span.get_extension("kb_ents")
+    Span.set_extension("kb_ents", default=[], force=True)
+    yield
+    Span.set_extension("kb_ents", getter=before[2], setter=before[3], force=True)  # ours, from the nlp fixture
+
+
+def test_kb_ents_are_tuples_after_call_pipe_n_process_and_docbin(nlp, scispacy_style_extension):
+    from spacy.tokens import Span
+
+    unlinked = nlp.make_doc("flu")
+    assert Span(unlinked, 0, 1)._.kb_ents == []  # scispaCy's default
     _assert_tuples([nlp(text) for text in TEXTS])
+    assert Span(unlinked, 0, 1)._.kb_ents == []  # the default was kept when our getter took over
     single = [_links(doc) for doc in nlp.pipe(TEXTS * 2, batch_size=2)]
     multi_docs = list(nlp.pipe(TEXTS * 2, batch_size=2, n_process=2))
     _assert_tuples(multi_docs)
