@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -20,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Optional, Seq
 
 import numpy
 
-from .errors import ConfigError, Errors, MissingInputError
-from .util import PathLike, atomic_write, ensure_path, get_logger, resolve_device
+from .encoder_files import SETTINGS_FILE, check_recorded, read_settings, write_settings
+from .errors import ConfigError, DataFormatError, Errors, MissingInputError
+from .util import PathLike, ensure_path, get_logger, resolve_device
 
 if TYPE_CHECKING:  # for annotations only
     import torch
@@ -30,7 +30,6 @@ logger = get_logger("encoder")
 
 POOLINGS = ("cls", "mean")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
-SETTINGS_FILE = "sapbert_encoder.json"
 DEFAULT_MODEL = "cambridgeltl/SapBERT-from-PubMedBERT-fulltext"
 # Any one of these in a folder means a tokenizer can be loaded from it.
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "spiece.model", "vocab.json")
@@ -208,6 +207,10 @@ class CachedEncoder:
                 todo.append(text)
         if todo:
             vectors = self._encode_unique(todo, batch_size, show_progress)
+            bad = int(numpy.count_nonzero(~numpy.isfinite(vectors).all(axis=1)))
+            if bad:  # damaged weights or model.onnx: never hand NaN scores to the index
+                raise DataFormatError(Errors.E553.format(what=type(self).__name__, n=bad, total=len(todo),
+                                                         path=getattr(self, "folder", None) or self.name))
             for text, vector in zip(todo, vectors):
                 out[positions[text]] = vector
                 if use_cache and self.cache_size:
@@ -361,14 +364,12 @@ class Encoder(CachedEncoder):
     ) -> "Encoder":
         """Load a folder written by :meth:`to_disk` (settings from ``sapbert_encoder.json``)."""
         path = ensure_path(path)
-        settings_path = path / SETTINGS_FILE
-        if not settings_path.exists():
-            raise MissingInputError(Errors.E104.format(path=path, file=SETTINGS_FILE))
-        settings = json.loads(settings_path.read_text(encoding="utf8"))
+        settings = read_settings(path)
+        check_recorded(path, settings)
         enc = cls.load(
             path,
             pooling=settings["pooling"],
-            max_length=int(settings["max_length"]),
+            max_length=settings["max_length"],
             device=device,
             precision=precision,
             cache_size=cache_size,
@@ -384,8 +385,9 @@ class Encoder(CachedEncoder):
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.model.state_dict().items()}
         self.model.save_pretrained(path, state_dict=state, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
-        with atomic_write(path / SETTINGS_FILE) as fh:
-            json.dump(self.settings(), fh, indent=2, sort_keys=True)
+        from .onnx_encoder import EXPORT_FILE, ONNX_FILE
+
+        write_settings(path, self.settings(), exclude=(ONNX_FILE, EXPORT_FILE))  # with checksums of the files
 
     # ---- encoding -----------------------------------------------------------------------
     def _token_rows(self, texts: List[str]) -> List[List[int]]:
@@ -428,4 +430,4 @@ class Encoder(CachedEncoder):
         )
 
 
-__all__ = ["Encoder", "CachedEncoder", "pool", "weights_fingerprint", "fork_guard", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]
+__all__ = ["Encoder", "CachedEncoder", "SETTINGS_FILE", "pool", "weights_fingerprint", "fork_guard", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]

@@ -8,7 +8,8 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E200–E299 / W200–W299: training
 - E300–E399 / W300–W399: evaluation
 - E400–E499 / W400–W499: project, assets (UMLS download), NER
-- E500–E599 / W500–W599: hardening (interruption, files, integrity, untrusted input)
+- E500–E599 / W500–W599: hardening (E500–E549: interruption, outputs, work folders, command-line input;
+  E550–E599: untrusted bytes, integrity of saved folders, damaged files)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -55,6 +56,10 @@ class TrainingError(SapbertError, RuntimeError):
     """Training cannot start or continue."""
 
 
+class IntegrityError(SapbertError, ValueError):
+    """A saved file does not match what was recorded when it was written (damaged, truncated, replaced)."""
+
+
 class Warnings(metaclass=_CodedMessages):
     # ---- W001–W099: general, knowledge bases and readers ----
     W001 = "{path}: line {line}: {what}; the line was skipped."
@@ -92,6 +97,18 @@ class Warnings(metaclass=_CodedMessages):
     W503 = ("Work folder chunk '{path}' is damaged ({reason}); its names are encoded again.")
     W504 = ("Work folder '{path}' holds chunks of an earlier build with other settings ({reason}) and no process "
             "uses it; it is started afresh.")
+    # ---- W550–W599: hardening ----
+    W550 = ("'{path}' records no checksums of its files (written by an older version): they are not checked "
+            "at load. Save the {what} again to add them.")
+    W551 = ("'{name}' got docs with no entity annotation: no component before it sets doc.ents, so nothing is "
+            "linked. Build the pipeline on a model with an NER (`spacy-sapbert create-pipeline ... --base "
+            "en_core_sci_sm`), set doc.ents yourself, or link names directly (`spacy-sapbert link INDEX_FOLDER`, "
+            "index mode).")
+    W552 = ("Evaluation cache file '{path}' is skipped: {why}. Its vectors are computed again (delete the file "
+            "to stop this warning).")
+    W553 = ("Pipeline '{path}' links against another knowledge base than the one evaluated against (checksum "
+            "{theirs} != {ours}): {missing} of {total} gold concepts are not in the pipeline's KB and cannot be "
+            "found. Build the pipeline on the evaluation KB (`spacy-sapbert create-pipeline`) or evaluate with its KB.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -291,6 +308,19 @@ class Errors(metaclass=_CodedMessages):
             "benchmarks/results_io.write_results (rerun the benchmark that wrote it), or delete it.")
     E651 = ("'{path}' has no '{marker}' line: the generated benchmark tables go between the two marker lines "
             "'{begin}' and '{end}'. Put both lines back (on their own) and rerun scripts/render_benchmarks.py.")
+    # ---- E550–E599: hardening: untrusted bytes, integrity, damaged files ----
+    E550 = ("Refusing the sapbert_linker bytes: {what}. Only bytes written by SapbertLinker.to_bytes / "
+            "nlp.to_bytes are accepted; get the pipeline again from a source you trust.")
+    E551 = ("'{path}' of the {what} folder is damaged: {why}. Rebuild or re-download the {what}; "
+            "`spacy-sapbert verify {folder}` checks every file in full.")
+    E552 = ("'{path}' is damaged or not what {what} expects ({why}). {fix}")
+    E553 = ("{what} produced non-finite vectors (NaN or infinity) for {n} of {total} inputs: the weights or "
+            "model.onnx in '{path}' are damaged. Run `spacy-sapbert verify {path}`, then re-download or re-save "
+            "the encoder.")
+    E554 = ("Knowledge base strings are damaged: bytes {start}-{end} of {what} are not UTF-8. Run "
+            "`spacy-sapbert verify KB_FOLDER` to find the file, then rebuild the KB (`spacy-sapbert build-kb`).")
+    E555 = ("'{path}' is not a folder verify knows: none of kb.json (knowledge base), sapbert_encoder.json "
+            "(encoder), index_meta.json (index) or config.cfg (spaCy pipeline) is in it. Give one of those folders.")
 
 
 __all__ = [
@@ -304,4 +334,5 @@ __all__ = [
     "EmptyResultError",
     "DownloadError",
     "TrainingError",
+    "IntegrityError",
 ]

@@ -26,7 +26,8 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 
 from .encoder import DEFAULT_MODEL, CachedEncoder, Encoder
-from .errors import ConfigError, Errors, MissingInputError
+from .errors import ConfigError, Errors, MissingInputError, Warnings
+from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
 from .kb.concept import normalize_name
 from .util import device_is_cpu, ensure_path, get_logger
@@ -56,6 +57,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "ef_search": None,
     "set_kb_id": True,
     "reuse_name_vectors": True,
+    "skip_non_alnum": True,
     "resources": "inside",
     "resources_path": None,
 }
@@ -85,6 +87,7 @@ def make_sapbert_linker(
     ef_search: Optional[int],
     set_kb_id: bool,
     reuse_name_vectors: bool,
+    skip_non_alnum: bool,
     resources: str,
     resources_path: Optional[str],
 ) -> "SapbertLinker":
@@ -102,6 +105,8 @@ def make_sapbert_linker(
     was built with, 200 for hnsw and 256 for compact by default),
     ``set_kb_id`` (write ``kb_id_`` of the spans), ``reuse_name_vectors`` (a mention that is a KB
     name takes that name's vector from the index instead of running the encoder: same result, faster),
+    ``skip_non_alnum`` (spans without a letter or digit, e.g. ``"."``, an emoji or a zero-width space,
+    get ``[]`` instead of whatever name their vector happens to be nearest to),
     ``resources`` (``inside``: KB and index are saved with the pipeline; ``outside``: only a pointer
     is, and the KB + index folder is found at load through ``resources_path`` or the environment
     variable ``SPACY_SAPBERT_RESOURCES``, for UMLS-sized indexes that do not belong in a wheel; see
@@ -112,7 +117,8 @@ def make_sapbert_linker(
         max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
         filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, spans_key=spans_key,
         labels=labels, extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
-        reuse_name_vectors=reuse_name_vectors, resources=resources, resources_path=resources_path,
+        reuse_name_vectors=reuse_name_vectors, skip_non_alnum=skip_non_alnum, resources=resources,
+        resources_path=resources_path,
     )
 
 
@@ -131,8 +137,8 @@ class SapbertLinker(Pipe):
         self.index: Optional[ConceptIndex] = None
         self._detector: Any = None
         self._resources_dir: Optional[Path] = None
-        if not Span.has_extension(self.cfg["extension_name"]):
-            Span.set_extension(self.cfg["extension_name"], default=None)
+        self._warned_no_ner = False
+        register_kb_ents(self.cfg["extension_name"])
 
     # ---- resources ----------------------------------------------------------------------
     @property
@@ -223,7 +229,11 @@ class SapbertLinker(Pipe):
         for doc in docs:
             spans = [span for span in self._spans(doc) if not labels or span.label_ in labels]
             long_forms = self._long_forms(doc) if cfg["resolve_abbreviations"] and spans else {}
-            per_doc.append([(span, normalize_name(_mention_text(span, long_forms))) for span in spans])
+            texts = [normalize_name(_mention_text(span, long_forms)) for span in spans]
+            if cfg["skip_non_alnum"]:
+                texts = [text if has_alnum(text) else "" for text in texts]
+            per_doc.append(list(zip(spans, texts)))
+        self._warn_without_ner(docs)
         unique = sorted({text for mentions in per_doc for _, text in mentions if text})
         found: Dict[str, List[Tuple[str, float]]] = {}
         if unique:
@@ -235,6 +245,7 @@ class SapbertLinker(Pipe):
             for text, cands in zip(unique, ranked):
                 found[text] = [(cid, round(score, 6)) for cid, score in cands if score >= threshold][:cap]
         ext = cfg["extension_name"]
+        register_kb_ents(ext)  # again: a scispaCy linker made since may have replaced it
         for doc, mentions in zip(docs, per_doc):
             kb_ids: List[str] = []
             for span, text in mentions:
@@ -243,6 +254,15 @@ class SapbertLinker(Pipe):
                 kb_ids.append(cands[0][0] if cands else "")
             if cfg["set_kb_id"] and mentions:
                 self._set_kb_ids(doc, [span for span, _ in mentions], kb_ids)
+
+    def _warn_without_ner(self, docs: Sequence[Doc]) -> None:
+        """Warn once (W551) when docs reach the linker with no entity annotation at all: nothing
+        before it set ``doc.ents`` (a pipeline made without --base)."""
+        if self._warned_no_ner or self.cfg["spans_key"] is not None:
+            return
+        if any(len(doc) and not doc.has_annotation("ENT_IOB") for doc in docs):
+            self._warned_no_ner = True
+            warnings.warn(Warnings.W551.format(name=self.name))
 
     def _vectors(self, texts: List[str]) -> "numpy.ndarray":
         """Query vectors; a mention that is a KB name reuses the name's vector stored in the index
@@ -374,24 +394,22 @@ class SapbertLinker(Pipe):
         write_pointer(path, pointer)
 
     def to_bytes(self, *, exclude: Iterable[str] = ()) -> bytes:
-        import srsly
+        from .linker_bytes import pack_folder
 
         with tempfile.TemporaryDirectory() as tmp:
             self.to_disk(tmp)
-            files = {str(p.relative_to(tmp)): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()}
-        return srsly.msgpack_dumps(files)
+            return pack_folder(Path(tmp))
 
     def from_bytes(self, data: bytes, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
-        import srsly
+        """Load bytes from :meth:`to_bytes`; only the file names ``to_disk`` writes are accepted (E550)."""
+        from .linker_bytes import checked_files, unpack_folder
 
+        checked_files(data)  # refuse a bad blob before making the folder
         # the files stay on disk while this component lives: the KB is memory-mapped and an ONNX
         # encoder reads its model file again in a forked process
         tmp = Path(tempfile.mkdtemp(prefix="sapbert_linker_"))
         weakref.finalize(self, shutil.rmtree, str(tmp), ignore_errors=True)
-        for rel, content in srsly.msgpack_loads(data).items():
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+        unpack_folder(data, tmp)
         return self.from_disk(tmp)
 
 

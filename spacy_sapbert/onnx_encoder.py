@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any, List
 
 import numpy
 
-from .encoder import SETTINGS_FILE, CachedEncoder
-from .errors import ConfigError, Errors, MissingInputError
+from .encoder import CachedEncoder
+from .encoder_files import check_recorded, read_settings
+from .errors import ConfigError, DataFormatError, Errors, MissingInputError
+from .integrity import file_records
 from .onnx_export_files import EXPORT_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
 from .util import PathLike, atomic_write, ensure_path, get_logger
 
@@ -95,7 +97,7 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
             tmp.unlink()
     with atomic_write(folder / EXPORT_FILE) as fh:
         json.dump({"fingerprint": encoder.fingerprint, "pooling": encoder.pooling, "dim": encoder.dim,
-                   "opset": OPSET}, fh, indent=2, sort_keys=True)
+                   "opset": OPSET, "files": file_records(folder, [ONNX_FILE])}, fh, indent=2, sort_keys=True)
     return folder / ONNX_FILE
 
 
@@ -109,16 +111,15 @@ class OnnxEncoder(CachedEncoder):
 
     def __init__(self, folder: PathLike, *, threads: int = 0, cache_size: int = 50_000) -> None:
         folder = ensure_path(folder)
-        settings_path = folder / SETTINGS_FILE
-        if not settings_path.is_file():
-            raise MissingInputError(Errors.E104.format(path=folder, file=SETTINGS_FILE))
+        settings = read_settings(folder)
         if not has_export(folder):
             missing = ONNX_FILE if not (folder / ONNX_FILE).is_file() else EXPORT_FILE
             raise MissingInputError(Errors.E123.format(path=folder, file=missing, folder=folder))
-        settings = json.loads(settings_path.read_text(encoding="utf8"))
         if not export_is_current(folder, settings.get("fingerprint"), settings.get("pooling")):
             raise ConfigError(Errors.E121.format(path=folder / ONNX_FILE, onnx_fp=recorded_export(folder).get("fingerprint"),
                                                  settings_fp=settings.get("fingerprint"), folder=folder))
+        check_recorded(folder, settings)
+        check_recorded(folder, recorded_export(folder), what="ONNX export")
         self.folder = folder
         self.name = str(settings.get("name", folder))
         self.pooling = str(settings["pooling"])
@@ -157,7 +158,13 @@ class OnnxEncoder(CachedEncoder):
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        return onnxruntime.InferenceSession(str(self.folder / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        try:
+            return onnxruntime.InferenceSession(str(self.folder / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime raises its own types (InvalidProtobuf, Fail, ...) for a damaged file
+            raise DataFormatError(Errors.E552.format(
+                path=self.folder / ONNX_FILE, what="ONNX Runtime", why=f"{type(err).__name__}: {str(err)[:200]}",
+                fix=f"Export it again with `spacy-sapbert export-onnx {self.folder}`, or delete it to run the "
+                    "encoder with PyTorch.")) from None
 
     def _token_rows(self, texts: List[str]) -> List[List[int]]:
         if os.getpid() != self._pid:  # forked: this process has none of the session's threads

@@ -70,6 +70,31 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+class EveryTokenEnts:
+    """Stands in for NER: every non-space token is an entity (module level, so ``n_process=2`` can pickle it)."""
+
+    def __call__(self, doc):
+        from spacy.tokens import Span
+
+        doc.ents = [Span(doc, i, i + 1, label="E") for i in range(len(doc)) if not doc[i].is_space]
+        return doc
+
+
+def _make_every_token_ents(nlp, name):
+    return EveryTokenEnts()
+
+
+@pytest.fixture(scope="session")
+def every_token_ents() -> str:
+    """The name of a registered factory that makes :class:`EveryTokenEnts` (add it before a linker)."""
+    import spacy
+
+    name = "_test_every_token_ents"
+    if name not in spacy.registry.factories.get_all():
+        spacy.Language.factory(name)(_make_every_token_ents)
+    return name
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from spacy_sapbert.errors import ConfigError, DataFormatError, MissingInputError
+from spacy_sapbert.errors import ConfigError, DataFormatError, IntegrityError, MissingInputError
 from spacy_sapbert.kb import Concept, KnowledgeBase
 from spacy_sapbert.kb._strings import StrArray, pack_strings
 
@@ -171,7 +171,14 @@ def test_from_disk_errors(kb, tmp_path):
     kb.add_alias("C1", "hot")
     kb.to_disk(folder)
     (folder / "additions.jsonl").write_text('["C1", "hot"]\nbroken\n', encoding="utf8")
-    with pytest.raises(DataFormatError, match=r"\[SB-E011\].*additions.jsonl: line 2"):
+    with pytest.raises(IntegrityError, match=r"\[SB-E551\].*additions.jsonl.*size"):
+        KnowledgeBase.from_disk(folder)
+    # a folder saved before checksums were recorded: a warning, then the line-level error
+    meta = json.loads((folder / "kb.json").read_text(encoding="utf8"))
+    del meta["files"]
+    (folder / "kb.json").write_text(json.dumps(meta), encoding="utf8")
+    with pytest.warns(UserWarning, match=r"\[SB-W550\]"), \
+            pytest.raises(DataFormatError, match=r"\[SB-E011\].*additions.jsonl: line 2"):
         KnowledgeBase.from_disk(folder)
 
 
@@ -258,5 +265,12 @@ def test_verify_detects_altered_arrays(kb, tmp_path):
     blob = np.load(tmp_path / "kb" / "name_blob.npy")
     blob[0] = ord("x")
     np.save(tmp_path / "kb" / "name_blob.npy", blob)
+    with pytest.raises(IntegrityError, match=r"\[SB-E551\].*name_blob.npy.*sample_sha256"):
+        KnowledgeBase.from_disk(tmp_path / "kb")  # the file records in kb.json catch it at load
+    meta = json.loads((tmp_path / "kb" / "kb.json").read_text(encoding="utf8"))
+    del meta["files"]  # as written by an older version
+    (tmp_path / "kb" / "kb.json").write_text(json.dumps(meta), encoding="utf8")
+    with pytest.warns(UserWarning, match=r"\[SB-W550\]"):
+        old = KnowledgeBase.from_disk(tmp_path / "kb")
     with pytest.raises(DataFormatError, match=r"\[SB-E010\].*do not match the checksum"):
-        KnowledgeBase.from_disk(tmp_path / "kb").verify()
+        old.verify()

@@ -9,13 +9,12 @@ dictionary row.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..util import PathLike, atomic_write, ensure_path, get_logger
+from ..util import PathLike, get_logger
+from .cache import VectorCache, encoder_key
 from .metrics import Ranking
 
 logger = get_logger("evaluation.baselines")
@@ -142,40 +141,6 @@ class TfidfCharNgrams(System):
         return {**super().describe(), "analyzer": "char_wb", "ngram_range": list(self.ngram_range), "search": "exact"}
 
 
-class VectorCache:
-    """Name vectors of one encoder kept on disk (``vectors.npy`` + ``names.json``) so that later
-    runs, and back-off runs that add a few names, encode only what is new."""
-
-    def __init__(self, folder: Optional[PathLike], key: str) -> None:
-        self.folder = ensure_path(folder) / key if folder is not None else None
-        self._vectors: Dict[str, np.ndarray] = {}
-        if self.folder is not None and (self.folder / "names.json").exists():
-            names = json.loads((self.folder / "names.json").read_text(encoding="utf8"))
-            vecs = np.load(self.folder / "vectors.npy")
-            if len(names) == len(vecs):
-                self._vectors = dict(zip(names, vecs))
-
-    def get(self, encoder, texts: Sequence[str], *, batch_size: int, show_progress: bool) -> np.ndarray:
-        todo = sorted({t for t in texts if t not in self._vectors})
-        if todo:
-            vecs = encoder.encode(todo, batch_size=batch_size, show_progress=show_progress)
-            self._vectors.update(zip(todo, vecs))
-            self._save()
-        if not texts:
-            return np.zeros((0, encoder.dim), np.float32)
-        return np.stack([self._vectors[t] for t in texts]).astype(np.float32)
-
-    def _save(self) -> None:
-        if self.folder is None:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        names = list(self._vectors)
-        with atomic_write(self.folder / "vectors.npy", "wb", encoding=None) as fh:
-            np.save(fh, np.stack([self._vectors[n] for n in names]))
-        with atomic_write(self.folder / "names.json") as fh:
-            json.dump(names, fh)
-
-
 class DenseEncoder(System):
     """An :class:`~spacy_sapbert.encoder.Encoder` ([CLS] or its pooling) over the dictionary,
     exact inner-product search (vectors are L2-normalised: cosine)."""
@@ -188,8 +153,7 @@ class DenseEncoder(System):
         self.batch_size = batch_size
         self.show_progress = show_progress
         self.chunk_size = chunk_size
-        key = hashlib.sha1(f"{encoder.fingerprint}|{encoder.pooling}|{encoder.max_length}".encode()).hexdigest()[:16]
-        self.cache = VectorCache(cache_dir, key)
+        self.cache = VectorCache(cache_dir, encoder_key(encoder), dim=encoder.dim)
         logger.info("%s: encoding %d dictionary names", name, len(dictionary))
         self.matrix = self.cache.get(encoder, dictionary.names, batch_size=batch_size, show_progress=show_progress)
 

@@ -67,13 +67,19 @@ def split_ids(raw: str) -> Tuple[Tuple[str, ...], bool]:
 
 
 def _lines(path: Path) -> Iterator[Tuple[int, str]]:
+    """``(line number, line)``; bad UTF-8 is E004 naming the line (the KB readers' line reader)."""
+    from ..kb.readers._io import iter_lines
+
+    return iter_lines(path)
+
+
+def _read_text(path: Path) -> str:
+    """A whole text file; bad UTF-8 is E004 naming the line."""
+    raw = path.read_bytes()
     try:
-        with path.open("r", encoding="utf8") as fh:
-            for n, line in enumerate(fh, start=1):
-                yield n, line.rstrip("\n").rstrip("\r")
+        return raw.decode("utf8")
     except UnicodeDecodeError as err:
-        line_no = path.read_bytes()[: err.start].count(b"\n") + 1
-        raise DataFormatError(Errors.E004.format(path=path, line=line_no)) from None
+        raise DataFormatError(Errors.E004.format(path=path, line=raw[: err.start].count(b"\n") + 1)) from None
 
 
 def _require_file(path: PathLike, what: str) -> Path:
@@ -174,7 +180,7 @@ def read_biosyn(path: PathLike, *, types: Optional[Collection[str]] = None) -> L
     docs: Dict[str, Document] = {}
     for file in files:
         txt = file.with_suffix(".txt")
-        text = txt.read_text(encoding="utf8") if txt.exists() else ""
+        text = _read_text(txt) if txt.exists() else ""
         for n, line in _lines(file):
             if not line.strip():
                 continue

