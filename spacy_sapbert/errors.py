@@ -178,8 +178,6 @@ class Errors(metaclass=_CodedMessages):
     E124 = "Unknown choice {value!r}; choose one of: {choices}."
     E125 = ("Name vectors have shape {shape}, expected [{n}, {dim}]: one row per KB name (kb.names order) "
             "of the encoder's dimension. Encode kb.names with the encoder you pass.")
-    E126 = ("The {what} file '{path}' is damaged or was changed after it was written ({reason}). Rebuild it "
-            "(`spacy-sapbert build-index ... --overwrite`) or copy it again from its source.")
     E127 = ("The pipeline at '{path}' keeps its KB and index outside the package (resources '{name}'), and "
             "they were not found: {reason}. Put the resources folder (with kb/ and index/) at a path and set "
             "the environment variable SPACY_SAPBERT_RESOURCES to it (or to its parent folder), or pass "

@@ -7,7 +7,7 @@ import numpy
 import pytest
 
 from spacy_sapbert.encoder import Encoder
-from spacy_sapbert.errors import ConfigError, EmptyResultError, IncompatibleError, MissingInputError
+from spacy_sapbert.errors import ConfigError, EmptyResultError, IncompatibleError, IntegrityError, MissingInputError
 from spacy_sapbert.index import META_FILE, ConceptIndex
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
@@ -183,10 +183,10 @@ def test_missing_and_corrupt_index_files(kb, enc, tmp_path):
         meta = json.loads((path / META_FILE).read_text())
         data = path / meta["file"]
         data.write_bytes(data.read_bytes()[:-10])  # truncated
-        with pytest.raises(MissingInputError, match="SB-E126.*size"):
+        with pytest.raises(IntegrityError, match="SB-E551.*size"):
             ConceptIndex.from_disk(path, kb)
         data.write_bytes(b"\0" * meta["file_size"])  # right size, garbage content
-        with pytest.raises(MissingInputError, match="SB-E126.*sampled sha256"):
+        with pytest.raises(IntegrityError, match="SB-E551.*sample_sha256"):
             ConceptIndex.from_disk(path, kb)
         data.unlink()
         with pytest.raises(MissingInputError, match="SB-E107"):

@@ -8,7 +8,7 @@ import struct
 import numpy
 import pytest
 
-from spacy_sapbert.errors import ConfigError, MissingInputError
+from spacy_sapbert.errors import ConfigError, IntegrityError, MissingInputError
 from spacy_sapbert.index import META_FILE, ConceptIndex, choose_kind
 from spacy_sapbert.index.compact import GRAPH_FILE, VECTORS_F16_FILE
 from spacy_sapbert.kb import Concept, KnowledgeBase
@@ -191,17 +191,17 @@ def test_damaged_compact_files_give_coded_errors(clustered, tmp_path):
         path = tmp_path / "ix" / name
         good = path.read_bytes()
         path.write_bytes(good[: len(good) // 2])
-        with pytest.raises(MissingInputError, match="SB-E126.*size"):
+        with pytest.raises(IntegrityError, match="SB-E551.*size"):
             ConceptIndex.from_disk(tmp_path / "ix", kb)
         flipped = bytearray(good)
         flipped[len(good) // 2: len(good) // 2 + 64] = b"\xff" * 64
         path.write_bytes(bytes(flipped))
-        with pytest.raises(MissingInputError, match="SB-E126"):
+        with pytest.raises(IntegrityError, match="SB-E551"):
             ConceptIndex.verify(tmp_path / "ix")
         path.write_bytes(good)
     ConceptIndex.verify(tmp_path / "ix")
     (tmp_path / "ix" / GRAPH_FILE).unlink()
-    with pytest.raises(MissingInputError, match="SB-E107.*no such file"):
+    with pytest.raises(IntegrityError, match="SB-E551.*missing"):
         ConceptIndex.from_disk(tmp_path / "ix", kb)
 
 

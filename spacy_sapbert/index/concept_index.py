@@ -24,11 +24,11 @@ import numpy
 from ..about import __version__
 from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
 from ..index_build import _build_hnsw, _encode_names
+from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_write, ensure_path, get_logger
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_EXPANSION_SEARCH,
                       DEFAULT_RESCORE, CompactBackend)
-from .files import check_files, file_records
 
 logger = get_logger("index")
 
@@ -421,7 +421,7 @@ class ConceptIndex:
         sha256 with ``full``, else sizes and sampled hashes); raise a coded error naming the damaged file."""
         path = ensure_path(path)
         meta = cls.read_meta(path)
-        check_files(path, meta["files"], full=full, what="index")
+        _check_data_files(path, meta["files"], full=full)
         return meta
 
     @classmethod
@@ -434,13 +434,28 @@ class ConceptIndex:
             raise IncompatibleError(Errors.E109.format(path=path, index_value=meta.get("kb_checksum"),
                                                        kb_value=kb.checksum, index_size=meta["n_names"],
                                                        kb_size=len(kb.names)))
-        check_files(path, meta["files"], full=False, what="index")
+        _check_data_files(path, meta["files"])
         backend = _BACKENDS[meta["kind"]].load(path, meta)
         index = cls(kb, meta, backend=backend)
         index.path = path
         if ef_search is not None:
             index.set_ef(ef_search)
         return index
+
+
+def _check_data_files(path: Any, records: Dict[str, Dict[str, Any]], *, full: bool = False) -> None:
+    """Sizes and hashes against the records (integrity.check_files, E551); a format-1 index records
+    only its one file's size."""
+    if all("sample_sha256" in rec for rec in records.values()):
+        check_files(path, records, full=full, what="index")
+        return
+    for name, rec in records.items():
+        data = path / name
+        if not data.exists():
+            raise MissingInputError(Errors.E107.format(path=data, reason="no such file"))
+        if data.stat().st_size != int(rec["size"]):
+            raise MissingInputError(Errors.E107.format(
+                path=data, reason=f"size {data.stat().st_size} != {rec['size']} bytes recorded"))
 
 
 def _float16_buffer(work_dir: Optional[PathLike], n: int, dim: int) -> numpy.ndarray:
