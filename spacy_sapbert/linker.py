@@ -17,7 +17,7 @@ import tempfile
 import warnings
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from spacy.language import Language
 from spacy.pipeline import Pipe
@@ -28,6 +28,7 @@ from spacy.vocab import Vocab
 from .encoder import DEFAULT_MODEL, CachedEncoder, Encoder
 from .errors import ConfigError, Errors, MissingInputError
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M, META_FILE, ConceptIndex
+from .context.ranker import context_settings
 from .kb.concept import normalize_name
 from .util import device_is_cpu, ensure_path, get_logger
 
@@ -56,6 +57,10 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "ef_search": DEFAULT_EF_SEARCH,
     "set_kb_id": True,
     "reuse_name_vectors": True,
+    "context_weight": 0.5,
+    "definition_weight": 0.0,
+    "context_fallback": "name",
+    "type_priors": {},
 }
 
 
@@ -83,6 +88,10 @@ def make_sapbert_linker(
     ef_search: int,
     set_kb_id: bool,
     reuse_name_vectors: bool,
+    context_weight: float,
+    definition_weight: float,
+    context_fallback: Union[float, str],
+    type_priors: Dict[str, List[str]],
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -96,14 +105,18 @@ def make_sapbert_linker(
     spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
     ``extension_name`` (the Span attribute written), ``ef_search`` (hnsw search depth),
     ``set_kb_id`` (write ``kb_id_`` of the spans), ``reuse_name_vectors`` (a mention that is a KB
-    name takes that name's vector from the index instead of running the encoder: same result, faster)."""
+    name takes that name's vector from the index instead of running the encoder: same result, faster).
+    Context (docs/context.md): ``context_weight``, ``definition_weight`` and ``context_fallback`` mix
+    name and prototype similarities when a prototype store is loaded (``prototypes_path`` in
+    initialize); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
         max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
         filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, spans_key=spans_key,
         labels=labels, extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
-        reuse_name_vectors=reuse_name_vectors,
+        reuse_name_vectors=reuse_name_vectors, context_weight=context_weight,
+        definition_weight=definition_weight, context_fallback=context_fallback, type_priors=type_priors,
     )
 
 
@@ -121,6 +134,9 @@ class SapbertLinker(Pipe):
         self.encoder: Optional[CachedEncoder] = None
         self.index: Optional[ConceptIndex] = None
         self._detector: Any = None
+        self.prototypes: Any = None  # a context.PrototypeStore, set by initialize / from_disk
+        self._context: Any = None  # a context.ContextRanker when priors or prototypes are on
+        self._context_settings = context_settings(self.cfg)
         if not Span.has_extension(self.cfg["extension_name"]):
             Span.set_extension(self.cfg["extension_name"], default=None)
 
@@ -137,6 +153,20 @@ class SapbertLinker(Pipe):
         if self.cfg["semantic_types"]:
             index.check_types(self.cfg["semantic_types"])
         self.encoder, self.index = encoder, index
+        self.set_prototypes(self.prototypes)
+
+    def set_prototypes(self, store: Any, *, path: Any = "<memory>") -> None:
+        """Use a :class:`~spacy_sapbert.context.PrototypeStore` (None: no re-ranking); it must have
+        been built for this KB. Type priors work with or without one."""
+        from .context import ContextRanker
+
+        priors, weights = self._context_settings
+        if self.index is not None:
+            priors.check(self.index)
+            if store is not None:
+                store.check_kb(self.index.kb, path=path)
+        self.prototypes = store
+        self._context = ContextRanker(store=store, priors=priors, weights=weights) if store is not None or priors else None
 
     def initialize(
         self,
@@ -151,9 +181,11 @@ class SapbertLinker(Pipe):
         work_dir: Optional[str] = None,
         num_threads: int = 1,
         show_progress: bool = True,
+        prototypes_path: Optional[str] = None,
     ) -> None:
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
-        or build it (and save it there, when given, so the next run reuses it)."""
+        or build it (and save it there, when given, so the next run reuses it); load the prototype
+        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking."""
         from .kb import KnowledgeBase
 
         if kb_path is None:
@@ -168,6 +200,10 @@ class SapbertLinker(Pipe):
                                        work_dir=work_dir, num_threads=num_threads, show_progress=show_progress)
             if index_path is not None:
                 index.to_disk(index_path)
+        if prototypes_path is not None:
+            from .context import PrototypeStore
+
+            self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")
 
     def _load_encoder(self, name_or_path: str) -> Encoder:
@@ -208,8 +244,15 @@ class SapbertLinker(Pipe):
             spans = [span for span in self._spans(doc) if not labels or span.label_ in labels]
             long_forms = self._long_forms(doc) if cfg["resolve_abbreviations"] and spans else {}
             per_doc.append([(span, normalize_name(_mention_text(span, long_forms))) for span in spans])
-        unique = sorted({text for mentions in per_doc for _, text in mentions if text})
+        unique = [] if self._context else sorted({text for mentions in per_doc for _, text in mentions if text})
         found: Dict[str, List[Tuple[str, float]]] = {}
+        ranked_in_context: Optional[Iterator[List[Tuple[str, float]]]] = None
+        if self._context:  # type priors and/or prototype re-ranking: spacy_sapbert.context
+            ranked_in_context = iter(self._context.rank(
+                self.index, self._vectors, [m for mentions in per_doc for m in mentions],
+                k=max(cfg["k"], cfg["max_entities_per_mention"]), semantic_types=cfg["semantic_types"] or None,
+                require_definition=cfg["filter_for_definitions"], threshold=cfg["threshold"],
+                cap=cfg["max_entities_per_mention"], batch_size=cfg["batch_size"]))
         if unique:
             vectors = self._vectors(unique)
             ranked = self.index.search(vectors, max(cfg["k"], cfg["max_entities_per_mention"]),
@@ -222,7 +265,7 @@ class SapbertLinker(Pipe):
         for doc, mentions in zip(docs, per_doc):
             kb_ids: List[str] = []
             for span, text in mentions:
-                cands = list(found.get(text, []))
+                cands = next(ranked_in_context) if ranked_in_context is not None else list(found.get(text, []))
                 span._.set(ext, cands)
                 kb_ids.append(cands[0][0] if cands else "")
             if cfg["set_kb_id"] and mentions:
@@ -309,6 +352,8 @@ class SapbertLinker(Pipe):
             shutil.rmtree(kb_dir)
         self.kb.to_disk(kb_dir)
         self.index.to_disk(path / "index")
+        if self.prototypes is not None:
+            self.prototypes.to_disk(path / "prototypes")
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
         from .kb import KnowledgeBase
@@ -320,6 +365,10 @@ class SapbertLinker(Pipe):
                                      precision=self.cfg["precision"])
         kb = KnowledgeBase.from_disk(path / "kb")
         index = ConceptIndex.from_disk(path / "index", kb)
+        if (path / "prototypes").exists():
+            from .context import PrototypeStore
+
+            self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
         self.set_resources(encoder, index, path=path / "index")
         return self
 
