@@ -5,7 +5,7 @@ import sys
 
 from ..errors import SapbertError
 # Imported in the order the commands are listed by --help: the life cycle of a linker.
-from . import kb, index, link, train, evaluate, ner, assets  # noqa: F401,I001  (register commands)
+from . import kb, index, link, context, train, evaluate, ner, assets  # noqa: F401,I001  (register commands)
 from ._app import app
 
 
