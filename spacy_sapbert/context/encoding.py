@@ -20,7 +20,7 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy
 
-from ..encoder import CachedEncoder, Encoder, fork_guard, length_order, weights_fingerprint
+from ..encoder import CachedEncoder, Encoder, fork_guard, weights_fingerprint
 from ..errors import ConfigError, Errors, MissingInputError
 from ..util import PathLike, ensure_path
 
@@ -79,6 +79,8 @@ class ContextEncoder:
             raise ConfigError(Errors.E601.format(minimum=6, value=encoder.max_length))
         add_markers(encoder)
         self.encoder = encoder
+        self.fingerprint, self.dim = encoder.fingerprint, encoder.dim
+        self.pooling, self.max_length = encoder.pooling, encoder.max_length
         tok = encoder.tokenizer
         self._marker_ids = [tok.convert_tokens_to_ids(m) for m in MARKERS]
         self._n_special = tok.num_special_tokens_to_add(pair=False)
@@ -103,23 +105,6 @@ class ContextEncoder:
 
     def to_disk(self, path: PathLike) -> None:
         self.encoder.to_disk(path)
-
-    # ---- properties ---------------------------------------------------------------------
-    @property
-    def fingerprint(self) -> str:
-        return self.encoder.fingerprint
-
-    @property
-    def dim(self) -> int:
-        return self.encoder.dim
-
-    @property
-    def pooling(self) -> str:
-        return self.encoder.pooling
-
-    @property
-    def max_length(self) -> int:
-        return self.encoder.max_length
 
     def settings(self) -> dict:
         return CachedEncoder.settings(self.encoder)
@@ -153,29 +138,11 @@ class ContextEncoder:
         """Vectors of ``mentions`` (``(text, start, end)``), in order; batched by length."""
         if batch_size < 1:
             raise ConfigError(Errors.E105.format(value=batch_size))
-        out = numpy.zeros((len(mentions), self.dim), dtype=numpy.float32)
         if not len(mentions):
-            return out
+            return numpy.zeros((0, self.dim), dtype=numpy.float32)
         rows = self.token_rows(mentions)
-        order = length_order(rows)
-        bar = None
-        if show_progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(rows), desc="encode contexts", unit="mention")
-        enc = self.encoder
-        enc._pid = fork_guard(enc._pid)
-        try:
-            with enc._inference():
-                for start in range(0, len(order), batch_size):
-                    idx = order[start : start + batch_size]
-                    out[idx] = enc._encode_batch([rows[i] for i in idx])
-                    if bar is not None:
-                        bar.update(len(idx))
-        finally:
-            if bar is not None:
-                bar.close()
-        return out
+        self.encoder._pid = fork_guard(self.encoder._pid)
+        return self.encoder.encode_rows(rows, batch_size, show_progress)
 
 
 __all__ = ["ContextEncoder", "MARKERS", "DEFAULT_CONTEXT_LENGTH", "MentionInText", "add_markers",

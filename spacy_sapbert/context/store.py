@@ -31,6 +31,13 @@ EXAMPLE, DEFINITION = 0, 1
 _ARRAYS = ("vectors", "kinds", "concept_ids", "offsets")
 
 
+def _load(file: Any, *, mmap: bool) -> numpy.ndarray:
+    try:
+        return numpy.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except ValueError:  # an empty array cannot be memory-mapped
+        return numpy.load(file, allow_pickle=False)
+
+
 class PrototypeStore:
     """Prototype vectors grouped by concept; see the module doc for the files."""
 
@@ -136,23 +143,16 @@ class PrototypeStore:
         from .encoding import ContextEncoder
 
         path = ensure_path(path)
+        missing = [f for f in (META_FILE, *(f"{name}.npy" for name in _ARRAYS)) if not (path / f).is_file()]
+        if missing:
+            raise DataFormatError(Errors.E607.format(path=path, why=f"missing: {', '.join(missing)}"))
         try:
             meta = json.loads((path / META_FILE).read_text(encoding="utf8"))
-        except FileNotFoundError:
-            raise DataFormatError(Errors.E607.format(path=path, why=f"{META_FILE} is missing")) from None
         except ValueError as err:
             raise DataFormatError(Errors.E607.format(path=path, why=f"{META_FILE} is not valid JSON: {err}")) from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
+        if not isinstance(meta, dict) or (meta.get("format"), meta.get("version")) != (FORMAT, FORMAT_VERSION):
             raise DataFormatError(Errors.E607.format(path=path, why=f"{META_FILE} is not {FORMAT} v{FORMAT_VERSION}"))
-        arrays = {}
-        for name in _ARRAYS:
-            file = path / f"{name}.npy"
-            if not file.exists():
-                raise DataFormatError(Errors.E607.format(path=path, why=f"{file.name} is missing"))
-            try:
-                arrays[name] = numpy.load(file, mmap_mode="r" if name == "vectors" else None, allow_pickle=False)
-            except ValueError:  # an empty array cannot be memory-mapped
-                arrays[name] = numpy.load(file, allow_pickle=False)
+        arrays = {name: _load(path / f"{name}.npy", mmap=name == "vectors") for name in _ARRAYS}
         n = arrays["vectors"].shape[0]
         if len(arrays["kinds"]) != n or int(arrays["offsets"][-1]) != n or n != meta.get("n_prototypes"):
             raise DataFormatError(Errors.E607.format(path=path, why="the arrays disagree with each other or the meta"))
