@@ -28,7 +28,8 @@ from spacy.vocab import Vocab
 from .encoder import DEFAULT_MODEL, CachedEncoder, Encoder
 from .errors import ConfigError, Errors, MissingInputError
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M, META_FILE, ConceptIndex
-from .context.ranker import context_settings
+from .context.ranker import ContextRanker, context_settings
+from .context.store import PrototypeStore
 from .kb.concept import normalize_name
 from .util import device_is_cpu, ensure_path, get_logger
 
@@ -158,8 +159,6 @@ class SapbertLinker(Pipe):
     def set_prototypes(self, store: Any, *, path: Any = "<memory>") -> None:
         """Use a :class:`~spacy_sapbert.context.PrototypeStore` (None: no re-ranking); it must have
         been built for this KB. Type priors work with or without one."""
-        from .context import ContextRanker
-
         priors, weights = self._context_settings
         if self.index is not None:
             priors.check(self.index)
@@ -201,8 +200,6 @@ class SapbertLinker(Pipe):
             if index_path is not None:
                 index.to_disk(index_path)
         if prototypes_path is not None:
-            from .context import PrototypeStore
-
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")
 
@@ -366,8 +363,6 @@ class SapbertLinker(Pipe):
         kb = KnowledgeBase.from_disk(path / "kb")
         index = ConceptIndex.from_disk(path / "index", kb)
         if (path / "prototypes").exists():
-            from .context import PrototypeStore
-
             self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
         self.set_resources(encoder, index, path=path / "index")
         return self
