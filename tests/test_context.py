@@ -242,3 +242,25 @@ def test_search_with_prior_types_and_prefixes(kb, tiny_bert_path):
     assert [c for c, _ in heart] == ["D001", "D002"]  # the two concepts named "mi", C004 filtered
     assert [c for c, _ in search_with_prior(index, q, 3, priors.for_label("Flu"))[0]] == ["D003"]
     assert search_with_prior(index, q, 4, None) == index.search(q, 4)
+
+
+# ---- evaluation helpers -------------------------------------------------------------------
+def test_ambiguity_mask_and_context_rankings_by_hand():
+    from spacy_sapbert.evaluation.baselines import Dictionary
+    from spacy_sapbert.evaluation.context import ambiguity_mask, context_rankings, prototype_masks
+    from spacy_sapbert.evaluation.metrics import Gold, Ranking
+
+    dictionary = Dictionary(["mi", "flu"], [("A", "B"), ("C",)])
+    tie = Ranking(concepts=[("A", 0.7), ("C", 0.7)])
+    clear = Ranking(concepts=[("C", 0.9), ("A", 0.7)])
+    assert ambiguity_mask(["mi", "flu", "x", "y"], dictionary) == [True, False, False, False]
+    assert ambiguity_mask(["mi", "flu", "x", "y"], dictionary, [clear, clear, tie, clear]) == [True, False, True, False]
+    store = hand_store()
+    golds = [Gold(frozenset({"A"}), ("A",)), Gold(frozenset({"C", "Z"}), ("C", "Z")), Gold(frozenset(), ("Q",))]
+    # C has only a definition prototype: not "seen"
+    assert prototype_masks(golds, store) == {"seen_in_prototypes": [True, False, False],
+                                             "unseen_in_prototypes": [False, True, True]}
+    two = [Ranking(concepts=[("A", 0.9), ("B", 0.9)])] * 2
+    out = context_rankings(two, np.stack([unit(0, 1), unit(0, 1)]), [True, False], store, ContextWeights(context=0.5))
+    assert [c for c, _ in out[0].concepts] == ["B", "A"] and out[1].concepts == two[1].concepts
+    assert out[0].names is None
