@@ -209,3 +209,45 @@ def test_evaluate_reports_the_context_system_and_its_subsets(fixtures_dir, tiny_
         assert results["base encoder + context"][subset]["strict"] == results["base encoder"][subset]["strict"]
     assert results["base encoder + context"]["full"]["lenient"] is None
     assert r["systems"]["base encoder + context"]["prototypes"]["n_examples"] == 2
+
+
+@pytest.mark.slow
+def test_prototypes_travel_with_spacy_package(tiny_bert_path, files, tmp_path):
+    """nlp.to_disk -> spacy package -> wheel -> pip install --target -> spacy.load: the prototypes come
+    along (memory-mapped from the installed package) while the name encoder runs with ONNX Runtime."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def run(args, **kwargs):
+        result = subprocess.run(args, capture_output=True, text=True, timeout=300, **kwargs)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        return result
+
+    nlp = make_nlp(tiny_bert_path, files, context_weight=0.5)
+    nlp.meta.update({"name": "ctxtest", "version": "0.0.1"})
+    nlp.to_disk(tmp_path / "nlp")
+    (tmp_path / "packages").mkdir()
+    run([sys.executable, "-m", "spacy", "package", str(tmp_path / "nlp"), str(tmp_path / "packages"),
+         "--name", "ctxtest", "--version", "0.0.1", "--build", "none"])
+    pkg = tmp_path / "packages" / "en_ctxtest-0.0.1"
+    run([sys.executable, "-m", "build", "--no-isolation", "--wheel"], cwd=pkg)
+    (wheel,) = (pkg / "dist").glob("*.whl")
+    run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(tmp_path / "site"),
+         str(wheel)])
+    code = (
+        "import json, spacy\nfrom spacy.tokens import Span\nnlp = spacy.load('en_ctxtest')\nids = []\n"
+        f"for t in ({T1!r}, {T2!r}):\n"
+        "    doc = nlp.make_doc(t); i = [x.text for x in doc].index('MI'); doc.ents = [Span(doc, i, i + 1, 'D')]\n"
+        "    for _, p in nlp.pipeline: doc = p(doc)\n"
+        "    ids.append(doc.ents[0].kb_id_)\n"
+        "lk = nlp.get_pipe('sapbert_linker')\n"
+        "print(json.dumps({'ids': ids, 'enc': type(lk.encoder).__name__, 'vectors': str(lk.prototypes.vectors.filename)}))\n")
+    # this checkout first on the path: the installed package's factory must be the code under test
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(root)]), HF_HUB_OFFLINE="1")
+    loaded = json.loads(run([sys.executable, "-c", code], env=env, cwd=tmp_path).stdout.strip().splitlines()[-1])
+    assert loaded["ids"] == ["D001", "D002"]
+    assert loaded["enc"] == "OnnxEncoder"
+    assert loaded["vectors"].startswith(str(tmp_path / "site"))
