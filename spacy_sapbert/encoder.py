@@ -227,10 +227,13 @@ class CachedEncoder:
 
     def _encode_unique(self, texts: List[str], batch_size: int, show_progress: bool) -> numpy.ndarray:
         """Vectors of distinct ``texts``: tokenised once, run in length-sorted batches."""
-        encoded = self._token_rows(texts)
+        return self.encode_rows(self._token_rows(texts), batch_size, show_progress)
+
+    def encode_rows(self, encoded: List[List[int]], batch_size: int, show_progress: bool = False) -> numpy.ndarray:
+        """Vectors of token-id rows (special tokens included), run in length-sorted batches."""
         order = length_order(encoded)
-        result = numpy.empty((len(texts), self.dim), dtype=numpy.float32)
-        bar = _progress_bar(len(texts), show_progress)
+        result = numpy.empty((len(encoded), self.dim), dtype=numpy.float32)
+        bar = _progress_bar(len(encoded), show_progress)
         try:
             with self._inference():
                 for start in range(0, len(order), batch_size):

@@ -10,6 +10,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E400–E499 / W400–W499: project, assets (UMLS download), NER
 - E500–E599 / W500–W599: hardening (E500–E549: interruption, outputs, work folders, command-line input;
   E550–E599: untrusted bytes, integrity of saved folders, damaged files)
+- E600–E699 / W600–W699: context (prototypes, re-ranking, type priors)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -109,6 +110,10 @@ class Warnings(metaclass=_CodedMessages):
     W553 = ("Pipeline '{path}' links against another knowledge base than the one evaluated against (checksum "
             "{theirs} != {ours}): {missing} of {total} gold concepts are not in the pipeline's KB and cannot be "
             "found. Build the pipeline on the evaluation KB (`spacy-sapbert create-pipeline`) or evaluate with its KB.")
+    # ---- W600–W699: context (prototypes, re-ranking, type priors) ----
+    W600 = ("{n} of {total} annotated mentions have ids that are not in the knowledge base (e.g. {examples}); they "
+            "were skipped. Check that the documents and the KB use the same identifiers.")
+    W601 = ("{n} composite mentions (ids joined by '|' or '+') were skipped: a prototype stands for one concept.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -319,6 +324,37 @@ class Errors(metaclass=_CodedMessages):
             "`spacy-sapbert verify KB_FOLDER` to find the file, then rebuild the KB (`spacy-sapbert build-kb`).")
     E555 = ("'{path}' is not a folder verify knows: none of kb.json (knowledge base), sapbert_encoder.json "
             "(encoder), index_meta.json (index) or config.cfg (spaCy pipeline) is in it. Give one of those folders.")
+    # ---- E600–E699: context (prototypes, re-ranking, type priors) ----
+    E600 = ("The context encoder needs a PyTorch encoder, got {what}. ONNX Runtime cannot run the context encoder "
+            "(its vocabulary gains the <ENT>/</ENT> markers): load the model with Encoder.load / runtime='torch'.")
+    E601 = ("context max_length must be an integer >= {minimum} (room for [CLS], [SEP], the two markers and one "
+            "word piece), got {value!r}.")
+    E602 = ("Mention offsets {start}-{end} do not lie inside the text (length {length}){where}. Give character "
+            "offsets with 0 <= start < end <= len(text).")
+    E603 = ("No annotated mention with a concept id in {what}: prototypes need documents whose mentions carry ids "
+            "(PubTator ids column, DocBin ents with kb_id_, JSONL 'ids'). Check the files and --type.")
+    E604 = ("None of the {n} annotated mentions has an id in the knowledge base (e.g. {examples}). Use the KB the "
+            "documents were annotated with, or check the id prefixes (e.g. 'MESH:' / 'OMIM:').")
+    E605 = ("The prototypes at '{path}' were built with another context encoder ({field}: prototypes have "
+            "{store_value!r}, encoder has {encoder_value!r}). Build them again with this encoder "
+            "(`spacy-sapbert build-prototypes`), or use the encoder saved with them.")
+    E606 = ("The prototypes at '{path}' were built for another knowledge base (checksum {store_value} != "
+            "{kb_value}). Build them again for this KB with `spacy-sapbert build-prototypes --kb ...`.")
+    E607 = ("'{path}' is not a prototype store ({why}). Build one with `spacy-sapbert build-prototypes`.")
+    E608 = ("Context weights must be numbers >= 0 with context_weight + definition_weight <= 1, got "
+            "context_weight={context!r}, definition_weight={definition!r}.")
+    E609 = ("context_fallback must be 'name' (a concept without prototypes counts its name score) or a number in "
+            "[-1, 1], got {value!r}.")
+    E610 = ("type_priors must map NER labels to lists of semantic types or id prefixes ending in '*' (e.g. "
+            "{{\"Chemical\": [\"T109\", \"MESH:D*\"]}}); {what}.")
+    E611 = ("type_priors for label '{label}' name semantic types this knowledge base does not have: {unknown}. "
+            "Known types include: {known}. Fix the linker's type_priors, or use id prefixes ('D*').")
+    E612 = ("Unknown document format '{value}' for {path}. Choose one of: {choices} (auto picks by extension: "
+            ".spacy → docbin, .jsonl → jsonl, else pubtator).")
+    E613 = ("{path}: not a spaCy DocBin ({reason}). Write one with DocBin(docs=...).to_disk(path), or pass a "
+            "PubTator / JSONL file.")
+    E614 = ("Cannot tune the context weights: {what}. Give a dev set whose mentions have ids in the KB and "
+            "prototypes built for the same KB.")
 
 
 __all__ = [

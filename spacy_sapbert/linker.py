@@ -17,7 +17,7 @@ import tempfile
 import warnings
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from spacy.language import Language
 from spacy.pipeline import Pipe
@@ -29,6 +29,8 @@ from .encoder import DEFAULT_MODEL, CachedEncoder, Encoder
 from .errors import ConfigError, Errors, MissingInputError, Warnings
 from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
+from .context.ranker import ContextRanker, context_settings
+from .context.store import PrototypeStore
 from .kb.concept import normalize_name
 from .util import device_is_cpu, ensure_path, get_logger
 
@@ -60,6 +62,10 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "skip_non_alnum": True,
     "resources": "inside",
     "resources_path": None,
+    "context_weight": 0.1,  # tuned on NCBI-disease dev (benchmarks/context_ncbi.py); tune your own
+    "definition_weight": 0.0,
+    "context_fallback": 0.0,
+    "type_priors": {},
 }
 
 
@@ -90,6 +96,10 @@ def make_sapbert_linker(
     skip_non_alnum: bool,
     resources: str,
     resources_path: Optional[str],
+    context_weight: float,
+    definition_weight: float,
+    context_fallback: Union[float, str],
+    type_priors: Dict[str, List[str]],
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -110,7 +120,10 @@ def make_sapbert_linker(
     ``resources`` (``inside``: KB and index are saved with the pipeline; ``outside``: only a pointer
     is, and the KB + index folder is found at load through ``resources_path`` or the environment
     variable ``SPACY_SAPBERT_RESOURCES``, for UMLS-sized indexes that do not belong in a wheel; see
-    :mod:`spacy_sapbert.resources`)."""
+    :mod:`spacy_sapbert.resources`).
+    Context (docs/context.md): ``context_weight``, ``definition_weight`` and ``context_fallback`` mix
+    name and prototype similarities when a prototype store is loaded (``prototypes_path`` in
+    initialize); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -118,7 +131,8 @@ def make_sapbert_linker(
         filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, spans_key=spans_key,
         labels=labels, extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
         reuse_name_vectors=reuse_name_vectors, skip_non_alnum=skip_non_alnum, resources=resources,
-        resources_path=resources_path,
+        resources_path=resources_path, context_weight=context_weight,
+        definition_weight=definition_weight, context_fallback=context_fallback, type_priors=type_priors,
     )
 
 
@@ -138,6 +152,9 @@ class SapbertLinker(Pipe):
         self._detector: Any = None
         self._resources_dir: Optional[Path] = None
         self._warned_no_ner = False
+        self.prototypes: Any = None  # a context.PrototypeStore, set by initialize / from_disk
+        self._context: Any = None  # a context.ContextRanker when priors or prototypes are on
+        self._context_settings = context_settings(self.cfg)
         register_kb_ents(self.cfg["extension_name"])
 
     # ---- resources ----------------------------------------------------------------------
@@ -154,6 +171,18 @@ class SapbertLinker(Pipe):
         if self.cfg["semantic_types"]:
             index.check_types(self.cfg["semantic_types"])
         self.encoder, self.index = encoder, index
+        self.set_prototypes(self.prototypes)
+
+    def set_prototypes(self, store: Any, *, path: Any = "<memory>") -> None:
+        """Use a :class:`~spacy_sapbert.context.PrototypeStore` (None: no re-ranking); it must have
+        been built for this KB. Type priors work with or without one."""
+        priors, weights = self._context_settings
+        if self.index is not None:
+            priors.check(self.index)
+            if store is not None:
+                store.check_kb(self.index.kb, path=path)
+        self.prototypes = store
+        self._context = ContextRanker(store=store, priors=priors, weights=weights) if store is not None or priors else None
 
     def initialize(
         self,
@@ -169,10 +198,13 @@ class SapbertLinker(Pipe):
         num_threads: int = 1,
         show_progress: bool = True,
         kind: str = "auto",
+        prototypes_path: Optional[str] = None,
     ) -> None:
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
-        or build it (and save it there, when given, so the next run reuses it). ``kind`` picks the
-        index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``: see :mod:`spacy_sapbert.index`)."""
+        or build it (and save it there, when given, so the next run reuses it); load the prototype
+        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking. ``kind``
+        picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``: see
+        :mod:`spacy_sapbert.index`)."""
         from .kb import KnowledgeBase
 
         if kb_path is None:
@@ -190,6 +222,8 @@ class SapbertLinker(Pipe):
                                        work_dir=work_dir, num_threads=num_threads, show_progress=show_progress)
             if index_path is not None:
                 index.to_disk(index_path)
+        if prototypes_path is not None:
+            self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")
 
     def _load_encoder(self, name_or_path: str) -> Encoder:
@@ -234,8 +268,15 @@ class SapbertLinker(Pipe):
                 texts = [text if has_alnum(text) else "" for text in texts]
             per_doc.append(list(zip(spans, texts)))
         self._warn_without_ner(docs)
-        unique = sorted({text for mentions in per_doc for _, text in mentions if text})
+        unique = [] if self._context else sorted({text for mentions in per_doc for _, text in mentions if text})
         found: Dict[str, List[Tuple[str, float]]] = {}
+        ranked_in_context: Optional[Iterator[List[Tuple[str, float]]]] = None
+        if self._context:  # type priors and/or prototype re-ranking: spacy_sapbert.context
+            ranked_in_context = iter(self._context.rank(
+                self.index, self._vectors, [m for mentions in per_doc for m in mentions],
+                k=max(cfg["k"], cfg["max_entities_per_mention"]), semantic_types=cfg["semantic_types"] or None,
+                require_definition=cfg["filter_for_definitions"], threshold=cfg["threshold"],
+                cap=cfg["max_entities_per_mention"], batch_size=cfg["batch_size"]))
         if unique:
             vectors = self._vectors(unique)
             ranked = self.index.search(vectors, max(cfg["k"], cfg["max_entities_per_mention"]),
@@ -249,7 +290,7 @@ class SapbertLinker(Pipe):
         for doc, mentions in zip(docs, per_doc):
             kb_ids: List[str] = []
             for span, text in mentions:
-                cands = list(found.get(text, []))
+                cands = next(ranked_in_context) if ranked_in_context is not None else list(found.get(text, []))
                 span._.set(ext, cands)
                 kb_ids.append(cands[0][0] if cands else "")
             if cfg["set_kb_id"] and mentions:
@@ -332,7 +373,8 @@ class SapbertLinker(Pipe):
 
     # ---- serialisation ------------------------------------------------------------------
     def to_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> None:
-        """Write encoder (safetensors + tokenizer), KB and index below ``path``."""
+        """Write encoder (safetensors + tokenizer), prototypes, and KB and index (or, with
+        ``resources="outside"``, the pointer to them) below ``path``."""
         path = ensure_path(path)
         path.mkdir(parents=True, exist_ok=True)
         if self.encoder is None or self.index is None:
@@ -340,6 +382,8 @@ class SapbertLinker(Pipe):
         self.encoder.to_disk(path / "encoder")
         if isinstance(self.encoder, Encoder) and self.cfg["runtime"] != "torch":
             _write_onnx_export(self.encoder, path / "encoder", required=self.cfg["runtime"] == "onnx")
+        if self.prototypes is not None:
+            self.prototypes.to_disk(path / "prototypes")
         if self.cfg["resources"] == "outside":
             self._save_pointer(path)
             return
@@ -365,6 +409,8 @@ class SapbertLinker(Pipe):
                                      precision=self.cfg["precision"])
         kb = KnowledgeBase.from_disk(folder / "kb")
         index = ConceptIndex.from_disk(folder / "index", kb)
+        if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
+            self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
         self.set_resources(encoder, index, path=folder / "index")
         self._resources_dir = folder if pointer is not None else None
         return self

@@ -60,8 +60,9 @@ def test_exact_match_by_hand(fixtures_dir):
     assert full["lenient"]["acc@1"] == pytest.approx(5 / 11)
     assert full["ambiguous_top1"] == pytest.approx(1 / 11)
     # filtered: names + training mentions ("mammary cancers", "wd") removed -> 7, 9, 10, 11 left;
-    # filtered_lev0.2: none of those is within 0.2 of a name -> same 4
-    assert r["counts"]["subsets"] == {"full": 11, "filtered": 4, "filtered_lev0.2": 4}
+    # filtered_lev0.2: none of those is within 0.2 of a name -> same 4; ambiguous: "tumor" (D004, D005)
+    assert r["counts"]["subsets"] == {"full": 11, "filtered": 4, "filtered_lev0.2": 4, "ambiguous": 1}
+    assert r["results"]["mention_only"]["exact match"]["ambiguous"]["strict"]["acc@1"] == 0.0
     assert r["results"]["mention_only"]["exact match"]["filtered"]["strict"]["acc@1"] == 0.0
 
 
@@ -86,7 +87,7 @@ def test_no_train_files_means_dictionary_only_filter(fixtures_dir):
     r = _run(fixtures_dir, dataset={"train": []})
     # without training mentions "wd" and "mammary cancers" stay in "filtered"; "mammary cancers" is
     # one edit from a name and leaves the Levenshtein subset
-    assert r["counts"]["subsets"] == {"full": 11, "filtered": 6, "filtered_lev0.2": 5}
+    assert r["counts"]["subsets"] == {"full": 11, "filtered": 6, "filtered_lev0.2": 5, "ambiguous": 1}
 
 
 def test_report_files_and_rerun_from_config(fixtures_dir, tmp_path):

@@ -64,7 +64,11 @@ def test_spacy_package_wheel_installs_and_loads(tiny_bert_path, tmp_path):
     target = tmp_path / "site"
     _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
           str(wheels[0])])
-    env = dict(os.environ, PYTHONPATH=str(target), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    # the wheel's folder first, then this checkout: the factory found through the entry point is the
+    # code under test, not whatever copy of spacy_sapbert the environment has installed
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), root]), HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1")
     out = _run([sys.executable, "-c", LOAD_AND_LINK.replace("sapbert_pkgtest", "en_sapbert_pkgtest")],
                env=env, cwd=tmp_path)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])

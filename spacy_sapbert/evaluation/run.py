@@ -13,6 +13,7 @@ from ..errors import ConfigError, EmptyResultError, Errors, MissingInputError, W
 from ..util import PathLike, atomic_dir, ensure_path, get_logger
 from .baselines import Dictionary, System
 from .datasets import Document, Mention, read_dataset
+from .context import ambiguity_mask
 from .metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, subset_masks
 from .pipeline import load_encoder  # noqa: F401  (public here too: evaluation.run.load_encoder)
 from .preprocess import InputOptions, make_preprocessor, mention_queries
@@ -134,6 +135,32 @@ def _errors(system: str, mode: str, mentions: Sequence[Mention], queries: Sequen
     return out
 
 
+def _context_system(settings: Dict[str, Any], kb, systems: Sequence[System], ranked: Sequence[Tuple[str, List[Ranking]]],
+                    docs: Sequence[Document], golds: Sequence[Gold], queries: Sequence[str], dictionary: Dictionary,
+                    masks: Dict[str, List[bool]], described: Dict[str, Any]) -> Tuple[str, List[Ranking]]:
+    """The name-only dense system (the model, else the base encoder) re-ranked with context; adds the
+    ambiguity (with that system's ties) and seen/unseen-in-prototypes masks."""
+    from .baselines import DenseEncoder
+    from .context import context_rankings, context_setup, context_vectors, prototype_masks
+
+    dense = [(i, s) for i, s in enumerate(systems) if isinstance(s, DenseEncoder)]
+    if not dense:
+        raise ConfigError(Errors.E305.format(system="context", what="a name-only dense system to re-rank",
+                                             hint="Set [evaluate.systems] model or base_encoder."))
+    i, base = dense[0]
+    options = InputOptions(**settings["input"])
+    prep = make_preprocessor(lowercase=options.lowercase, fold_punctuation=options.fold_punctuation)
+    t = time.time()
+    store, weights, desc = context_setup(settings, kb, base, prep=prep)
+    vectors, ok = context_vectors(store.encoder, docs, batch_size=settings["batch_size"])
+    rankings = context_rankings(ranked[i][1], vectors, ok, store, weights)
+    name = f"{base.name} + {settings['systems']['context_name']}"
+    described[name] = {**desc, "seconds": round(time.time() - t, 2)}
+    masks["ambiguous"] = ambiguity_mask(queries, dictionary, ranked[i][1])
+    masks.update(prototype_masks(golds, store))
+    return name, rankings
+
+
 def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
              output: Optional[PathLike] = None, overwrite: bool = False) -> Dict[str, Any]:
     """Run the evaluation ``settings`` describe; with ``output``, write the report folder there."""
@@ -168,6 +195,7 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
     dictionary = Dictionary.from_kb(kb, name_prep if options.fold_punctuation else None)
     train_queries = [make_preprocessor(lowercase=options.lowercase, fold_punctuation=options.fold_punctuation)(m.text) for m in train]
     masks = subset_masks(queries, dictionary.names, train_queries, settings["levenshtein_threshold"])
+    masks["ambiguous"] = ambiguity_mask(queries, dictionary)
     counts["subsets"] = {name: sum(mask) for name, mask in masks.items()}
     result: Dict[str, Any] = {
         "setting": {
@@ -187,14 +215,20 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
         systems = build_systems(settings, kb, dictionary)
         result["results"]["mention_only"] = {}
         result["curves"]["mention_only"] = {}
+        ranked: List[Tuple[str, List[Ranking]]] = []
         for system in systems:
             t = time.time()
-            rankings = system.rank(queries, max_k)
+            ranked.append((system.name, system.rank(queries, max_k)))
             result["systems"][system.name] = {**system.describe(), "seconds": round(time.time() - t, 2)}
-            result["results"]["mention_only"][system.name] = _score_subsets(golds, rankings, masks, ks)
-            result["curves"]["mention_only"][system.name] = _curves(golds, rankings, max_k)
-            errors += _errors(system.name, "mention_only", mentions, queries, golds, rankings, kb)
-            logger.info("%s: strict acc@1 %.3f", system.name, result["results"]["mention_only"][system.name]["full"]["strict"]["acc@1"])
+        if settings["systems"]["context"]:
+            ranked.append(_context_system(settings, kb, systems, ranked, docs, golds, queries, dictionary, masks,
+                                          result["systems"]))
+            counts["subsets"] = {name: sum(mask) for name, mask in masks.items()}
+        for name, rankings in ranked:
+            result["results"]["mention_only"][name] = _score_subsets(golds, rankings, masks, ks)
+            result["curves"]["mention_only"][name] = _curves(golds, rankings, max_k)
+            errors += _errors(name, "mention_only", mentions, queries, golds, rankings, kb)
+            logger.info("%s: strict acc@1 %.3f", name, result["results"]["mention_only"][name]["full"]["strict"]["acc@1"])
     if "end_to_end" in settings["modes"]:
         from .pipeline import run_end_to_end
 

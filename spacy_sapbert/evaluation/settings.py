@@ -60,6 +60,16 @@ scispacy_k = 30
 scispacy_threshold = 0.0
 pipeline = null
 pipeline_name = "pipeline"
+context = false
+context_name = "context"
+prototypes = null
+context_dev = null
+context_weight = 0.1
+definition_weight = 0.0
+context_fallback = 0.0
+context_definitions = "none"
+context_pooling = "mean"
+context_max_length = 64
 """
 
 
@@ -160,9 +170,11 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
         raise ConfigError(Errors.E303.format(path=where, what="input.backoff needs training files in "
                                              "[evaluate.dataset] train (their mentions become KB aliases)"))
     systems = dict(ev["systems"])
-    for key in ("model", "base_encoder", "pipeline"):
+    for key in ("model", "base_encoder", "pipeline", "prototypes", "context_dev"):
         if systems.get(key) and not str(systems[key]).strip():
             systems[key] = None
+    for key in ("prototypes", "context_dev"):
+        systems[key] = _resolve(base, systems[key])
     return {
         "name": str(ev["name"]), "seed": int(ev["seed"]), "ks": list(ev["ks"]), "modes": list(modes),
         "exclude_composite": bool(ev["exclude_composite"]), "levenshtein_threshold": float(thr),

@@ -1,0 +1,80 @@
+"""CLI commands: build-prototypes, tune-context. Thin: parse arguments, call library functions."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ._app import app
+
+
+@app.command("build-prototypes")
+def build_prototypes_command(
+    documents: List[Path] = typer.Argument(..., help="Annotated documents: PubTator files, spaCy DocBins (.spacy, "
+                                                     "ents with kb_id_) or JSONL mentions with context/start/end/ids."),
+    kb_dir: Path = typer.Option(..., "--kb", help="KB folder the ids refer to (the linker's KB)."),
+    model: str = typer.Option(..., "--model", "-m", help="Context encoder: a model folder (usually the name encoder's)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Prototype store folder to write (atomically)."),
+    doc_format: str = typer.Option("auto", "--format", help="auto, pubtator, jsonl or docbin."),
+    types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable)."),
+    pooling: str = typer.Option("mean", "--pooling", help="mean or cls."),
+    max_length: int = typer.Option(64, "--max-length", help="Word pieces per mention in context."),
+    definitions: str = typer.Option("none", "--definitions",
+                                    help="Definition prototypes: none, missing (concepts without examples) or all."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Mentions per encoder batch."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
+) -> None:
+    """Encode annotated mentions in their context into a prototype store for the linker."""
+    from ..context import ContextEncoder, build_prototypes, read_documents
+    from ..errors import ConfigError, Errors
+    from ..kb import KnowledgeBase
+
+    if output.exists() and not overwrite:
+        raise ConfigError(Errors.E003.format(path=output))
+    start = time.perf_counter()
+    kb = KnowledgeBase.from_disk(kb_dir)
+    docs = [d for path in documents for d in read_documents(path, format=doc_format, types=types or None)]
+    encoder = ContextEncoder.load(model, pooling=pooling, max_length=max_length, device=device)
+    store = build_prototypes(docs, kb, encoder, definitions=definitions, batch_size=batch_size,
+                             what=", ".join(str(p) for p in documents))
+    store.to_disk(output, overwrite=overwrite)
+    meta = store.meta
+    typer.echo(f"{meta['n_prototypes']:,} prototypes ({meta['n_examples']:,} mentions, {meta['n_definitions']:,} "
+               f"definitions) of {meta['n_concepts']:,} concepts in {time.perf_counter() - start:.1f} s -> {output}")
+
+
+@app.command("tune-context")
+def tune_context_command(
+    dev: Path = typer.Argument(..., help="Dev set with gold ids and text (PubTator, JSONL with context, DocBin)."),
+    kb_dir: Path = typer.Option(..., "--kb", help="KB folder (the one the prototypes were built for)."),
+    model: str = typer.Option(..., "--model", "-m", help="Name encoder: a model folder."),
+    prototypes: Path = typer.Option(..., "--prototypes", "-p", help="Prototype store (from build-prototypes)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index", help="Name index folder (from build-index); "
+                                                                 "default: built here with exact search."),
+    pooling: str = typer.Option("cls", "--pooling", help="Name encoder pooling (as the linker's)."),
+    max_length: int = typer.Option(25, "--max-length", help="Name encoder max_length (as the linker's)."),
+    types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable)."),
+    k: int = typer.Option(10, "--k", help="Name candidates re-ranked per mention (the linker's k)."),
+    step: float = typer.Option(0.1, "--step", help="Grid step of the weights."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the grid and the best weights as JSON."),
+) -> None:
+    """Pick context_weight / definition_weight / context_fallback by strict acc@1 on a dev set."""
+    from ..context import read_documents
+    from ..context.tune import tune_on_documents
+    from ..util import atomic_write
+
+    docs = read_documents(dev, types=types or None)
+    best, table, n = tune_on_documents(docs, kb_dir, model, prototypes, pooling=pooling, max_length=max_length,
+                                       k=k, step=step, device=device, index_dir=index_dir)
+    name_only = next(r["acc@1"] for r in table if r["context_weight"] == 0 and r["definition_weight"] == 0)
+    best_acc = max(r["acc@1"] for r in table)
+    typer.echo(f"{n} dev mentions: name-only strict acc@1 {100 * name_only:.1f}, best {100 * best_acc:.1f} with "
+               + ", ".join(f"{key} = {value}" for key, value in best.to_dict().items()))
+    if output is not None:
+        with atomic_write(output) as fh:
+            json.dump({"best": best.to_dict(), "best_acc@1": best_acc, "mentions": n, "grid": table}, fh, indent=2)

@@ -1,0 +1,149 @@
+"""Context encoding: a mention in its text as ``[CLS] left <ENT> mention </ENT> right [SEP]``.
+
+:class:`ContextEncoder` wraps a PyTorch :class:`~spacy_sapbert.encoder.Encoder` (its batching,
+pooling and normalisation are reused). The markers ``<ENT>`` / ``</ENT>`` are added to the
+tokenizer as special tokens and the embedding matrix grows by two rows, initialised as copies of
+the embeddings of ``[`` and ``]`` (the mean embedding where the vocabulary lacks them): the same
+model always gives the same context encoder, and its fingerprint changes with the new rows.
+
+The word-piece budget is ``max_length`` minus the model's special tokens and the two markers; the
+mention takes at most half of it, the rest is split evenly between the left and right context
+(what one side does not use goes to the other). Only a window of characters around the mention
+is tokenised, so long documents cost no more than short ones.
+
+ONNX Runtime cannot run the context encoder (the exported graph has the old vocabulary): a
+linker may run its *name* encoder with ONNX Runtime while the context encoder runs PyTorch.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Sequence, Tuple
+
+import numpy
+
+from ..encoder import CachedEncoder, Encoder, fork_guard, weights_fingerprint
+from ..errors import ConfigError, Errors, MissingInputError
+from ..util import PathLike, ensure_path
+
+MARKERS = ("<ENT>", "</ENT>")
+DEFAULT_CONTEXT_LENGTH = 64
+# characters kept on each side of a mention before tokenising (a word piece is >= 1 character)
+_WINDOW_CHARS = 8 * DEFAULT_CONTEXT_LENGTH
+
+# a mention in its text: (text, start, end) with character offsets
+MentionInText = Tuple[str, int, int]
+
+
+def check_mention(text: str, start: int, end: int, where: str = "") -> None:
+    """Raise a coded error unless ``start:end`` is a non-empty slice of ``text``."""
+    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text)):
+        raise ConfigError(Errors.E602.format(start=start, end=end, length=len(text), where=where))
+
+
+def split_budget(budget: int, n_left: int, n_right: int) -> Tuple[int, int]:
+    """``(left, right)`` word pieces to keep: an even split of ``budget``, the unused part of one
+    side given to the other."""
+    left = min(n_left, max(budget // 2, budget - n_right))
+    return left, min(n_right, budget - left)
+
+
+def add_markers(encoder: Encoder) -> bool:
+    """Add ``<ENT>``/``</ENT>`` to the encoder's tokenizer and embeddings (in place) unless they are
+    there already; returns whether anything changed. The fingerprint is recomputed."""
+    tokenizer, model = encoder.tokenizer, encoder.model
+    if all(m in tokenizer.get_vocab() for m in MARKERS):
+        return False
+    import torch
+
+    tokenizer.add_special_tokens({"additional_special_tokens": list(MARKERS)})
+    old = model.get_input_embeddings().weight.shape[0]
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    weight = model.get_input_embeddings().weight
+    vocab = tokenizer.get_vocab()
+    with torch.no_grad():
+        mean = weight[:old].mean(dim=0)
+        for marker, source in zip(MARKERS, ("[", "]")):
+            row = vocab.get(source)
+            weight[vocab[marker]] = weight[row] if row is not None and row < old else mean
+    encoder.fingerprint = weights_fingerprint(model)
+    encoder.clear_cache()
+    return True
+
+
+class ContextEncoder:
+    """Encodes mentions in their text into L2-normalised float32 vectors ``[n, dim]``."""
+
+    def __init__(self, encoder: Any) -> None:
+        if not isinstance(encoder, Encoder):
+            raise ConfigError(Errors.E600.format(what=type(encoder).__name__))
+        if encoder.max_length < 6:
+            raise ConfigError(Errors.E601.format(minimum=6, value=encoder.max_length))
+        add_markers(encoder)
+        self.encoder = encoder
+        self.fingerprint, self.dim = encoder.fingerprint, encoder.dim
+        self.pooling, self.max_length = encoder.pooling, encoder.max_length
+        tok = encoder.tokenizer
+        self._marker_ids = [tok.convert_tokens_to_ids(m) for m in MARKERS]
+        self._n_special = tok.num_special_tokens_to_add(pair=False)
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def load(cls, name_or_path: str, *, pooling: str = "mean", max_length: int = DEFAULT_CONTEXT_LENGTH,
+             device: str = "auto", precision: str = "auto") -> "ContextEncoder":
+        """A context encoder from a Hugging Face model folder (the name encoder's, typically)."""
+        if not isinstance(max_length, int) or max_length < 6:
+            raise ConfigError(Errors.E601.format(minimum=6, value=max_length))
+        return cls(Encoder.load(name_or_path, pooling=pooling, max_length=max_length, device=device,
+                                precision=precision, cache_size=0))
+
+    @classmethod
+    def from_disk(cls, path: PathLike, *, device: str = "auto", precision: str = "auto") -> "ContextEncoder":
+        path = ensure_path(path)
+        if not path.is_dir():
+            raise MissingInputError(Errors.E001.format(what="Context encoder folder", path=path,
+                                                       hint="it is written by build-prototypes."))
+        return cls(Encoder.from_disk(path, device=device, precision=precision, cache_size=0))
+
+    def to_disk(self, path: PathLike) -> None:
+        self.encoder.to_disk(path)
+
+    def settings(self) -> dict:
+        return CachedEncoder.settings(self.encoder)
+
+    # ---- encoding -----------------------------------------------------------------------
+    def token_rows(self, mentions: Sequence[MentionInText]) -> List[List[int]]:
+        """Word-piece ids per mention, special tokens and markers included, at most ``max_length``."""
+        lefts, middles, rights = [], [], []
+        for i, (text, start, end) in enumerate(mentions):
+            check_mention(text, start, end, where=f" (mention {i})")
+            lefts.append(text[max(0, start - _WINDOW_CHARS):start])
+            middles.append(text[start:end])
+            rights.append(text[end:end + _WINDOW_CHARS])
+        tok = self.encoder.tokenizer
+
+        def pieces(texts: List[str]) -> List[List[int]]:
+            return tok(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"] if texts else []
+
+        budget = self.max_length - self._n_special - 2
+        open_id, close_id = self._marker_ids
+        rows: List[List[int]] = []
+        for left, mention, right in zip(pieces(lefts), pieces(middles), pieces(rights)):
+            mention = mention[: max(1, budget // 2)]
+            n_left, n_right = split_budget(budget - len(mention), len(left), len(right))
+            body = left[len(left) - n_left:] + [open_id] + mention + [close_id] + right[:n_right]
+            rows.append(tok.build_inputs_with_special_tokens(body))
+        return rows
+
+    def encode(self, mentions: Sequence[MentionInText], *, batch_size: int = 64,
+               show_progress: bool = False) -> numpy.ndarray:
+        """Vectors of ``mentions`` (``(text, start, end)``), in order; batched by length."""
+        if batch_size < 1:
+            raise ConfigError(Errors.E105.format(value=batch_size))
+        if not len(mentions):
+            return numpy.zeros((0, self.dim), dtype=numpy.float32)
+        rows = self.token_rows(mentions)
+        self.encoder._pid = fork_guard(self.encoder._pid)
+        return self.encoder.encode_rows(rows, batch_size, show_progress)
+
+
+__all__ = ["ContextEncoder", "MARKERS", "DEFAULT_CONTEXT_LENGTH", "MentionInText", "add_markers",
+           "split_budget", "check_mention"]

@@ -1,0 +1,66 @@
+"""What the linker calls when context is on: name search under type priors, then re-ranking.
+
+:class:`ContextRanker` holds the prototype store (with its context encoder), the type priors and
+the weights. :meth:`ContextRanker.rank` takes the mentions of a batch of docs as ``(span,
+normalised text)`` and returns each mention's ``kb_ents`` list: the name index proposes ``k``
+concepts per (text, prior) once for the batch, then every mention's candidates are re-ranked with
+its own context vector (all context vectors of the batch are encoded at once).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy
+
+from .priors import Candidates, TypePriors, search_with_prior
+from .rerank import ContextWeights, rerank
+from .store import PrototypeStore
+
+
+def context_settings(cfg: Dict[str, Any]) -> Tuple[TypePriors, ContextWeights]:
+    """The linker config's type priors and context weights, checked (coded errors for bad values)."""
+    return TypePriors(dict(cfg["type_priors"] or {})), ContextWeights(
+        context=cfg["context_weight"], definition=cfg["definition_weight"], fallback=cfg["context_fallback"])
+
+
+class ContextRanker:
+    """Type priors + prototype re-ranking for :class:`~spacy_sapbert.linker.SapbertLinker`."""
+
+    def __init__(self, *, store: Optional[PrototypeStore], priors: TypePriors, weights: ContextWeights) -> None:
+        self.store = store
+        self.priors = priors
+        self.weights = weights
+
+    def rank(self, index: Any, vectors_of: Callable[[List[str]], numpy.ndarray],
+             mentions: Sequence[Tuple[Any, str]], *, k: int, semantic_types: Optional[Sequence[str]],
+             require_definition: bool, threshold: float, cap: int, batch_size: int) -> List[Candidates]:
+        keys = [(text, span.label_ if self.priors.for_label(span.label_) else "") for span, text in mentions]
+        unique = sorted({key for key in keys if key[0]})
+        texts = sorted({text for text, _ in unique})
+        found: Dict[Tuple[str, str], Candidates] = {}
+        if texts:
+            vectors = vectors_of(texts)
+            row = {text: i for i, text in enumerate(texts)}
+            for label in sorted({label for _, label in unique}):
+                group = [key for key in unique if key[1] == label]
+                ranked = search_with_prior(index, vectors[[row[t] for t, _ in group]], k,
+                                           self.priors.for_label(label) if label else None,
+                                           semantic_types=semantic_types, require_definition=require_definition)
+                found.update(zip(group, ranked))
+        contexts: Dict[int, numpy.ndarray] = {}
+        if self.store is not None and self.store.encoder is not None:
+            todo = [i for i, key in enumerate(keys) if found.get(key)]
+            spans = [mentions[i][0] for i in todo]
+            vecs = self.store.encoder.encode([(s.doc.text, s.start_char, s.end_char) for s in spans],
+                                             batch_size=batch_size)
+            contexts = dict(zip(todo, vecs))
+        out: List[Candidates] = []
+        for i, key in enumerate(keys):
+            cands = found.get(key, [])
+            if i in contexts:
+                cands = rerank(cands, contexts[i], self.store, self.weights)
+            out.append([(cid, round(s, 6)) for cid, s in cands if s >= threshold][:cap])
+        return out
+
+
+__all__ = ["ContextRanker", "context_settings"]
