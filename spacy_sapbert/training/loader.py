@@ -1,0 +1,99 @@
+"""From pair rows to model inputs: token ids (tokenised on the fly or read from a pre-tokenised table),
+length-sorted padded sub-batches, and a torch ``Dataset`` of whole steps for a ``DataLoader`` with workers.
+
+Both token sources give the same ids (the table stores exactly what the tokenizer returns), so a run gives
+the same batches, and the same model, whichever it uses; the table only removes the tokenizer's CPU cost.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
+
+import numpy as np
+
+from .batching import EpochBatches
+from .pairs import PairSet
+
+if TYPE_CHECKING:  # for annotations only
+    import torch
+
+Part = Tuple["torch.Tensor", "torch.Tensor"]
+
+
+class LiveTokens:
+    """Token ids made on demand with the tokenizer (today's path; no file needed)."""
+
+    def __init__(self, pairs: PairSet, kb: Any, tokenizer: Any, max_length: int) -> None:
+        self.pairs, self.kb, self.tokenizer, self.max_length = pairs, kb, tokenizer, max_length
+
+    def flat(self, text_ids: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
+        texts = [self.pairs.text(self.kb, int(i)) for i in text_ids]
+        rows = self.tokenizer(texts, max_length=self.max_length, truncation=True)["input_ids"] if texts else []
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        return np.fromiter((t for r in rows for t in r), dtype=np.int32, count=int(lengths.sum())), lengths
+
+
+def rank_share(rows: np.ndarray, world: int, rank: int) -> Tuple[np.ndarray, np.ndarray]:
+    """``(text_ids, labels)``: this process's texts (its share of the pair ``rows``: all first names, then
+    all second names) and the labels of the global batch in the order ``gather_with_grad`` concatenates
+    rows. A short last batch that does not split evenly loses its remainder."""
+    share = len(rows) // world
+    labels, mine = [], rows[:0]
+    for r in range(world):
+        part = rows[r * share : (r + 1) * share]
+        labels.append(np.concatenate([part[:, 2], part[:, 2]]))
+        if r == rank:
+            mine = part
+    return np.concatenate([mine[:, 0], mine[:, 1]]).astype(np.int64), np.concatenate(labels)
+
+
+def padded_parts(flat: np.ndarray, lengths: np.ndarray, size: int, pad_id: int) -> Tuple[List[Part], "torch.Tensor"]:
+    """``forward.sub_batches`` for token ids given as ``(flat, lengths)``, vectorised: names sorted by length
+    (ties by position), cut into parts of ``size`` (0: one part), each padded to its longest name; returns
+    CPU tensors ``(parts, inverse)``."""
+    import torch
+
+    n = len(lengths)
+    order = np.argsort(lengths, kind="stable")
+    size = size or max(n, 1)
+    starts = np.cumsum(lengths) - lengths
+    parts: List[Part] = []
+    for first in range(0, n, size):
+        rows = order[first : first + size]
+        lens = lengths[rows]
+        width = int(lens.max())
+        mask = np.arange(width)[None, :] < lens[:, None]
+        ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+        ids[mask] = flat[np.repeat(starts[rows], lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))]
+        parts.append((torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))))
+    inverse = torch.empty(n, dtype=torch.long)
+    inverse[torch.from_numpy(order)] = torch.arange(n)
+    return parts, inverse
+
+
+class StepInputs:
+    """A map-style torch ``Dataset`` (``DataLoader(StepInputs(...), batch_size=None, num_workers=N)``): item
+    ``k`` holds the inputs of global step ``first_step + k`` of ``batches``: ``(parts, inverse, labels)``
+    as ``padded_parts`` and ``rank_share`` give them, for this process's share of the batch."""
+
+    def __init__(self, pairs: PairSet, batches: EpochBatches, tokens: Any, *, first_step: int, n_steps: int,
+                 sub_batch: int, pad_id: int, world: int = 1, rank: int = 0) -> None:
+        self.pairs, self.batches, self.tokens = pairs, batches, tokens
+        self.first_step, self.n_steps = first_step, n_steps
+        self.sub_batch, self.pad_id, self.world, self.rank = sub_batch, pad_id, world, rank
+
+    def __len__(self) -> int:
+        return self.n_steps
+
+    def __getitem__(self, k: int) -> Tuple[List[Part], "torch.Tensor", "torch.Tensor"]:
+        import torch
+
+        if not 0 <= k < self.n_steps:
+            raise IndexError(k)
+        epoch, index = divmod(self.first_step + k, self.batches.n_batches())
+        rows = np.asarray(self.pairs.pairs[self.batches.batch(epoch, index)])
+        text_ids, labels = rank_share(rows, self.world, self.rank)
+        parts, inverse = padded_parts(*self.tokens.flat(text_ids), self.sub_batch, self.pad_id)
+        return parts, inverse, torch.from_numpy(labels)
+
+
+__all__ = ["LiveTokens", "StepInputs", "padded_parts", "rank_share"]
