@@ -46,45 +46,64 @@ def rank_share(rows: np.ndarray, world: int, rank: int) -> Tuple[np.ndarray, np.
     return np.concatenate([mine[:, 0], mine[:, 1]]).astype(np.int64), np.concatenate(labels)
 
 
-def padded_parts(flat: np.ndarray, lengths: np.ndarray, size: int, pad_id: int) -> Tuple[List[Part], "torch.Tensor"]:
-    """``forward.sub_batches`` for token ids given as ``(flat, lengths)``, vectorised: names sorted by length
-    (ties by position), cut into parts of ``size`` (0: one part), each padded to its longest name; returns
-    CPU tensors ``(parts, inverse)``."""
+def sorted_padded(flat: np.ndarray, lengths: np.ndarray, pad_id: int) -> Tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
+    """``(ids, lengths, inverse)``: token ids given as ``(flat, lengths)`` sorted by length (ties by position)
+    in one ``[names, longest]`` long tensor padded with ``pad_id``, their lengths, and ``inverse`` (row ``i``
+    of the input is row ``inverse[i]`` of ``ids``). Vectorised; three tensors, cheap to send between processes."""
     import torch
 
     n = len(lengths)
     order = np.argsort(lengths, kind="stable")
-    size = size or max(n, 1)
-    starts = np.cumsum(lengths) - lengths
+    lens = lengths[order]
+    width = int(lens.max()) if n else 0
+    mask = np.arange(width)[None, :] < lens[:, None]
+    starts = (np.cumsum(lengths) - lengths)[order]
+    ids = np.full((n, width), pad_id, dtype=np.int64)
+    ids[mask] = flat[np.repeat(starts, lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))]
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.arange(n)
+    return torch.from_numpy(ids), torch.from_numpy(lens.astype(np.int64)), torch.from_numpy(inverse)
+
+
+def cut_parts(ids: "torch.Tensor", lengths: "torch.Tensor", size: int) -> List[Part]:
+    """``(input_ids, attention_mask)`` parts of at most ``size`` rows (0: one part) of ``sorted_padded``'s
+    ``ids``, each cut to its own longest name."""
+    import torch
+
+    size = size or max(len(lengths), 1)
     parts: List[Part] = []
-    for first in range(0, n, size):
-        rows = order[first : first + size]
-        lens = lengths[rows]
+    for first in range(0, len(lengths), size):
+        lens = lengths[first : first + size]
         width = int(lens.max())
-        mask = np.arange(width)[None, :] < lens[:, None]
-        ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-        ids[mask] = flat[np.repeat(starts[rows], lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))]
-        parts.append((torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))))
-    inverse = torch.empty(n, dtype=torch.long)
-    inverse[torch.from_numpy(order)] = torch.arange(n)
-    return parts, inverse
+        mask = (torch.arange(width)[None, :] < lens[:, None]).long()
+        parts.append((ids[first : first + size, :width], mask))
+    return parts
+
+
+def padded_parts(flat: np.ndarray, lengths: np.ndarray, size: int, pad_id: int) -> Tuple[List[Part], "torch.Tensor"]:
+    """``forward.sub_batches`` for token ids given as ``(flat, lengths)``: names sorted by length (ties by
+    position), cut into parts of ``size`` (0: one part), each padded to its longest name; CPU tensors
+    ``(parts, inverse)``."""
+    ids, lens, inverse = sorted_padded(flat, lengths, pad_id)
+    return cut_parts(ids, lens, size), inverse
 
 
 class StepInputs:
     """A map-style torch ``Dataset`` (``DataLoader(StepInputs(...), batch_size=None, num_workers=N)``): item
-    ``k`` holds the inputs of global step ``first_step + k`` of ``batches``: ``(parts, inverse, labels)``
-    as ``padded_parts`` and ``rank_share`` give them, for this process's share of the batch."""
+    ``k`` holds the inputs of global step ``first_step + k`` of ``batches`` for this process's share of the
+    batch: ``(ids, lengths, inverse, labels)`` as ``sorted_padded`` and ``rank_share`` give them (four
+    tensors, so that a worker hands a step over cheaply; ``cut_parts`` makes the sub-batches)."""
 
     def __init__(self, pairs: PairSet, batches: EpochBatches, tokens: Any, *, first_step: int, n_steps: int,
-                 sub_batch: int, pad_id: int, world: int = 1, rank: int = 0) -> None:
+                 pad_id: int, world: int = 1, rank: int = 0) -> None:
         self.pairs, self.batches, self.tokens = pairs, batches, tokens
         self.first_step, self.n_steps = first_step, n_steps
-        self.sub_batch, self.pad_id, self.world, self.rank = sub_batch, pad_id, world, rank
+        self.pad_id, self.world, self.rank = pad_id, world, rank
 
     def __len__(self) -> int:
         return self.n_steps
 
-    def __getitem__(self, k: int) -> Tuple[List[Part], "torch.Tensor", "torch.Tensor"]:
+    def __getitem__(self, k: int) -> Tuple["torch.Tensor", "torch.Tensor", "torch.Tensor", "torch.Tensor"]:
         import torch
 
         if not 0 <= k < self.n_steps:
@@ -92,8 +111,7 @@ class StepInputs:
         epoch, index = divmod(self.first_step + k, self.batches.n_batches())
         rows = np.asarray(self.pairs.pairs[self.batches.batch(epoch, index)])
         text_ids, labels = rank_share(rows, self.world, self.rank)
-        parts, inverse = padded_parts(*self.tokens.flat(text_ids), self.sub_batch, self.pad_id)
-        return parts, inverse, torch.from_numpy(labels)
+        return (*sorted_padded(*self.tokens.flat(text_ids), self.pad_id), torch.from_numpy(labels))
 
 
-__all__ = ["LiveTokens", "StepInputs", "padded_parts", "rank_share"]
+__all__ = ["LiveTokens", "StepInputs", "cut_parts", "padded_parts", "rank_share", "sorted_padded"]

@@ -30,7 +30,7 @@ from .miners import TripletMarginMiner
 from .batching import EpochBatches
 from .adapters import add_adapters, exportable
 from .forward import SubBatchEncoder
-from .loader import LiveTokens, Part, StepInputs, padded_parts, rank_share
+from .loader import LiveTokens, Part, StepInputs, cut_parts, padded_parts, rank_share
 from .tokens import TOKENS_DIR, TokenTable, write_pair_tokens
 from .pairs import PairSet
 from . import hard_negatives as hn
@@ -175,7 +175,7 @@ class Trainer:
         if t.loader_workers <= 0 or self.hn_sampler is not None or first_step >= total:
             return None
         dataset = StepInputs(self.pairs, self.batches, self.tokens, first_step=first_step,
-                             n_steps=total - first_step, sub_batch=t.sub_batch, pad_id=self.pad_id,
+                             n_steps=total - first_step, pad_id=self.pad_id,
                              world=self.dist.world_size, rank=self.dist.rank)
         return iter(DataLoader(dataset, batch_size=None, shuffle=False, num_workers=t.loader_workers,  # type: ignore[arg-type]
                                prefetch_factor=4, pin_memory=self.device.type == "cuda"))
@@ -429,7 +429,10 @@ class Trainer:
                     state["step_in_epoch"] = 0
                 batch = self.batches.batch(state["epoch"], state["step_in_epoch"])
                 started = time.perf_counter()
-                inputs = next(loader) if loader is not None else None
+                inputs = None
+                if loader is not None:
+                    ids, lengths, inverse, labels = next(loader)
+                    inputs = (cut_parts(ids, lengths, t.sub_batch), inverse, labels)
                 if first:
                     loss = self._first_step(batch, state["global_step"], inputs)
                     first = False
