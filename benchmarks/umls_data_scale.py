@@ -25,7 +25,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
-from kb_build import make_synthetic, step_load  # noqa: E402
+from kb_build import du_mb, make_synthetic, run_step, step_load  # noqa: E402
 from results_io import table, write_results  # noqa: E402
 
 from spacy_sapbert.util import peak_rss_mb  # noqa: E402
@@ -230,14 +229,7 @@ def step_loader(mode: str, kb_path: str, pairs_path: str, max_length: str, batch
 
 # ---------------------------------------------------------------- driver
 def _run(*args: str) -> Dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        raise RuntimeError(f"step {args[0]} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _du_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+    return run_step(__file__, *args)
 
 
 def main() -> None:
@@ -263,7 +255,7 @@ def main() -> None:
     for label, meta in (("MRCONSO", gen["plain"]), ("MRCONSO + MRREL", gen["with_rel"])):
         out = OUT / f"kb_{Path(meta).name}"
         row: Dict[str, Any] = {"input": label, **_run("_build", meta, str(out))}
-        row["disk_mb"] = _du_mb(out)
+        row["disk_mb"] = du_mb(out)
         row.update(_run("_load", str(out)))
         builds.append(row)
         print(f"  build-kb {label}: {row['build_s']:.0f} s, peak {row['build_peak_mb']:.0f} MB, "
@@ -289,7 +281,7 @@ def main() -> None:
                             round(r["load_s"] * 1000, 1), round(r["load_peak_mb"])] for r in builds]),
         "pretraining_data": table(["step", "items", "seconds", "peak MB", "on disk MB"], [
             ["write_kb_pairs (<= 50 per concept)", pairs["pairs"], round(pairs["pairs_s"], 1),
-             round(pairs["pairs_peak_mb"]), round(_du_mb(pairs_path) - tokens["tokens_mb"], 1)],
+             round(pairs["pairs_peak_mb"]), round(du_mb(pairs_path) - tokens["tokens_mb"], 1)],
             [f"write_pair_tokens (max_length {args.max_length})", tokens["texts"], round(tokens["tokens_s"], 1),
              round(tokens["tokens_peak_mb"]), round(tokens["tokens_mb"], 1)]]),
         "loader": table(["loader", "names/s", "x today"],
@@ -316,9 +308,9 @@ def pairs_only(n_concepts: int) -> None:
     pairs = _run("_pairs", str(kb_path), str(pairs_path))
     print(f"  rich KB: {kb}\n  pairs: {pairs}", flush=True)
     rows = [["KB from Concepts (6 names each)", kb["concepts"], round(kb["rich_kb_s"], 1), round(kb["rich_kb_peak_mb"]),
-             round(_du_mb(kb_path), 1)],
+             round(du_mb(kb_path), 1)],
             ["write_kb_pairs (<= 50 per concept)", pairs["pairs"], round(pairs["pairs_s"], 1),
-             round(pairs["pairs_peak_mb"]), round(_du_mb(pairs_path), 1)]]
+             round(pairs["pairs_peak_mb"]), round(du_mb(pairs_path), 1)]]
     notes = ["Synthetic KB sized for ~12M pairs (UMLS pretraining scale): N concepts x 6 distinct names = 15 pairs each.",
              "Peak MB is the peak RSS of the step's own process (Python and imports included)."]
     path = write_results("umls_data_scale_pairs", {"pairs": table(["step", "items", "seconds", "peak MB", "on disk MB"], rows)},
