@@ -64,7 +64,7 @@ def _texts(pairs: PairSet, kb: Any, batch_size: int) -> Iterator[List[str]]:
         yield pairs.texts[start : start + batch_size]
 
 
-def write_pair_tokens(pairs: PairSet, kb: Any, tokenizer: Any, max_length: int, *, batch_size: int = 8192,
+def write_pair_tokens(pairs: PairSet, kb: Any, tokenizer: Any, max_length: int, *, batch_size: int = 1024,
                       overwrite: bool = False, show_progress: bool = False) -> "TokenTable":
     """Tokenise every text of ``pairs`` once into ``pairs.path / "tokens"`` and return the table."""
     from tqdm import tqdm
