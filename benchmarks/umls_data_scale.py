@@ -261,7 +261,7 @@ def main() -> None:
         print(f"  build-kb {label}: {row['build_s']:.0f} s, peak {row['build_peak_mb']:.0f} MB, "
               f"{row['concepts']:,} concepts, {row['names']:,} names; load {row['load_s'] * 1000:.1f} ms", flush=True)
     kb_path = OUT / f"kb_{Path(gen['with_rel']).name}"
-    pairs_path = OUT / "pairs"
+    pairs_path = OUT / f"pairs_{Path(gen['with_rel']).name}"
     pairs = _run("_pairs", str(kb_path), str(pairs_path))
     print(f"  pairs: {pairs}", flush=True)
     tokens = _run("_tokens", str(kb_path), str(pairs_path), str(args.max_length))
