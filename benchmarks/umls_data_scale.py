@@ -189,8 +189,6 @@ def step_loader(mode: str, kb_path: str, pairs_path: str, max_length: str, batch
     (0: in the training process)."""
     import numpy as np
     import torch
-    from torch.utils.data import DataLoader
-
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.training.batching import EpochBatches
     from spacy_sapbert.training.forward import sub_batches
@@ -214,9 +212,7 @@ def step_loader(mode: str, kb_path: str, pairs_path: str, max_length: str, batch
         kind, workers = mode.split("-")
         tokens = LiveTokens(pairs, kb, tokenizer, length) if kind == "live" else TokenTable(pairs, tokenizer, length)
         dataset = StepInputs(pairs, batches, tokens, first_step=0, n_steps=n_steps, pad_id=tokenizer.pad_token_id)
-        loader = DataLoader(dataset, batch_size=None, num_workers=int(workers),  # type: ignore[arg-type]
-                            prefetch_factor=4 if int(workers) else None)
-        items = ((cut_parts(ids, lengths, 32), inverse) for ids, lengths, inverse, _ in loader)
+        items = ((cut_parts(ids, lengths, 32), inverse) for ids, lengths, inverse, _ in dataset.iterate(int(workers)))
     for _ in range(4):  # warm up: worker start, the epoch's permutation
         next(items)
     names, start = 0, time.perf_counter()

@@ -6,12 +6,13 @@ the same batches, and the same model, whichever it uses; the table only removes 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
 from .batching import EpochBatches
 from .pairs import PairSet
+from .tokens import TOKENS_DIR, TokenTable, write_pair_tokens
 
 if TYPE_CHECKING:  # for annotations only
     import torch
@@ -30,6 +31,18 @@ class LiveTokens:
         rows = self.tokenizer(texts, max_length=self.max_length, truncation=True)["input_ids"] if texts else []
         lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
         return np.fromiter((t for r in rows for t in r), dtype=np.int32, count=int(lengths.sum())), lengths
+
+
+def token_source(pairs: PairSet, kb: Any, tokenizer: Any, max_length: int, *, pretokenize: bool, is_main: bool,
+                 wait: Callable[[], None]) -> Any:
+    """With ``pretokenize``: the pair set's ``TokenTable`` (written by the main process when missing, the
+    others ``wait``; refused when made with another tokenizer, max_length or KB); else ``LiveTokens``."""
+    if not pretokenize:
+        return LiveTokens(pairs, kb, tokenizer, max_length)
+    if is_main and not (pairs.path / TOKENS_DIR).is_dir():
+        write_pair_tokens(pairs, kb, tokenizer, max_length, show_progress=True)
+    wait()
+    return TokenTable(pairs, tokenizer, max_length)
 
 
 def rank_share(rows: np.ndarray, world: int, rank: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -113,5 +126,12 @@ class StepInputs:
         text_ids, labels = rank_share(rows, self.world, self.rank)
         return (*sorted_padded(*self.tokens.flat(text_ids), self.pad_id), torch.from_numpy(labels))
 
+    def iterate(self, workers: int, *, pin_memory: bool = False) -> Iterator[Any]:
+        """The items in order, made ahead by a ``DataLoader`` with ``workers`` processes."""
+        from torch.utils.data import DataLoader
 
-__all__ = ["LiveTokens", "StepInputs", "cut_parts", "padded_parts", "rank_share", "sorted_padded"]
+        return iter(DataLoader(self, batch_size=None, shuffle=False, num_workers=workers,  # type: ignore[arg-type]
+                               prefetch_factor=4 if workers else None, pin_memory=pin_memory))
+
+
+__all__ = ["LiveTokens", "StepInputs", "cut_parts", "padded_parts", "rank_share", "sorted_padded", "token_source"]

@@ -30,8 +30,7 @@ from .miners import TripletMarginMiner
 from .batching import EpochBatches
 from .adapters import add_adapters, exportable
 from .forward import SubBatchEncoder
-from .loader import LiveTokens, Part, StepInputs, cut_parts, padded_parts, rank_share
-from .tokens import TOKENS_DIR, TokenTable, write_pair_tokens
+from .loader import Part, StepInputs, cut_parts, padded_parts, rank_share, token_source
 from .pairs import PairSet
 from . import hard_negatives as hn
 
@@ -137,7 +136,9 @@ class Trainer:
         self.miner = TripletMarginMiner(config.miner.margin, config.miner.kind) if config.miner.enabled else None
         self.batches = EpochBatches(pairs, kb, t.batch_size, t.batching, t.seed)
         self.pad_id = self.tokenizer.pad_token_id or 0
-        self.tokens = self._token_source()
+        self.tokens = token_source(self.pairs, kb, self.tokenizer, config.model.max_length,
+                                   pretokenize=t.pretokenize, is_main=self.dist.is_main,
+                                   wait=lambda: barrier(self.dist))
         self._init_hard_negatives()
         self.identity = ckpt.run_identity(config.to_dict(), self.base_model, kb.checksum, pairs.meta)
 
@@ -155,30 +156,16 @@ class Trainer:
         self.hn_anchors, self.hn_gold = ((np.zeros(0, dtype=np.int64), []) if self.hn_from_kb
                                          else hn.anchor_labels(self.pairs.pairs))
 
-    def _token_source(self) -> Any:
-        """The pre-tokenised table of the pair set (``training.pretokenize``; written by rank 0 when
-        missing, refused when made with another tokenizer, max_length or KB), else the tokenizer itself."""
-        t, max_length = self.config.training, self.config.model.max_length
-        if not t.pretokenize:
-            return LiveTokens(self.pairs, self.kb, self.tokenizer, max_length)
-        if self.dist.is_main and not (self.pairs.path / TOKENS_DIR).is_dir():
-            write_pair_tokens(self.pairs, self.kb, self.tokenizer, max_length, show_progress=True)
-        barrier(self.dist)
-        return TokenTable(self.pairs, self.tokenizer, max_length)
-
     def _step_loader(self, first_step: int, total: int) -> Optional[Any]:
-        """An iterator over the inputs of steps ``first_step..total-1`` made by ``training.loader_workers``
-        DataLoader processes (None: made in this process, always with hard negatives)."""
-        from torch.utils.data import DataLoader
-
+        """The inputs of steps ``first_step..total-1`` made ahead by ``training.loader_workers`` processes;
+        None (made in this process) without workers and always with hard negatives."""
         t = self.config.training
         if t.loader_workers <= 0 or self.hn_sampler is not None or first_step >= total:
             return None
         dataset = StepInputs(self.pairs, self.batches, self.tokens, first_step=first_step,
                              n_steps=total - first_step, pad_id=self.pad_id,
                              world=self.dist.world_size, rank=self.dist.rank)
-        return iter(DataLoader(dataset, batch_size=None, shuffle=False, num_workers=t.loader_workers,  # type: ignore[arg-type]
-                               prefetch_factor=4, pin_memory=self.device.type == "cuda"))
+        return dataset.iterate(t.loader_workers, pin_memory=self.device.type == "cuda")
 
     def _loss_kwargs(self) -> Dict[str, float]:
         loss = self.config.loss
