@@ -118,14 +118,20 @@ def make_synthetic(folder: Path, rows: int, seed: int = 0) -> Dict[str, int]:
 
 
 # ---------------------------------------------------------------- driver
-def _run(*args: str) -> Dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, cwd=ROOT)
+def run_step(script: str, *args: str) -> Dict[str, Any]:
+    """``python script STEP ARGS`` in a fresh process (so its peak RSS is its own); the step prints its
+    figures as JSON on its last stdout line."""
+    proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         raise RuntimeError(f"step {args[0]} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _du_mb(path: Path) -> float:
+def _run(*args: str) -> Dict[str, Any]:
+    return run_step(__file__, *args)
+
+
+def du_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
@@ -133,7 +139,7 @@ def measure(label: str, fmt: str, source: Path) -> Dict[str, Any]:
     out, jsonl = OUT / f"{label}.kb", OUT / f"{label}.jsonl"
     row: Dict[str, Any] = {"source": label}
     row.update(_run("_build", fmt, str(source), str(out), str(jsonl)))
-    row["disk_mb"] = _du_mb(out)
+    row["disk_mb"] = du_mb(out)
     row["jsonl_mb"] = jsonl.stat().st_size / 1e6
     row.update(_run("_load", str(out)))
     row.update(_run("_scispacy", str(jsonl)))

@@ -218,6 +218,11 @@ class Errors(metaclass=_CodedMessages):
     E217 = ("Hard negatives: {what}. They need a pair set written by write_kb_pairs or write_task_pairs for "
             "this KB, training.hard_negatives >= 0 and training.hard_negative_top_k >= 1.")
     E214 = "The loss became {value} at step {step}. Lower the learning rate, use --amp bf16 instead of fp16, or check the pairs."
+    E218 = ("Pre-tokenised names '{path}' were made with another tokenizer or max_length ({what}). Write them again "
+            "for this model: write_pair_tokens(pairs, kb, tokenizer, max_length, overwrite=True), or delete the folder.")
+    E219 = ("Pre-tokenised names '{path}' do not belong to this pair set or KB ({what}). Write them again from the "
+            "pairs and KB you train on: write_pair_tokens(..., overwrite=True), or delete the folder.")
+    E220 = "Pre-tokenised names '{path}' are damaged ({what}). Delete the folder and write them again with write_pair_tokens."
 
     # ---- E300–E399: evaluation ----
     E300 = ("{path}: line {line}: mention '{mention}' does not match the text at {start}-{end} (found '{found}'). "

@@ -128,3 +128,23 @@ def test_pair_set_with_wrong_texts_file(tmp_path):
     (tmp_path / "t" / "texts.txt").write_text("", encoding="utf8")
     with pytest.raises(DataFormatError, match=r"\[SB-E202\].*texts.txt"):
         PairSet(tmp_path / "t")
+
+
+@pytest.mark.parametrize("cap,chunk", [(50, 100_000), (4, 3), (None, 2)])
+def test_kb_pairs_equal_the_per_concept_reference(tmp_path, monkeypatch, cap, chunk):
+    from spacy_sapbert.training import pairs as pairs_module
+
+    rng = random.Random(5)
+    concepts = [Concept(f"C{i:03d}", f"name {i}", tuple(f"alias {i} {k}" for k in range(rng.choice([0, 1, 2, 3, 6, 12]))))
+                for i in range(40)]
+    kb = KnowledgeBase.from_concepts(concepts, source="test")
+    kb.add_alias("C001", "an added alias")  # additions count as names of the concept
+    monkeypatch.setattr(pairs_module, "_CONCEPT_CHUNK", chunk)
+    got = write_kb_pairs(kb, tmp_path / "p", max_pairs_per_concept=cap, seed=3).pairs
+    want = []
+    for label, cid in enumerate(kb.concept_ids):
+        rows = kb.rows_of_concept(cid)
+        if len(rows) >= 2:
+            for i, j in sample_pairs(len(rows), cap, random.Random(f"3:{cid}")):
+                want.append((rows[i], rows[j], label))
+    assert [tuple(r) for r in got.tolist()] == want

@@ -34,6 +34,8 @@ _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 # settings that may change between an interrupted run and its resumption
 RESUMABLE_SETTINGS = {
+    "pretokenize",  # same token ids, same batches: only how fast the inputs are made
+    "loader_workers",
     "checkpoint_every",
     "keep_checkpoints",
     "eval_every",

@@ -60,6 +60,8 @@ class TrainingSettings:
     patience: int = 0  # > 0: stop after this many dev evaluations without improvement
     keep_best: bool = False  # the output model is the best on the dev set (fine-tuning)
     log_every: int = 20
+    pretokenize: bool = False  # tokenise the pair set's names once into PAIRS/tokens/ (memory-mapped); same batches
+    loader_workers: int = 0  # > 0: DataLoader processes prepare the steps' inputs ahead (not with hard negatives)
 
 
 @dataclass
@@ -147,6 +149,7 @@ class TrainConfig:
             ("training.patience", t.patience),
             ("training.hard_negatives", t.hard_negatives),
             ("training.hard_negative_every", t.hard_negative_every),
+            ("training.loader_workers", t.loader_workers),
             ("training.lr", t.lr),
             ("training.weight_decay", t.weight_decay),
         ]

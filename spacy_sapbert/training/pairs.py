@@ -9,7 +9,8 @@ A *pair set* is a folder:
 - ``meta.json``: counts, the KB checksum, the cap and seed, written last (its presence marks a
   complete pair set).
 
-Pairs are written concept by concept, so memory stays flat for a UMLS-sized KB; the reader
+Pairs are written a block of concepts at a time (numpy, no Python object per pair), so memory stays flat
+for a UMLS-sized KB; the reader
 memory-maps ``pairs.bin``.
 """
 from __future__ import annotations
@@ -35,6 +36,7 @@ TEXTS_FILE = "texts.txt"
 META_FILE = "meta.json"
 FORMAT_VERSION = 1
 _CHUNK = 65536
+_CONCEPT_CHUNK = 100_000  # concepts per numpy block of write_kb_pairs: <= 5M pairs, 120 MB
 
 
 def _combination(index: int, n: int) -> Tuple[int, int]:
@@ -88,6 +90,37 @@ class _PairWriter:
         self.fh.close()
 
 
+def _kb_pair_chunks(ptr: np.ndarray, rows: np.ndarray, concept_ids: Sequence[str], cap: Optional[int], seed: int,
+                    chunk: int) -> Iterator[np.ndarray]:
+    """The ``[n, 3]`` int64 pair rows of ``chunk`` concepts at a time, concept by concept. Concepts whose
+    pairs all fit under ``cap`` are filled with numpy, grouped by name count (their pairs in
+    lexicographic order, as ``sample_pairs`` gives them); only capped ones sample, with their own RNG."""
+    for start in range(0, len(ptr) - 1, chunk):
+        stop = min(len(ptr) - 1, start + chunk)
+        n = np.diff(ptr[start : stop + 1]).astype(np.int64)
+        total = n * (n - 1) // 2
+        sampled = total > cap if cap is not None else np.zeros(len(n), dtype=bool)
+        counts = np.where(sampled, cap or 0, total)
+        offsets = np.cumsum(counts) - counts
+        out = np.empty((int(counts.sum()), 3), dtype="<i8")
+        full = (n >= 2) & ~sampled
+        for size in np.unique(n[full]).tolist():
+            which = np.flatnonzero(full & (n == size))
+            first, second = np.triu_indices(size, 1)
+            base = ptr[start + which][:, None]
+            at = (offsets[which][:, None] + np.arange(len(first))).ravel()
+            out[at, 0] = rows[(base + first).ravel()]
+            out[at, 1] = rows[(base + second).ravel()]
+            out[at, 2] = np.repeat(start + which, len(first))
+        for k in np.flatnonzero(sampled).tolist():
+            cid = concept_ids[start + k]
+            own = rows[ptr[start + k] : ptr[start + k + 1]]
+            picked = np.asarray(sample_pairs(int(n[k]), cap, _concept_rng(seed, cid)), dtype=np.int64)
+            at = slice(int(offsets[k]), int(offsets[k]) + len(picked))
+            out[at, 0], out[at, 1], out[at, 2] = own[picked[:, 0]], own[picked[:, 1]], start + k
+        yield out
+
+
 def write_kb_pairs(
     kb: Any,
     path: PathLike,
@@ -99,33 +132,29 @@ def write_kb_pairs(
 ) -> "PairSet":
     """Synonym pairs of every concept of ``kb`` (its normalised, deduplicated names), at most
     ``max_pairs_per_concept`` per concept, sampled with a per-concept seeded RNG (so the result
-    does not depend on the order concepts are visited). Concepts with one name give nothing."""
+    does not depend on the order concepts are visited). Concepts with one name give nothing.
+    Written ``_CONCEPT_CHUNK`` concepts at a time with numpy (no Python object per pair)."""
     from tqdm import tqdm
 
     path = ensure_path(path)
     n_names = len(kb.names)
-    n_concepts_used = 0
+    ptr, rows = kb.concept_row_csr()  # labels are positions in kb.concept_ids: no id → label map in RAM
+    n_concepts_used = int(np.count_nonzero(np.diff(ptr) >= 2))
+    count = 0
     with atomic_dir(path, overwrite=overwrite) as tmp:
-        writer = _PairWriter(tmp)
-        try:
-            concept_ids = kb.concept_ids
-            for label in tqdm(range(len(concept_ids)), desc="pairs", unit="concept", disable=not show_progress):
-                cid = concept_ids[label]  # labels are positions in kb.concept_ids: no id → label map in RAM
-                rows = kb.rows_of_concept(cid)
-                if len(rows) < 2:
-                    continue
-                n_concepts_used += 1
-                for i, j in sample_pairs(len(rows), max_pairs_per_concept, _concept_rng(seed, cid)):
-                    writer.add(int(rows[i]), int(rows[j]), label)
-        finally:
-            writer.close()
-        if writer.count == 0:
+        with open(tmp / PAIRS_FILE, "wb") as fh, tqdm(total=len(ptr) - 1, desc="pairs", unit="concept",
+                                                       disable=not show_progress) as bar:
+            for block in _kb_pair_chunks(ptr, rows, kb.concept_ids, max_pairs_per_concept, seed, _CONCEPT_CHUNK):
+                fh.write(block.tobytes())
+                count += len(block)
+                bar.update(min(_CONCEPT_CHUNK, bar.total - bar.n))
+        if count == 0:
             raise EmptyResultError(Errors.E200.format(n=len(kb)))
         (tmp / TEXTS_FILE).write_text("", encoding="utf8")
         meta = {
             "format": FORMAT_VERSION,
             "kind": "kb",
-            "n_pairs": writer.count,
+            "n_pairs": count,
             "n_kb_names": n_names,
             "n_texts": 0,
             "n_concepts": n_concepts_used,
@@ -134,7 +163,7 @@ def write_kb_pairs(
             "seed": seed,
         }
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf8")
-    logger.info("%d pairs from %d concepts written to %s", writer.count, n_concepts_used, path)
+    logger.info("%d pairs from %d concepts written to %s", count, n_concepts_used, path)
     return PairSet(path)
 
 

@@ -29,7 +29,8 @@ from .losses import make_loss
 from .miners import TripletMarginMiner
 from .batching import EpochBatches
 from .adapters import add_adapters, exportable
-from .forward import SubBatchEncoder, sub_batches
+from .forward import SubBatchEncoder
+from .loader import Part, StepInputs, cut_parts, padded_parts, rank_share, token_source
 from .pairs import PairSet
 from . import hard_negatives as hn
 
@@ -134,6 +135,10 @@ class Trainer:
         self.loss_fn = make_loss(config.loss.name, **self._loss_kwargs())
         self.miner = TripletMarginMiner(config.miner.margin, config.miner.kind) if config.miner.enabled else None
         self.batches = EpochBatches(pairs, kb, t.batch_size, t.batching, t.seed)
+        self.pad_id = self.tokenizer.pad_token_id or 0
+        self.tokens = token_source(self.pairs, kb, self.tokenizer, config.model.max_length,
+                                   pretokenize=t.pretokenize, is_main=self.dist.is_main,
+                                   wait=lambda: barrier(self.dist))
         self._init_hard_negatives()
         self.identity = ckpt.run_identity(config.to_dict(), self.base_model, kb.checksum, pairs.meta)
 
@@ -150,6 +155,17 @@ class Trainer:
         self.hn_from_kb = self.pairs.meta.get("kind") == "kb"
         self.hn_anchors, self.hn_gold = ((np.zeros(0, dtype=np.int64), []) if self.hn_from_kb
                                          else hn.anchor_labels(self.pairs.pairs))
+
+    def _step_loader(self, first_step: int, total: int) -> Optional[Any]:
+        """The inputs of steps ``first_step..total-1`` made ahead by ``training.loader_workers`` processes;
+        None (made in this process) without workers and always with hard negatives."""
+        t = self.config.training
+        if t.loader_workers <= 0 or self.hn_sampler is not None or first_step >= total:
+            return None
+        dataset = StepInputs(self.pairs, self.batches, self.tokens, first_step=first_step,
+                             n_steps=total - first_step, pad_id=self.pad_id,
+                             world=self.dist.world_size, rank=self.dist.rank)
+        return dataset.iterate(t.loader_workers, pin_memory=self.device.type == "cuda")
 
     def _loss_kwargs(self) -> Dict[str, float]:
         loss = self.config.loss
@@ -189,29 +205,20 @@ class Trainer:
         }
 
     # ---- one step ----------------------------------------------------------------------------
-    def _texts_and_labels(self, rows: np.ndarray) -> Tuple[List[str], "torch.Tensor"]:  # noqa: F821
-        """This process's texts (its share of the pair ``rows``: all first names, then all second names)
-        and the labels of the global batch in the order ``gather_with_grad`` concatenates rows."""
+    def _inputs(self, rows: np.ndarray) -> Tuple[List[Part], "torch.Tensor", "torch.Tensor"]:  # noqa: F821
+        """``(parts, inverse, labels)`` on the CPU for the pair ``rows``: this process's share, tokenised
+        (or read from the pre-tokenised table), length-sorted and padded (see ``loader.py``)."""
         import torch
 
-        world = self.dist.world_size
-        share = len(rows) // world  # a short last batch that does not split evenly loses its remainder
-        labels, mine = [], rows[:0]
-        for r in range(world):
-            part = rows[r * share : (r + 1) * share]
-            labels.append(np.concatenate([part[:, 2], part[:, 2]]))
-            if r == self.dist.rank:
-                mine = part
-        texts = [self.pairs.text(self.kb, int(i)) for i in mine[:, 0]]
-        texts += [self.pairs.text(self.kb, int(i)) for i in mine[:, 1]]
-        return texts, torch.from_numpy(np.concatenate(labels)).to(self.device)
+        text_ids, labels = rank_share(rows, self.dist.world_size, self.dist.rank)
+        parts, inverse = padded_parts(*self.tokens.flat(text_ids), self.config.training.sub_batch, self.pad_id)
+        return parts, inverse, torch.from_numpy(labels)
 
-    def _embed(self, texts: List[str]) -> "torch.Tensor":  # noqa: F821
-        """Pooled vectors of ``texts``, in their order (length-sorted sub-batches, see ``forward.py``)."""
-        ids = self.tokenizer(texts, max_length=self.config.model.max_length, truncation=True)["input_ids"]
-        parts, inverse = sub_batches(ids, self.config.training.sub_batch, self.tokenizer.pad_token_id or 0,
-                                     self.device)
-        return self.model(parts, inverse)
+    def _embed(self, inputs: Tuple[List[Part], "torch.Tensor"]) -> "torch.Tensor":  # noqa: F821
+        """Pooled vectors of the names of ``inputs`` (CPU ``(parts, inverse)``), in their order."""
+        parts, inverse = inputs
+        on_device = [(ids.to(self.device), mask.to(self.device)) for ids, mask in parts]
+        return self.model(on_device, inverse.to(self.device))
 
     def _lr(self, step: int) -> float:
         t = self.config.training
@@ -219,21 +226,27 @@ class Trainer:
             return t.lr * (step + 1) / t.warmup_steps
         return t.lr
 
-    def step(self, batch: np.ndarray, global_step: int) -> float:
+    def step(self, batch: np.ndarray, global_step: int,
+             inputs: Optional[Tuple[List[Part], "torch.Tensor", "torch.Tensor"]] = None) -> float:  # noqa: F821
+        """One optimizer step on the pairs ``batch``; ``inputs``: their model inputs made ahead (by the
+        loader's workers; only without hard negatives, which depend on the current weights)."""
         import torch
 
         t = self.config.training
         torch.manual_seed((t.seed * 1_000_003 + global_step * 7_919 + self.dist.rank) % (2**62))
         for group in self.optimizer.param_groups:
             group["lr"] = self._lr(global_step)
-        rows = np.asarray(self.pairs.pairs[batch])
-        if self.hn_sampler is not None:
-            rows = np.concatenate([rows, self._hard_negative_pairs(rows, global_step)])
-        texts, labels = self._texts_and_labels(rows)
+        if inputs is None:
+            rows = np.asarray(self.pairs.pairs[batch])
+            if self.hn_sampler is not None:
+                rows = np.concatenate([rows, self._hard_negative_pairs(rows, global_step)])
+            inputs = self._inputs(rows)
+        parts, inverse, labels = inputs
+        labels = labels.to(self.device)
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device_type=self.device.type, dtype=self.amp_dtype or torch.float32,
                             enabled=self.amp_dtype is not None):
-            local = self._embed(texts)
+            local = self._embed((parts, inverse))
         emb = gather_with_grad(local.float(), self.dist)
         pairs = self.miner(emb, labels) if self.miner is not None else None
         loss = self.loss_fn(emb, labels, pairs)
@@ -253,12 +266,12 @@ class Trainer:
             self.optimizer.step()
         return float(loss.detach())
 
-    def _first_step(self, batch: np.ndarray, global_step: int) -> float:
+    def _first_step(self, batch: np.ndarray, global_step: int, inputs: Any = None) -> float:
         import torch
 
         oom_types: Tuple[type, ...] = (MemoryError, torch.cuda.OutOfMemoryError)
         try:
-            return self.step(batch, global_step)
+            return self.step(batch, global_step, inputs)
         except oom_types:
             pass
         except RuntimeError as err:
@@ -395,6 +408,7 @@ class Trainer:
         window_pairs, window_start = 0, time.perf_counter()
         first = True
         stop = False
+        loader = self._step_loader(int(state["global_step"]), total)
         try:
             while state["global_step"] < total and not stop:
                 if state["step_in_epoch"] >= n_batches:
@@ -402,11 +416,15 @@ class Trainer:
                     state["step_in_epoch"] = 0
                 batch = self.batches.batch(state["epoch"], state["step_in_epoch"])
                 started = time.perf_counter()
+                inputs = None
+                if loader is not None:
+                    ids, lengths, inverse, labels = next(loader)
+                    inputs = (cut_parts(ids, lengths, t.sub_batch), inverse, labels)
                 if first:
-                    loss = self._first_step(batch, state["global_step"])
+                    loss = self._first_step(batch, state["global_step"], inputs)
                     first = False
                 else:
-                    loss = self.step(batch, state["global_step"])
+                    loss = self.step(batch, state["global_step"], inputs)
                 state["train_seconds"] += time.perf_counter() - started
                 state["global_step"] += 1
                 state["step_in_epoch"] += 1
@@ -435,6 +453,7 @@ class Trainer:
                 if step % t.checkpoint_every == 0 or final:
                     self._save(state)
         finally:
+            loader = None  # stops the loader's worker processes
             bar.close()
         model_path = self._finish(state)
         shutdown(self.dist)
