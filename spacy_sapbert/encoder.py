@@ -388,7 +388,7 @@ class Encoder(CachedEncoder):
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.model.state_dict().items()}
         self.model.save_pretrained(path, state_dict=state, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
-        from .onnx_encoder import EXPORT_FILE, ONNX_FILE
+        from .onnx_export_files import EXPORT_FILE, ONNX_FILE
 
         write_settings(path, self.settings(), exclude=(ONNX_FILE, EXPORT_FILE))  # with checksums of the files
 

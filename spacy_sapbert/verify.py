@@ -61,6 +61,8 @@ def verify_encoder(folder: Path) -> List[FileCheck]:
 
 def verify_index(folder: Path) -> List[FileCheck]:
     meta = read_json_file(folder / INDEX_META, what="an index")
+    if isinstance(meta.get("files"), dict) and meta["files"]:  # every data file recorded (size and hashes)
+        return _check_records(folder, meta["files"], "index")
     name, size = meta.get("file"), meta.get("file_size")
     if not isinstance(name, str) or "/" in name or not isinstance(size, int):
         raise DataFormatError(Errors.E552.format(path=folder / INDEX_META, what="an index",
@@ -73,9 +75,6 @@ def verify_index(folder: Path) -> List[FileCheck]:
         checks = [FileCheck(data, "damaged", f"size {data.stat().st_size} bytes, {size} recorded (truncated or replaced)")]
     else:
         checks = [FileCheck(data, "ok", f"{size} bytes (size only: the index records no hash of it)")]
-    if meta.get("files") is not None:
-        checks = [c for c in checks if c.path != data or c.status == "damaged"]
-        checks += _check_records(folder, meta["files"], "index")
     return checks
 
 

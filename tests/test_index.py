@@ -189,7 +189,7 @@ def test_missing_and_corrupt_index_files(kb, enc, tmp_path):
         with pytest.raises(IntegrityError, match="SB-E551.*sample_sha256"):
             ConceptIndex.from_disk(path, kb)
         data.unlink()
-        with pytest.raises(MissingInputError, match="SB-E107"):
+        with pytest.raises(IntegrityError, match="SB-E551.*missing"):
             ConceptIndex.from_disk(path, kb)
     (path / META_FILE).write_text("{not json")
     with pytest.raises(MissingInputError, match="SB-E107"):

@@ -82,7 +82,7 @@ def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: 
     from ..context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes, tune_weights
     from ..errors import ConfigError, Errors
     from .datasets import read_dataset
-    from .run import select_mentions
+    from .datasets import select_mentions
 
     sy = settings["systems"]
     ds = settings["dataset"]

@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Dict, Iterator, List, Optional, Tuple
+from typing import Collection, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import DataFormatError, Errors, MissingInputError, ConfigError
 from ..util import PathLike, ensure_path, get_logger
@@ -331,7 +331,27 @@ def iter_mentions(docs: Collection[Document]) -> List[Mention]:
     return [m for d in docs for m in d.mentions]
 
 
-__all__ = [
+def select_mentions(docs: Sequence[Document], exclude_composite: bool) -> Tuple[List[Document], Dict[str, int]]:
+    """Drop mentions without gold id (and composite ones when asked); return kept docs and counts."""
+    counts = {"read": 0, "no_gold_id": 0, "composite": 0}
+    kept: List[Document] = []
+    for d in docs:
+        ms: List[Mention] = []
+        for m in d.mentions:
+            counts["read"] += 1
+            if not m.ids:
+                counts["no_gold_id"] += 1
+                continue
+            if m.composite:
+                counts["composite"] += 1
+                if exclude_composite:
+                    continue
+            ms.append(m)
+        kept.append(Document(doc_id=d.doc_id, text=d.text, mentions=ms))
+    return kept, counts
+
+
+__all__ = ["select_mentions", 
     "Mention",
     "Document",
     "split_ids",

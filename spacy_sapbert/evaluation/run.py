@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..errors import ConfigError, EmptyResultError, Errors, MissingInputError, Warnings
 from ..util import PathLike, atomic_dir, ensure_path, get_logger
 from .baselines import Dictionary, System
-from .datasets import Document, Mention, read_dataset
+from .datasets import Document, Mention, read_dataset, select_mentions
 from .context import ambiguity_mask
 from .metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, subset_masks
 from .pipeline import load_encoder  # noqa: F401  (public here too: evaluation.run.load_encoder)
@@ -36,26 +36,6 @@ def load_kb(settings: Dict[str, Any]):
 
     sources = [(ensure_path(p), fmt) for p, fmt in kb_cfg["sources"]]
     return build_kb(sources), " + ".join(f"{fmt}:{p.name}" for p, fmt in sources)
-
-
-def select_mentions(docs: Sequence[Document], exclude_composite: bool) -> Tuple[List[Document], Dict[str, int]]:
-    """Drop mentions without gold id (and composite ones when asked); return kept docs and counts."""
-    counts = {"read": 0, "no_gold_id": 0, "composite": 0}
-    kept: List[Document] = []
-    for d in docs:
-        ms: List[Mention] = []
-        for m in d.mentions:
-            counts["read"] += 1
-            if not m.ids:
-                counts["no_gold_id"] += 1
-                continue
-            if m.composite:
-                counts["composite"] += 1
-                if exclude_composite:
-                    continue
-            ms.append(m)
-        kept.append(Document(doc_id=d.doc_id, text=d.text, mentions=ms))
-    return kept, counts
 
 
 def read_train_mentions(settings: Dict[str, Any]) -> List[Mention]:
