@@ -31,7 +31,8 @@ COMMAND = re.compile(r"(?:spacy-sapbert|python -m spacy_sapbert)[ \t]+([a-z][a-z
 # "spacy-sapbert requires it", "the spacy-sapbert command", "spacy-sapbert project report", "spacy-sapbert
 # demo (CPU, offline)", "another spacy-sapbert process", "a spacy-sapbert output", "spacy-sapbert wrote it":
 # the package's name in prose and titles, not a command.
-PROSE_WORDS = {"requires", "command", "project", "demo", "process", "output", "wrote", "did", "before"}
+PROSE_WORDS = {"requires", "command", "project", "demo", "process", "output", "wrote", "did", "before", "does",
+               "loads", "writes"}
 SHELL_BREAK = {"|", "||", "&&", ";", ">", ">>", "2>", "&"}
 
 
@@ -239,7 +240,7 @@ def test_quickstart_cli_runs_as_written(quickstart_dir, tmp_path):
 
 # ------------------------------------------------------------------ benchmark tables match their results files
 def test_benchmarks_page_matches_results_files(capsys):
-    assert sorted(p.stem for p in render_benchmarks.RESULTS_DIR.glob("*.json")) >= ["kb_build", "umls_download"]
+    assert {"kb_build", "umls_download", "umls_scale"} <= {p.stem for p in render_benchmarks.RESULTS_DIR.glob("*.json")}
     assert render_benchmarks.main(["--check"]) == 0, capsys.readouterr().err
 
 
