@@ -162,11 +162,9 @@ def quickstart_blocks(path: Path) -> Dict[str, str]:
 def test_readme_is_short_and_keeps_the_two_setup_commands_first():
     lines = (ROOT / "README.md").read_text(encoding="utf8").splitlines()
     assert len(lines) <= 200
-    assert lines[2:6] == ["```bash",
-                          "make demo   # fresh machine: creates .venv, then runs the offline demo workflow end to end "
-                          "(~15 min on 2 CPU cores)",
-                          "make test   # fresh machine: creates .venv, then runs the test suite (what .ci/run runs; "
-                          "~3 min)", "```"]
+    assert lines[2] == "```bash" and lines[5] == "```"  # the two set-up commands come first (times are measured)
+    assert lines[3].startswith("make demo   # fresh machine: creates .venv, then runs the offline demo workflow")
+    assert lines[4].startswith("make test   # fresh machine: creates .venv, then runs the test suite (what .ci/run runs")
     assert set(quickstart_blocks(ROOT / "README.md")) == {"python", "bash"}
     assert quickstart_blocks(ROOT / "README.md") == quickstart_blocks(ROOT / "docs" / "getting-started.md")
 
