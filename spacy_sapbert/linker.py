@@ -31,8 +31,11 @@ from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
 from .context.ranker import ContextRanker, context_settings
 from .context.store import PrototypeStore
+from .abbreviations import long_forms, make_detector
+from .abbreviations import mention_text as _mention_text
 from .kb.concept import normalize_name
-from .util import device_is_cpu, ensure_path, get_logger
+from .onnx_encoder import load_saved_encoder, write_export_for
+from .util import ensure_path, get_logger
 
 if TYPE_CHECKING:  # for annotations only
     import numpy
@@ -342,34 +345,13 @@ class SapbertLinker(Pipe):
             doc.spans[key] = SpanGroup(doc, name=key, attrs=dict(group.attrs), spans=relabel(group))
 
     def _long_forms(self, doc: Doc) -> Dict[int, Tuple[int, str]]:
-        """Short-form start token → (end token, long form text), from ``doc._.abbreviations`` when
-        an ``abbreviation_detector`` ran before us and found some, else from scispaCy's detector
-        run here (without touching the doc)."""
-        found: Dict[int, Tuple[int, str]] = {}
-        if Doc.has_extension("abbreviations"):
-            for abbr in doc._.abbreviations or ():
-                if isinstance(abbr, dict):  # AbbreviationDetector(make_serializable=True)
-                    found[int(abbr["short_start"])] = (int(abbr["short_end"]), str(abbr["long_text"]))
-                elif isinstance(abbr, Span) and abbr._.long_form is not None:
-                    long_form = abbr._.long_form
-                    found[abbr.start] = (abbr.end, getattr(long_form, "text", str(long_form)))
-        if found:
-            return found
-        from scispacy.abbreviation import filter_matches
+        """Short-form start token → (end token, long form text): see :func:`abbreviations.long_forms`."""
+        return long_forms(doc, self._abbreviation_detector)
 
+    def _abbreviation_detector(self) -> Any:
         if self._detector is None:
-            self._detector = _make_detector(self.vocab)
-        matches = self._detector.matcher(doc)
-        candidates = filter_matches([(m, s + 1, e - 1) for m, s, e in matches], doc)
-        if not candidates:
-            return found
-        with warnings.catch_warnings():  # scispaCy runs its matcher even when it has no patterns
-            warnings.filterwarnings("ignore", message=r"\[W036\]")
-            occurrences = self._detector.find_matches_for(candidates, doc)
-        for long_form, shorts in occurrences:
-            for short in shorts:
-                found[short.start] = (short.end, long_form.text)
-        return found
+            self._detector = make_detector(self.vocab)
+        return self._detector
 
     # ---- serialisation ------------------------------------------------------------------
     def to_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> None:
@@ -381,7 +363,7 @@ class SapbertLinker(Pipe):
             return  # an uninitialised component has nothing to save; from_disk leaves it so
         self.encoder.to_disk(path / "encoder")
         if isinstance(self.encoder, Encoder) and self.cfg["runtime"] != "torch":
-            _write_onnx_export(self.encoder, path / "encoder", required=self.cfg["runtime"] == "onnx")
+            write_export_for(self.encoder, path / "encoder", required=self.cfg["runtime"] == "onnx")
         if self.prototypes is not None:
             self.prototypes.to_disk(path / "prototypes")
         if self.cfg["resources"] == "outside":
@@ -457,68 +439,6 @@ class SapbertLinker(Pipe):
         weakref.finalize(self, shutil.rmtree, str(tmp), ignore_errors=True)
         unpack_folder(data, tmp)
         return self.from_disk(tmp)
-
-
-def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: str) -> CachedEncoder:
-    """The encoder of a saved pipeline, run by ONNX Runtime or PyTorch as ``runtime`` says (see the
-    factory's docstring); ``auto`` decides without loading anything it then drops."""
-    from .onnx_encoder import OnnxEncoder, has_export, onnxruntime_available
-
-    cpu_fp32 = device in ("auto", "cpu") and precision in ("auto", "fp32")
-    if runtime == "onnx" and not cpu_fp32:
-        raise ConfigError(Errors.E122.format(device=device, precision=precision))
-    use_onnx = runtime == "onnx" or (
-        runtime == "auto" and cpu_fp32 and has_export(folder) and onnxruntime_available()
-        and device_is_cpu(device)
-    )
-    if use_onnx:
-        return OnnxEncoder.from_disk(folder)
-    return Encoder.from_disk(folder, device=device, precision=precision)
-
-
-def _write_onnx_export(encoder: Encoder, folder: Path, *, required: bool) -> None:
-    """Add the ONNX export next to the saved weights (kept when the folder already holds one of the
-    same weights); with runtime 'auto' only when torch's exporter can run here (the ``onnx`` package
-    is installed)."""
-    from .onnx_encoder import export_is_current, export_onnx
-
-    if export_is_current(folder, encoder.fingerprint, encoder.pooling):
-        return
-    try:
-        export_onnx(encoder, folder)
-    except ConfigError:
-        if required:
-            raise
-        logger.info("no ONNX export written to %s: the onnx package is not installed", folder)
-
-
-def _make_detector(vocab: Vocab) -> Any:
-    """scispaCy's AbbreviationDetector, used only for its matchers (it needs an object with .vocab)."""
-    from scispacy.abbreviation import AbbreviationDetector
-
-    class _VocabOnly:
-        def __init__(self, vocab: Vocab) -> None:
-            self.vocab = vocab
-
-    return AbbreviationDetector(_VocabOnly(vocab))  # type: ignore[arg-type]
-
-
-def _mention_text(span: Span, long_forms: Dict[int, Tuple[int, str]]) -> str:
-    """The span's text with every abbreviation inside it replaced by its long form."""
-    if not long_forms:
-        return span.text
-    parts: List[str] = []
-    i = span.start
-    doc = span.doc
-    while i < span.end:
-        hit = long_forms.get(i)
-        if hit is not None and hit[0] <= span.end:
-            parts.append(hit[1] + doc[hit[0] - 1].whitespace_)
-            i = hit[0]
-        else:
-            parts.append(doc[i].text_with_ws)
-            i += 1
-    return "".join(parts)
 
 
 def _validate_cfg(cfg: Dict[str, Any]) -> None:

@@ -210,5 +210,37 @@ def check_runtime(runtime: str) -> str:
     return runtime
 
 
-__all__ = ["OnnxEncoder", "export_onnx", "has_export", "export_is_current", "recorded_export", "onnxruntime_available", "check_runtime", "RUNTIMES",
+def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: str) -> CachedEncoder:
+    """The encoder of a saved pipeline, run by ONNX Runtime or PyTorch as ``runtime`` says (see the
+    factory's docstring); ``auto`` decides without loading anything it then drops."""
+    from .encoder import Encoder
+    from .util import device_is_cpu
+
+    cpu_fp32 = device in ("auto", "cpu") and precision in ("auto", "fp32")
+    if runtime == "onnx" and not cpu_fp32:
+        raise ConfigError(Errors.E122.format(device=device, precision=precision))
+    use_onnx = runtime == "onnx" or (
+        runtime == "auto" and cpu_fp32 and has_export(folder) and onnxruntime_available()
+        and device_is_cpu(device)
+    )
+    if use_onnx:
+        return OnnxEncoder.from_disk(folder)
+    return Encoder.from_disk(folder, device=device, precision=precision)
+
+
+def write_export_for(encoder: Any, folder: Path, *, required: bool) -> None:
+    """Add the ONNX export next to the saved weights (kept when the folder already holds one of the
+    same weights); with runtime 'auto' only when torch's exporter can run here (the ``onnx`` package
+    is installed)."""
+    if export_is_current(folder, encoder.fingerprint, encoder.pooling):
+        return
+    try:
+        export_onnx(encoder, folder)
+    except ConfigError:
+        if required:
+            raise
+        logger.info("no ONNX export written to %s: the onnx package is not installed", folder)
+
+
+__all__ = ["load_saved_encoder", "write_export_for", "OnnxEncoder", "export_onnx", "has_export", "export_is_current", "recorded_export", "onnxruntime_available", "check_runtime", "RUNTIMES",
            "ONNX_FILE", "EXPORT_FILE"]
