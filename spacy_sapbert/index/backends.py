@@ -46,9 +46,6 @@ class ExactBackend:
     def vectors(self, rows: List[int]) -> numpy.ndarray:
         return self._X[rows].numpy().copy()
 
-    def all_vectors(self) -> numpy.ndarray:
-        return self._X.numpy()
-
     def set_ef(self, ef: int) -> None:
         pass
 
@@ -89,7 +86,7 @@ class HnswBackend:
         if row_mask is None:
             return self._knn(vectors, k)
         return masked_search(vectors, k, row_mask, n_rows=self._hnsw.get_current_count(), base_depth=k,
-                             candidates=self._allowed_candidates, gather=self._gather)
+                             candidates=self._allowed_candidates, gather=self.vectors)
 
     def _knn(self, vectors: numpy.ndarray, k: int) -> Result:
         hnsw = self._hnsw
@@ -106,11 +103,10 @@ class HnswBackend:
         rows[drop], scores[drop] = -1, -numpy.inf
         return rows, scores
 
-    def _gather(self, rows: numpy.ndarray) -> numpy.ndarray:
-        return self.vectors(rows.tolist())
-
-    def vectors(self, rows: List[int]) -> numpy.ndarray:
-        return numpy.asarray(self._hnsw.get_items(rows, return_type="numpy"), dtype=numpy.float32)
+    def vectors(self, rows: Any) -> numpy.ndarray:
+        """float32 copies of ``rows`` (a list or an int array: hnswlib takes a list)."""
+        return numpy.asarray(self._hnsw.get_items(numpy.asarray(rows).tolist(), return_type="numpy"),
+                             dtype=numpy.float32)
 
     def save(self, folder: Path) -> List[str]:
         tmp = folder / f".{HNSW_FILE}.tmp"

@@ -128,28 +128,27 @@ class CompactBackend:
         n_q, depth = cand.shape
         valid = cand >= 0
         gathered = numpy.asarray(self._X[cand[valid]], dtype=numpy.float32)
-        scores = numpy.full(cand.shape, -numpy.inf, dtype=numpy.float32)
         qrow = numpy.repeat(numpy.arange(n_q), valid.sum(1))
-        scores[valid] = numpy.einsum("ij,ij->i", gathered, vectors[qrow])
-        if (numpy.abs(scores[valid]) > _SCORE_LIMIT).any() or not numpy.isfinite(scores[valid]).all():
+        exact = numpy.einsum("ij,ij->i", gathered, vectors[qrow])
+        if not (numpy.abs(exact) <= _SCORE_LIMIT).all():  # also false for NaN
             raise _damaged(self._path(VECTORS_F16_FILE), "stored name vectors are not unit length: the file is damaged")
+        scores = numpy.full(cand.shape, -numpy.inf, dtype=numpy.float32)
+        scores[valid] = exact
         return top_k(cand, scores, k)
 
     def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
         if row_mask is None:
             return self._rescore(vectors, self._candidates(vectors, max(k, self.rescore)), k)
         return masked_search(vectors, k, row_mask, n_rows=len(self._X), base_depth=self.rescore,
-                             candidates=self._allowed_candidates, gather=self._gather)
+                             candidates=self._allowed_candidates, gather=self.vectors)
 
     def _allowed_candidates(self, vectors: numpy.ndarray, depth: int, row_mask: numpy.ndarray) -> Result:
         cand = self._candidates(vectors, depth)
         cand[(cand >= 0) & ~row_mask[numpy.maximum(cand, 0)]] = -1
         return self._rescore(vectors, cand, depth)
 
-    def _gather(self, rows: numpy.ndarray) -> numpy.ndarray:
-        return numpy.asarray(self._X[rows], dtype=numpy.float32)
-
-    def vectors(self, rows: List[int]) -> numpy.ndarray:
+    def vectors(self, rows: Any) -> numpy.ndarray:
+        """float32 copies of ``rows`` (a list or an int array) of the float16 vectors."""
         return numpy.asarray(self._X[rows], dtype=numpy.float32)
 
     # ---- serialisation ------------------------------------------------------------------

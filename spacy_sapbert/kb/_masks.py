@@ -2,7 +2,7 @@
 not loop in Python over millions of concepts. Mixed into ``KnowledgeBase``."""
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -49,10 +49,13 @@ class MaskMixin:
         """bool [n_concepts]: concept j has a definition."""
         return np.diff(np.asarray(self._a["def_off"]).astype(np.int64)) > 0
 
-    def rows_of_concept_mask(self, cmask: np.ndarray) -> np.ndarray:
+    def rows_of_concept_mask(self, cmask: np.ndarray, *, csr: Optional[Tuple[np.ndarray, np.ndarray]] = None
+                             ) -> np.ndarray:
         """bool [n_rows] from bool [n_concepts]: row i has at least one concept j with ``cmask[j]``
-        (combine masks with ``&`` first, e.g. types and definitions)."""
-        ptr, idx = self.row_concept_csr()
+        (combine masks with ``&`` first, e.g. types and definitions). ``csr``: the
+        ``row_concept_csr()`` a caller already holds (with additions it is not free to rebuild)."""
+        ptr, idx = csr if csr is not None else self.row_concept_csr()
+        ptr, idx = np.asarray(ptr), np.asarray(idx)
         hits = np.asarray(cmask, dtype=bool)[idx].astype(np.int64)
         sums = np.concatenate([[0], np.cumsum(hits)])
         return (sums[ptr[1:]] - sums[ptr[:-1]]) > 0
