@@ -15,18 +15,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Mapping
 
 from .errors import Errors, IntegrityError
+from .util import file_sha256
 
 SAMPLE_BLOCKS = 16
 SAMPLE_BLOCK = 64 * 1024
-_READ = 1 << 20
-
-
-def _full_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(_READ), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _sample_offsets(size: int) -> Iterable[int]:
@@ -53,7 +45,7 @@ def file_records(folder: Path, names: Iterable[str]) -> Dict[str, Dict[str, Any]
     for name in sorted(set(names)):
         path = folder / name
         size = path.stat().st_size
-        records[name] = {"size": size, "sha256": _full_sha256(path), "sample_sha256": _sample_sha256(path, size)}
+        records[name] = {"size": size, "sha256": file_sha256(path), "sample_sha256": _sample_sha256(path, size)}
     return records
 
 
@@ -72,7 +64,7 @@ def check_files(folder: Path, records: Mapping[str, Mapping[str, Any]], *, full:
             _fail(folder, name, what, f"size {size} bytes, {record.get('size')} recorded (truncated or replaced)")
         key = "sha256" if full else "sample_sha256"
         expected = record.get(key)
-        got = _full_sha256(path) if full else _sample_sha256(path, size)
+        got = file_sha256(path) if full else _sample_sha256(path, size)
         if got != expected:
             _fail(folder, name, what, f"{key} {got[:16]}... differs from the recorded {str(expected)[:16]}... "
                                       "(the bytes changed)")
