@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from results_io import table, write_results  # noqa: E402
 
 from spacy_sapbert.context import ContextEncoder, ContextWeights, build_prototypes, tune_weights  # noqa: E402
-from spacy_sapbert.encoder import Encoder  # noqa: E402
+from spacy_sapbert.encoding.torch_encoder import Encoder  # noqa: E402
 from spacy_sapbert.evaluation.baselines import DenseEncoder, Dictionary  # noqa: E402
 from spacy_sapbert.evaluation.context import ambiguity_mask, context_rankings, context_vectors, prototype_masks  # noqa: E402
 from spacy_sapbert.evaluation.datasets import read_pubtator  # noqa: E402

@@ -39,7 +39,7 @@ def _median(fn: Callable[[], object], repeats: int) -> float:
 
 @contextmanager
 def _checks_off() -> Iterator[None]:
-    import spacy_sapbert.encoder as encoder_module
+    import spacy_sapbert.encoding.torch_encoder as encoder_module
     import spacy_sapbert.kb.store as store_module
 
     saved = store_module.check_kb_files, encoder_module.check_recorded
@@ -60,8 +60,8 @@ def main() -> None:
     import torch
 
     from results_io import table, write_results  # benchmarks/ is on sys.path when run as a script
-    from spacy_sapbert.encoder import Encoder
-    from spacy_sapbert.encoder_files import read_settings
+    from spacy_sapbert.encoding.torch_encoder import Encoder
+    from spacy_sapbert.encoding.files import read_settings
     from spacy_sapbert.integrity import check_files
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.readers import read_medic

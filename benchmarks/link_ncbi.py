@@ -104,8 +104,8 @@ def _load(kind: str, work: Path):
     return nlp
 
 
-_PROFILED = {"encoder": "encoder.py", "abbreviations": "_long_forms", "tokenizer": "make_doc",
-             "index search + aggregation": "index.py"}
+_PROFILED = {"encoder": "torch_encoder.py", "abbreviations": "_long_forms", "tokenizer": "make_doc",
+             "index search + aggregation": "concept_index.py"}
 
 
 def _profile(nlp, texts) -> Dict[str, float]:
@@ -190,7 +190,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     import numpy
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.evaluation.datasets import read_pubtator
     from spacy_sapbert.evaluation.metrics import resolve_gold
     from spacy_sapbert.index import ConceptIndex, _build_hnsw, _encode_names

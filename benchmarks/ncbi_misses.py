@@ -28,7 +28,7 @@ SPLITS = {"train": "NCBItrainset_corpus.txt", "dev": "NCBIdevelopset_corpus.txt"
 
 def top_concepts(model: str, pooling: str, dictionary, queries: Sequence[str]) -> List[str]:
     """The best concept for each query (ties by concept id, as the metrics rank them)."""
-    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.evaluation.baselines import DenseEncoder
 
     enc = Encoder.load(model, pooling=pooling, max_length=25, device="cpu", cache_size=0)

@@ -162,7 +162,7 @@ class Evaluator:
         return out
 
     def model(self, path: str, pooling: str, cache_dir: Any = None) -> Dict[str, Any]:
-        from spacy_sapbert.encoder import Encoder
+        from spacy_sapbert.encoding.torch_encoder import Encoder
         from spacy_sapbert.evaluation.baselines import DenseEncoder
 
         enc = Encoder.load(path, pooling=pooling, max_length=25, device="cpu", cache_size=0)

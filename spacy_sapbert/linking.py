@@ -45,7 +45,7 @@ def build_index_dir(
 ) -> ConceptIndex:
     """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
     ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``compact`` (see :mod:`spacy_sapbert.index`)."""
-    from .encoder import Encoder
+    from .encoding.torch_encoder import Encoder
     from .kb import KnowledgeBase
 
     kb_dir = ensure_path(kb_dir)
@@ -95,7 +95,7 @@ def load_linking_nlp(
         return spacy.load(path, config=config), False
     if not (path / META_FILE).exists():
         raise MissingInputError(Errors.E117.format(path=path))
-    from .encoder import Encoder
+    from .encoding.torch_encoder import Encoder
     from .kb import KnowledgeBase
 
     meta = ConceptIndex.read_meta(path)
@@ -201,8 +201,8 @@ def create_pipeline(
 def export_onnx_dir(path: PathLike) -> List[Path]:
     """Write the ONNX export of an encoder folder (one with ``sapbert_encoder.json``), or of every
     ``sapbert_linker`` encoder of a pipeline folder. Returns the encoder folders exported."""
-    from .encoder import SETTINGS_FILE, Encoder
-    from .onnx_encoder import export_onnx
+    from .encoding.torch_encoder import SETTINGS_FILE, Encoder
+    from .encoding.onnx_encoder import export_onnx
 
     path = ensure_path(path)
     if (path / SETTINGS_FILE).is_file():

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
-from .encoder_files import SETTINGS_FILE, read_json_file, read_settings
+from .encoding.files import SETTINGS_FILE, read_json_file, read_settings
 from .errors import DataFormatError, Errors, IntegrityError, MissingInputError
 from .integrity import check_files
 from .util import PathLike, ensure_path

@@ -88,7 +88,7 @@ def test_token_rows_mark_the_mention_and_respect_max_length(tiny_bert_path):
 
 
 def test_encoder_is_deterministic_and_its_fingerprint_covers_the_markers(tiny_bert_path, encoder, tmp_path):
-    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.encoding.torch_encoder import Encoder
 
     again = ContextEncoder.load(str(tiny_bert_path), pooling="mean", device="cpu")
     assert again.fingerprint == encoder.fingerprint
@@ -227,7 +227,7 @@ def test_type_priors_are_checked(config):
 
 
 def test_search_with_prior_types_and_prefixes(kb, tiny_bert_path):
-    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.index import ConceptIndex
 
     enc = Encoder.load(str(tiny_bert_path), pooling="mean", device="cpu")

@@ -8,7 +8,7 @@ import numpy
 import pytest
 import torch
 
-from spacy_sapbert.encoder import Encoder, pool, weights_fingerprint
+from spacy_sapbert.encoding.torch_encoder import Encoder, pool, weights_fingerprint
 from spacy_sapbert.errors import ConfigError, MissingInputError
 
 NAMES = ["heart attack", "myocardial infarction", "a", "type 2 diabetes mellitus with complications", "flu"]

@@ -103,7 +103,7 @@ class _CountingEncoder:
 
 
 def test_dense_encoder_exact_and_cached(kb, tiny_bert_path, tmp_path):
-    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.encoding.torch_encoder import Encoder
 
     enc = _CountingEncoder(Encoder.load(str(tiny_bert_path), device="cpu"))
     d = Dictionary.from_kb(kb)

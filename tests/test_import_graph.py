@@ -138,7 +138,7 @@ def _cycle_in(graph: Dict[str, Set[str]], comp: Set[str]) -> List[str]:
 
 def test_package_import_graph_has_no_cycles():
     graph = import_graph(PACKAGE)
-    assert len(graph) > 20 and "spacy_sapbert.encoder" in graph["spacy_sapbert.onnx_encoder"]
+    assert len(graph) > 20 and "spacy_sapbert.encoding.torch_encoder" in graph["spacy_sapbert.encoding.onnx_encoder"]
     cycles = find_cycles(graph)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
@@ -180,3 +180,16 @@ def test_type_checking_imports_make_no_cycle(tmp_path, guard):
         "b.py": f"import typing\nfrom typing import TYPE_CHECKING\nif {guard}:\n    from .a import other\n",
     })
     assert find_cycles(import_graph(package)) == []
+
+
+def test_old_encoder_paths_still_import_with_a_warning():
+    import importlib
+
+    import spacy_sapbert.encoding as encoding
+    for old, name in [("spacy_sapbert.encoder", "Encoder"), ("spacy_sapbert.onnx_encoder", "OnnxEncoder"),
+                      ("spacy_sapbert.index_build", "_encode_names")]:
+        module = importlib.import_module(old)
+        with pytest.warns(DeprecationWarning, match="moved to"):
+            value = getattr(module, name)
+        assert value is getattr(importlib.import_module(module._NEW), name)
+    assert encoding.Encoder.__module__ == "spacy_sapbert.encoding.torch_encoder"

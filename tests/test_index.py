@@ -6,7 +6,7 @@ import json
 import numpy
 import pytest
 
-from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, EmptyResultError, IncompatibleError, IntegrityError, MissingInputError
 from spacy_sapbert.index import META_FILE, ConceptIndex
 from spacy_sapbert.kb import Concept, KnowledgeBase

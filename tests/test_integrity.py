@@ -10,7 +10,7 @@ import spacy
 from typer.testing import CliRunner
 
 from spacy_sapbert.cli import app
-from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import DataFormatError, IntegrityError, SapbertError
 from spacy_sapbert.integrity import SAMPLE_BLOCK, SAMPLE_BLOCKS, check_files, file_records
 from spacy_sapbert.kb import Concept, KnowledgeBase

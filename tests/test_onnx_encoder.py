@@ -10,14 +10,14 @@ import numpy
 import pytest
 import spacy
 
-from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, MissingInputError
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (requirements-dev.txt installs it)")
 pytest.importorskip("onnx", reason="the onnx extra (requirements-dev.txt installs it)")
 
-from spacy_sapbert.onnx_encoder import EXPORT_FILE, ONNX_FILE, OnnxEncoder, export_onnx  # noqa: E402
+from spacy_sapbert.encoding.onnx_encoder import EXPORT_FILE, ONNX_FILE, OnnxEncoder, export_onnx  # noqa: E402
 
 TEXTS = ["Heart attack", "flu", "a", "Acetylsalicylic acid (ASA) poisoning in a child of 3 years and a very long tail",
          "MI", "mitral regurgitation", "zz-top 42", "Heart attack"]
@@ -140,7 +140,7 @@ def test_runtime_settings_and_their_errors(saved_pipeline, tmp_path, monkeypatch
     with pytest.raises(MissingInputError, match="E123"):
         spacy.load(tmp_path / "torch_only", config={"components": {"sapbert_linker": {"runtime": "onnx"}}})
     # without onnxruntime, auto runs PyTorch
-    monkeypatch.setattr("spacy_sapbert.onnx_encoder.onnxruntime_available", lambda: False)
+    monkeypatch.setattr("spacy_sapbert.encoding.onnx_encoder.onnxruntime_available", lambda: False)
     assert isinstance(spacy.load(path).get_pipe("sapbert_linker").encoder, Encoder)
 
 
@@ -174,7 +174,7 @@ def test_onnx_encoder_loads_without_torch_or_transformers(saved_pipeline):
     _, path = saved_pipeline
     code = (
         "import sys\n"
-        "from spacy_sapbert.onnx_encoder import OnnxEncoder\n"
+        "from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder\n"
         f"enc = OnnxEncoder({str(path / 'sapbert_linker' / 'encoder')!r})\n"
         "v = enc.encode(['heart attack', 'flu'])\n"
         "assert v.shape == (2, enc.dim), v.shape\n"

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError
 from spacy_sapbert.kb import KnowledgeBase
 from spacy_sapbert.training.config import load_config

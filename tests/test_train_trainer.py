@@ -70,7 +70,7 @@ def test_tiny_run_lowers_loss_and_raises_acc(tmp_path, tiny_bert_path, kb, dev):
     assert len(accs) == 2 and accs[-1] >= before + 0.25
     assert result.best_dev == max(accs) and result.steps == 100 and result.pairs_seen == 100 * 36
     # the output is a HF folder the Encoder loads, with the trained weights and settings
-    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.encoding.torch_encoder import Encoder
 
     enc = Encoder.from_disk(result.model_path)
     assert enc.pooling == "cls" and enc.max_length == 25
@@ -170,7 +170,7 @@ def test_bf16_autocast_on_cpu_trains(tmp_path, tiny_bert_path, kb):
 def test_sub_batches_give_the_vectors_of_one_padded_pass(tiny_bert_path, size):
     """Length-sorted sub-batches, each padded to its own longest name, return the same pooled
     vectors, in the input order, as one pass padding every name to the batch's longest."""
-    from spacy_sapbert.encoder import pool
+    from spacy_sapbert.encoding.torch_encoder import pool
     from spacy_sapbert.training.forward import SubBatchEncoder, sub_batches
 
     tokenizer, model = load_base_model(str(tiny_bert_path))

@@ -7,10 +7,10 @@ import logging
 import numpy
 import pytest
 
-from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, IncompatibleError
 from spacy_sapbert.index import ConceptIndex
-from spacy_sapbert.index_build import LOCK_FILE, WORK_FILE
+from spacy_sapbert.index.build import LOCK_FILE, WORK_FILE
 from spacy_sapbert.kb import Concept, KnowledgeBase
 from spacy_sapbert.outputs import FileLock
 

@@ -1,6 +1,6 @@
 """Context encoding: a mention in its text as ``[CLS] left <ENT> mention </ENT> right [SEP]``.
 
-:class:`ContextEncoder` wraps a PyTorch :class:`~spacy_sapbert.encoder.Encoder` (its batching,
+:class:`ContextEncoder` wraps a PyTorch :class:`~spacy_sapbert.encoding.torch_encoder.Encoder` (its batching,
 pooling and normalisation are reused). The markers ``<ENT>`` / ``</ENT>`` are added to the
 tokenizer as special tokens and the embedding matrix grows by two rows, initialised as copies of
 the embeddings of ``[`` and ``]`` (the mean embedding where the vocabulary lacks them): the same
@@ -20,7 +20,7 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy
 
-from ..encoder import CachedEncoder, Encoder, fork_guard, weights_fingerprint
+from ..encoding.torch_encoder import CachedEncoder, Encoder, fork_guard, weights_fingerprint
 from ..errors import ConfigError, Errors, MissingInputError
 from ..util import PathLike, ensure_path
 

@@ -16,7 +16,7 @@ def tune_on_documents(docs: Sequence[Any], kb_dir: PathLike, model: str, prototy
                       ) -> Tuple[ContextWeights, List[Dict[str, Any]], int]:
     """``(best weights, grid table, mentions used)`` for the mentions of ``docs`` with a gold id in
     the KB and a context; the name index is loaded from ``index_dir`` or built (exact search)."""
-    from ..encoder import Encoder
+    from ..encoding.torch_encoder import Encoder
     from ..evaluation.metrics import resolve_gold
     from ..index import ConceptIndex
     from ..kb import KnowledgeBase

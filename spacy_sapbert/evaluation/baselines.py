@@ -142,7 +142,7 @@ class TfidfCharNgrams(System):
 
 
 class DenseEncoder(System):
-    """An :class:`~spacy_sapbert.encoder.Encoder` ([CLS] or its pooling) over the dictionary,
+    """An :class:`~spacy_sapbert.encoding.torch_encoder.Encoder` ([CLS] or its pooling) over the dictionary,
     exact inner-product search (vectors are L2-normalised: cosine)."""
 
     def __init__(self, encoder, dictionary: Dictionary, *, name: str = "encoder", batch_size: int = 128,

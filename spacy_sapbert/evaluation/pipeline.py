@@ -44,7 +44,7 @@ def pipeline_encoder(path: Any):
 
 def load_encoder(path: str, sy: Dict[str, Any]):
     """An encoder from a model folder; a spaCy pipeline folder gives its linker's encoder."""
-    from ..encoder import Encoder
+    from ..encoding.torch_encoder import Encoder
 
     p = ensure_path(path)
     if (p / "meta.json").exists() and (p / "config.cfg").exists():

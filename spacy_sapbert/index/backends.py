@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 
-from ..encoder import fork_guard
+from ..encoding.torch_encoder import fork_guard
 from ..errors import Errors, MissingInputError
 from .filtered import exact_topk, masked_search
 from .hnsw_file import check_hnsw_file

@@ -23,7 +23,7 @@ import numpy
 
 from ..about import __version__
 from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
-from ..index_build import _build_hnsw, _encode_names
+from .build import _build_hnsw, _encode_names
 from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_write, ensure_path, get_logger
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend

@@ -13,7 +13,7 @@ from typing import List, Sequence, Tuple
 
 import torch
 
-from ..encoder import length_order, pad_token_rows, pool
+from ..encoding.torch_encoder import length_order, pad_token_rows, pool
 
 Part = Tuple[torch.Tensor, torch.Tensor]
 

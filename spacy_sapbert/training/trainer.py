@@ -67,7 +67,7 @@ def load_base_model(name_or_path: str) -> Tuple[Any, Any]:
     """Tokenizer + encoder model; anything that is not a BERT-like encoder → E205."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from ..encoder import load_hf_model
+    from ..encoding.torch_encoder import load_hf_model
 
     try:
         config = AutoConfig.from_pretrained(name_or_path)
@@ -194,7 +194,7 @@ class Trainer:
         return t.max_steps if t.max_steps > 0 else t.epochs * self.batches.n_batches()
 
     def settings(self) -> Dict[str, Any]:
-        from ..encoder import weights_fingerprint
+        from ..encoding.torch_encoder import weights_fingerprint
 
         return {
             "name": f"sapbert-trained:{self.base_model}",
@@ -312,7 +312,7 @@ class Trainer:
         return np.unique(np.asarray(self.pairs.pairs[np.concatenate(batches)])[:, 0]).astype(np.int64)
 
     def _mine(self, step: int) -> hn.HardNegativeTable:
-        from ..encoder import Encoder
+        from ..encoding.torch_encoder import Encoder
 
         import torch
 
@@ -347,7 +347,7 @@ class Trainer:
     def evaluate(self, step: int = -1) -> Dict[str, float]:
         """Concept-level acc@k of the current weights on the dev set (exact search); ``step``: the
         weights' step, under which the KB's name vectors are kept for the next hard-negative mining."""
-        from ..encoder import Encoder
+        from ..encoding.torch_encoder import Encoder
         from ..index import ConceptIndex
         from ..kb.concept import normalize_name
 

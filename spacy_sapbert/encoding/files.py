@@ -1,0 +1,82 @@
+"""The files of a saved encoder folder: ``sapbert_encoder.json`` (settings + file records) read with
+checks, and the checksums of weights, tokenizer and ONNX export recorded and checked.
+
+``sapbert_encoder.json`` records the files :meth:`Encoder.to_disk` wrote (weights, config,
+tokenizer) under ``"files"``; ``onnx_export.json`` records ``model.onnx`` the same way. Loading
+checks them (sizes + sampled hashes, see :mod:`spacy_sapbert.integrity`); ``spacy-sapbert verify``
+checks them in full. A folder written before records were kept loads with warning W550.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping
+
+from ..errors import DataFormatError, Errors, MissingInputError, Warnings
+from ..integrity import check_files, file_records
+from ..util import atomic_write
+
+SETTINGS_FILE = "sapbert_encoder.json"
+_FIX = ("Save the encoder again (Encoder.to_disk / nlp.to_disk) or re-download the pipeline; "
+        "`spacy-sapbert verify {folder}` checks every file.")
+_SETTING_TYPES = {"pooling": str, "max_length": int, "dim": int, "fingerprint": str}
+
+
+def read_json_file(path: Path, *, what: str) -> Dict[str, Any]:
+    """A JSON object from ``path``; a damaged file gives E552 naming it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DataFormatError(Errors.E552.format(path=path, what=what, why=f"not valid JSON: {err}",
+                                                 fix=_FIX.format(folder=path.parent))) from None
+    if not isinstance(data, dict):
+        raise DataFormatError(Errors.E552.format(path=path, what=what, why="not a JSON object",
+                                                 fix=_FIX.format(folder=path.parent)))
+    return data
+
+
+def read_settings(folder: Path) -> Dict[str, Any]:
+    """The settings of an encoder folder (E104 when missing, E552 when damaged)."""
+    path = folder / SETTINGS_FILE
+    if not path.is_file():
+        raise MissingInputError(Errors.E104.format(path=folder, file=SETTINGS_FILE))
+    settings = read_json_file(path, what="the encoder settings")
+    for key, kind in _SETTING_TYPES.items():
+        value = settings.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise DataFormatError(Errors.E552.format(
+                path=path, what="the encoder settings", why=f"'{key}' is {value!r}, not a {kind.__name__}",
+                fix=_FIX.format(folder=folder)))
+    return settings
+
+
+def weight_files(folder: Path, exclude: Iterable[str]) -> List[str]:
+    """Names of the regular files in ``folder`` except ``exclude``, the settings and hidden files."""
+    skip = set(exclude) | {SETTINGS_FILE}
+    return sorted(p.name for p in folder.iterdir()
+                  if p.is_file() and not p.is_symlink() and p.name not in skip and not p.name.startswith("."))
+
+
+def write_settings(folder: Path, settings: Mapping[str, Any], *, exclude: Iterable[str] = ()) -> None:
+    """Write ``sapbert_encoder.json``: ``settings`` plus the records of the folder's other files
+    (except ``exclude``: files written later that record themselves, e.g. the ONNX export)."""
+    data = dict(settings)
+    data["files"] = file_records(folder, weight_files(folder, exclude))
+    with atomic_write(folder / SETTINGS_FILE) as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+
+
+def check_recorded(folder: Path, holder: Mapping[str, Any], *, full: bool = False, what: str = "encoder") -> None:
+    """Check the files recorded under ``holder["files"]``; without records warn once (W550)."""
+    records = holder.get("files")
+    if records is None:
+        warnings.warn(Warnings.W550.format(path=folder, what=what))
+        return
+    if not isinstance(records, dict):
+        raise DataFormatError(Errors.E552.format(path=folder / SETTINGS_FILE, what=f"the {what} settings",
+                                                 why="'files' is not a mapping", fix=_FIX.format(folder=folder)))
+    check_files(folder, records, full=full, what=what)
+
+
+__all__ = ["SETTINGS_FILE", "read_settings", "write_settings", "read_json_file", "weight_files", "check_recorded"]

@@ -1,0 +1,39 @@
+"""Where an encoder folder keeps its ONNX export, and whether that export is current.
+
+A leaf module shared by :mod:`spacy_sapbert.encoder` (which drops a stale export when it writes new
+weights) and :mod:`spacy_sapbert.onnx_encoder` (which writes and loads exports), so that neither
+imports the other both ways. The names are also importable from :mod:`spacy_sapbert.onnx_encoder`.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict
+
+from ..util import PathLike, ensure_path
+
+ONNX_FILE = "model.onnx"
+EXPORT_FILE = "onnx_export.json"
+
+
+def has_export(folder: PathLike) -> bool:
+    """Whether an encoder folder holds an ONNX export (it may still be stale: see :class:`~spacy_sapbert.onnx_encoder.OnnxEncoder`)."""
+    folder = ensure_path(folder)
+    return (folder / ONNX_FILE).is_file() and (folder / EXPORT_FILE).is_file()
+
+
+def recorded_export(folder: PathLike) -> Dict[str, Any]:
+    """What ``onnx_export.json`` of ``folder`` records (``{}`` when it is missing or unreadable)."""
+    try:
+        recorded = json.loads((ensure_path(folder) / EXPORT_FILE).read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def export_is_current(folder: PathLike, fingerprint: str, pooling: str) -> bool:
+    """Whether ``folder`` holds an ONNX export of the weights with ``fingerprint``, pooled by ``pooling``."""
+    recorded = recorded_export(folder)
+    return has_export(folder) and (recorded.get("fingerprint"), recorded.get("pooling")) == (fingerprint, pooling)
+
+
+__all__ = ["ONNX_FILE", "EXPORT_FILE", "has_export", "recorded_export", "export_is_current"]

@@ -1,0 +1,436 @@
+"""The SapBERT encoder: a Hugging Face model + tokenizer that turns names into unit vectors.
+
+``Encoder.load("cambridgeltl/SapBERT-from-PubMedBERT-fulltext")`` (or a local folder) gives an
+object whose :meth:`Encoder.encode` returns float32 ``[n, d]`` L2-normalised vectors. Inputs are
+tokenised once, sorted by length and batched so that padding stays small; repeated strings are
+served from a bounded LRU cache. Callers normalise names with :func:`normalize_name` first.
+
+:func:`pool` is the one pooling function; the trainer uses it too, so training and inference
+always agree.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy
+
+from .files import SETTINGS_FILE, check_recorded, read_settings, write_settings
+from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
+from ..util import PathLike, ensure_path, get_logger, resolve_device
+
+if TYPE_CHECKING:  # for annotations only
+    import torch
+
+logger = get_logger("encoder")
+
+POOLINGS = ("cls", "mean")
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+DEFAULT_MODEL = "cambridgeltl/SapBERT-from-PubMedBERT-fulltext"
+# Any one of these in a folder means a tokenizer can be loaded from it.
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "spiece.model", "vocab.json")
+
+
+def pool(last_hidden_state: "torch.Tensor", attention_mask: "torch.Tensor", pooling: str) -> "torch.Tensor":  # noqa: F821
+    """Pool token vectors ``[b, t, d]`` to one vector per input ``[b, d]`` (not normalised).
+
+    ``cls``: the first token's vector (SapBERT's choice). ``mean``: the mean over the tokens
+    that ``attention_mask`` marks as real.
+    """
+    if pooling == "cls":
+        return last_hidden_state[:, 0]
+    if pooling == "mean":
+        mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)
+        summed = (last_hidden_state * mask).sum(dim=1)
+        return summed / mask.sum(dim=1).clamp(min=1.0)
+    raise ConfigError(Errors.E002.format(what="pooling", value=pooling, choices=", ".join(POOLINGS)))
+
+
+def length_order(rows: Sequence[Sequence[int]]) -> List[int]:
+    """Indices of token-id ``rows`` sorted by length (ties by position): batches of similar length
+    need little padding."""
+    return sorted(range(len(rows)), key=lambda i: (len(rows[i]), i))
+
+
+def pad_token_rows(rows: Sequence[Sequence[int]], pad_id: int, device: Any) -> Tuple["torch.Tensor", "torch.Tensor"]:  # noqa: F821
+    """``(input_ids, attention_mask)`` long tensors on ``device``, padded to the longest row."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for j, row in enumerate(rows):
+        ids[j, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[j, : len(row)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _check_pooling(pooling: str) -> str:
+    if pooling not in POOLINGS:
+        raise ConfigError(Errors.E002.format(what="pooling", value=pooling, choices=", ".join(POOLINGS)))
+    return pooling
+
+
+def _resolve_dtype(precision: str, device: "torch.device") -> Tuple["torch.dtype", bool]:  # noqa: F821
+    """``(weight dtype, cpu_autocast)``. On CUDA the weights are cast (``auto``: bf16 where supported,
+    else fp16). On CPU the weights stay fp32; ``bf16`` (asked for explicitly, never guessed) runs the
+    forward pass under CPU bf16 autocast: much faster on CPUs with bf16 instructions (AVX512-BF16,
+    AMX), slow elsewhere, and the vectors move by ~1e-2, so near-ties between names may swap."""
+    import torch
+
+    if precision not in PRECISIONS:
+        raise ConfigError(Errors.E002.format(what="precision", value=precision, choices=", ".join(PRECISIONS)))
+    if device.type != "cuda":
+        if precision == "fp16" or (precision == "bf16" and device.type != "cpu"):
+            raise ConfigError(Errors.E102.format(precision=precision, device=device))
+        return torch.float32, precision == "bf16"
+    if precision == "fp32":
+        return torch.float32, False
+    if precision == "fp16":
+        return torch.float16, False
+    if precision == "bf16" or torch.cuda.is_bf16_supported():
+        return torch.bfloat16, False
+    return torch.float16, False
+
+
+def load_hf_model(name_or_path: str, config: Any = None) -> Any:
+    """The bare Hugging Face encoder of a folder or hub id (``AutoModel`` semantics).
+
+    The class is looked up by the config's ``model_type`` in transformers' table of base models;
+    ``AutoModel.from_pretrained`` would import every config class of the library first to check its
+    argument (half a second, most of a pipeline's own load time). Unknown types go through AutoModel.
+    """
+    import transformers
+    from transformers import AutoConfig, AutoModel
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    if config is None:
+        config = AutoConfig.from_pretrained(name_or_path)
+    class_name = MODEL_MAPPING_NAMES.get(getattr(config, "model_type", ""))
+    model_class = getattr(transformers, class_name, None) if isinstance(class_name, str) else None
+    return (model_class or AutoModel).from_pretrained(name_or_path, config=config)
+
+
+def weights_fingerprint(model: "torch.nn.Module") -> str:  # noqa: F821
+    """A short hash of the model's weights, independent of device and precision casts done later.
+
+    Per tensor it hashes name, shape, dtype, the exact integer sum of its raw bits (so any single
+    changed weight changes it) and a strided sample of values. One pass over the weights: cheap
+    even for a 400 MB model, and deterministic (integer sums do not depend on thread count).
+    """
+    import torch
+
+    int_views = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    digest = hashlib.sha256()
+    with torch.inference_mode():
+        for name, tensor in sorted(model.state_dict().items()):
+            flat = tensor.detach().reshape(-1).cpu()
+            digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode("utf8"))
+            if flat.numel() == 0:
+                continue
+            bits = flat.contiguous().view(int_views[flat.element_size()])
+            digest.update(str(int(bits.to(torch.int64).sum())).encode("ascii"))
+            step = max(1, flat.numel() // 256)
+            digest.update(bits[::step].numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def fork_guard(owner_pid: int) -> int:
+    """Call before torch work; returns the current pid. In a process forked after torch ran its
+    OpenMP thread pool (``nlp.pipe(n_process=2)`` on Linux), OpenMP would wait forever for pool
+    threads that were not copied: such a child uses one intra-op thread instead."""
+    pid = os.getpid()
+    if pid != owner_pid:
+        import torch
+
+        torch.set_num_threads(1)
+    return pid
+
+
+def _drop_stale_export(folder: Path, fingerprint: str, pooling: str) -> None:
+    """Delete an ONNX export in ``folder`` made from other weights than those about to be written."""
+    from .onnx_export import EXPORT_FILE, ONNX_FILE, export_is_current
+
+    if (folder / EXPORT_FILE).exists() or (folder / ONNX_FILE).exists():
+        if not export_is_current(folder, fingerprint, pooling):
+            for name in (ONNX_FILE, EXPORT_FILE):
+                (folder / name).unlink(missing_ok=True)
+
+
+def _looks_local(name_or_path: str) -> bool:
+    return name_or_path.startswith((".", "/", "~")) or Path(name_or_path).exists()
+
+
+class CachedEncoder:
+    """What every encoder runtime shares: settings, de-duplication and the LRU cache of strings.
+
+    Subclasses set ``pooling``, ``max_length``, ``dim``, ``fingerprint``, ``name``,
+    ``cache_size`` and ``_cache`` and implement :meth:`_encode_unique` (unique strings → vectors).
+    :class:`Encoder` runs PyTorch; :class:`~spacy_sapbert.onnx_encoder.OnnxEncoder` runs ONNX Runtime.
+    """
+
+    pooling: str
+    max_length: int
+    dim: int
+    fingerprint: str
+    name: str
+    cache_size: int
+    _cache: "OrderedDict[str, numpy.ndarray]"
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 128, show_progress: bool = False,
+               use_cache: bool = True) -> numpy.ndarray:
+        """Encode ``texts`` → float32 ``[len(texts), dim]``, rows L2-normalised.
+
+        Inputs longer than ``max_length`` word pieces are truncated (SapBERT is trained on short
+        names). Duplicates are encoded once; with ``use_cache`` the cache serves strings seen in
+        earlier calls.
+        """
+        if batch_size < 1:
+            raise ConfigError(Errors.E105.format(value=batch_size))
+        out = numpy.zeros((len(texts), self.dim), dtype=numpy.float32)
+        if not len(texts):
+            return out
+        positions: Dict[str, List[int]] = {}
+        for i, text in enumerate(texts):
+            positions.setdefault(text, []).append(i)
+        todo: List[str] = []
+        for text, rows in positions.items():
+            cached = self._cache.get(text) if (use_cache and self.cache_size) else None
+            if cached is not None:
+                self._cache.move_to_end(text)
+                out[rows] = cached
+            else:
+                todo.append(text)
+        if todo:
+            vectors = self._encode_unique(todo, batch_size, show_progress)
+            bad = int(numpy.count_nonzero(~numpy.isfinite(vectors).all(axis=1)))
+            if bad:  # damaged weights or model.onnx: never hand NaN scores to the index
+                raise DataFormatError(Errors.E553.format(what=type(self).__name__, n=bad, total=len(todo),
+                                                         path=getattr(self, "folder", None) or self.name))
+            for text, vector in zip(todo, vectors):
+                out[positions[text]] = vector
+                if use_cache and self.cache_size:
+                    self._remember(text, vector)
+        return out
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def _remember(self, text: str, vector: numpy.ndarray) -> None:
+        self._cache[text] = vector
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _encode_unique(self, texts: List[str], batch_size: int, show_progress: bool) -> numpy.ndarray:
+        """Vectors of distinct ``texts``: tokenised once, run in length-sorted batches."""
+        return self.encode_rows(self._token_rows(texts), batch_size, show_progress)
+
+    def encode_rows(self, encoded: List[List[int]], batch_size: int, show_progress: bool = False) -> numpy.ndarray:
+        """Vectors of token-id rows (special tokens included), run in length-sorted batches."""
+        order = length_order(encoded)
+        result = numpy.empty((len(encoded), self.dim), dtype=numpy.float32)
+        bar = _progress_bar(len(encoded), show_progress)
+        try:
+            with self._inference():
+                for start in range(0, len(order), batch_size):
+                    idx = order[start : start + batch_size]
+                    result[idx] = self._encode_batch([encoded[i] for i in idx])
+                    if bar is not None:
+                        bar.update(len(idx))
+        finally:
+            if bar is not None:
+                bar.close()
+        return result
+
+    # what a runtime implements
+    def _token_rows(self, texts: List[str]) -> List[List[int]]:
+        """Token ids per text, special tokens added, truncated to ``max_length``."""
+        raise NotImplementedError
+
+    def _inference(self) -> ContextManager[Any]:
+        """The context the batches of one call run in."""
+        return contextlib.nullcontext()
+
+    def _encode_batch(self, rows: List[List[int]]) -> numpy.ndarray:
+        """L2-normalised float32 vectors ``[len(rows), dim]`` of token-id rows (unpadded)."""
+        raise NotImplementedError
+
+    def settings(self) -> Dict[str, Any]:
+        return {
+            "name": self.name,
+            "pooling": self.pooling,
+            "max_length": self.max_length,
+            "dim": self.dim,
+            "fingerprint": self.fingerprint,
+        }
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar over ``total`` names, or None."""
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="encode", unit="name")
+
+
+class Encoder(CachedEncoder):
+    """A tokenizer + transformer that encodes strings into L2-normalised float32 vectors.
+
+    Build it with :meth:`load` (hub id or local folder), :meth:`from_disk` (a folder written by
+    :meth:`to_disk`, settings included) or the constructor (an in-memory model, e.g. from the
+    trainer). ``cache_size`` bounds the LRU cache of repeated strings (0 disables it).
+    The constructor takes ownership of ``model``: it moves it to ``device``, casts it to the
+    inference precision and puts it in eval mode (the trainer restores train mode itself).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        pooling: str = "cls",
+        max_length: int = 25,
+        device: str = "auto",
+        precision: str = "auto",
+        cache_size: int = 50_000,
+        name: str = "",
+        fingerprint: Optional[str] = None,
+    ) -> None:
+        self.pooling = _check_pooling(pooling)
+        if not isinstance(max_length, int) or max_length < 3:
+            raise ConfigError(Errors.E103.format(value=max_length))
+        self.max_length = max_length
+        self.device = resolve_device(device)
+        self.precision = precision
+        dtype, self._cpu_autocast = _resolve_dtype(precision, self.device)
+        self.fingerprint = fingerprint or weights_fingerprint(model)
+        self.model = model.to(device=self.device, dtype=dtype).eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.cache_size = max(0, int(cache_size))
+        self._cache: "OrderedDict[str, numpy.ndarray]" = OrderedDict()
+        self._pid = os.getpid()
+        self.dim = int(getattr(model.config, "hidden_size", 0)) or self._probe_dim()
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        name_or_path: Union[str, Path],
+        *,
+        pooling: str = "cls",
+        max_length: int = 25,
+        device: str = "auto",
+        precision: str = "auto",
+        cache_size: int = 50_000,
+    ) -> "Encoder":
+        """Load a Hugging Face model from a local folder or a hub id (the hub may download)."""
+        from transformers import AutoTokenizer
+
+        _check_pooling(pooling)
+        name = str(name_or_path)
+        if _looks_local(name):
+            path = ensure_path(name).expanduser()
+            if not path.is_dir():
+                raise MissingInputError(
+                    Errors.E001.format(what="Model folder", path=path, hint="give a Hugging Face model folder or hub id.")
+                )
+            if not any((path / f).exists() for f in _TOKENIZER_FILES):
+                raise MissingInputError(Errors.E100.format(path=path, files=", ".join(_TOKENIZER_FILES)))
+            if not (path / "config.json").exists():
+                raise MissingInputError(Errors.E101.format(name=path, reason="config.json is missing"))
+            name = str(path.resolve())
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            model = load_hf_model(name)
+        except (OSError, ValueError) as err:
+            raise MissingInputError(Errors.E101.format(name=name, reason=str(err).splitlines()[0])) from err
+        return cls(
+            model,
+            tokenizer,
+            pooling=pooling,
+            max_length=max_length,
+            device=device,
+            precision=precision,
+            cache_size=cache_size,
+            name=name,
+        )
+
+    @classmethod
+    def from_disk(
+        cls, path: PathLike, *, device: str = "auto", precision: str = "auto", cache_size: int = 50_000
+    ) -> "Encoder":
+        """Load a folder written by :meth:`to_disk` (settings from ``sapbert_encoder.json``)."""
+        path = ensure_path(path)
+        settings = read_settings(path)
+        check_recorded(path, settings)
+        enc = cls.load(
+            path,
+            pooling=settings["pooling"],
+            max_length=settings["max_length"],
+            device=device,
+            precision=precision,
+            cache_size=cache_size,
+        )
+        enc.name = settings.get("name", str(path))
+        return enc
+
+    def to_disk(self, path: PathLike) -> None:
+        """Write a normal HF folder (config, model.safetensors in fp32, tokenizer) + our settings."""
+        path = ensure_path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        _drop_stale_export(path, self.fingerprint, self.pooling)
+        state = {k: v.detach().float().cpu().contiguous() for k, v in self.model.state_dict().items()}
+        self.model.save_pretrained(path, state_dict=state, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        from .onnx_export import EXPORT_FILE, ONNX_FILE
+
+        write_settings(path, self.settings(), exclude=(ONNX_FILE, EXPORT_FILE))  # with checksums of the files
+
+    # ---- encoding -----------------------------------------------------------------------
+    def _token_rows(self, texts: List[str]) -> List[List[int]]:
+        self._pid = fork_guard(self._pid)
+        return self.tokenizer(
+            list(texts), truncation=True, max_length=self.max_length, padding=False, return_attention_mask=False
+        )["input_ids"]
+
+    def _inference(self) -> ContextManager[Any]:
+        import torch
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.inference_mode())
+        stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16, enabled=self._cpu_autocast))
+        return stack
+
+    def _encode_batch(self, rows: List[List[int]]) -> numpy.ndarray:
+        import torch
+
+        batch = self._pad(rows)
+        hidden = self.model(**batch).last_hidden_state
+        vec = pool(hidden, batch["attention_mask"], self.pooling).float()
+        return torch.nn.functional.normalize(vec, p=2.0, dim=-1).cpu().numpy()
+
+    def _pad(self, rows: List[List[int]]) -> Dict[str, "torch.Tensor"]:  # noqa: F821
+        ids, mask = pad_token_rows(rows, self.tokenizer.pad_token_id or 0, self.device)
+        return {"input_ids": ids, "attention_mask": mask}
+
+    def _probe_dim(self) -> int:
+        import torch
+
+        with torch.inference_mode():
+            batch = self.tokenizer(["a"], return_tensors="pt").to(self.device)
+            return int(self.model(**batch).last_hidden_state.shape[-1])
+
+    def __repr__(self) -> str:
+        return (
+            f"Encoder(name={self.name!r}, dim={self.dim}, pooling={self.pooling!r}, "
+            f"max_length={self.max_length}, device={str(self.device)!r}, fingerprint={self.fingerprint!r})"
+        )
+
+
+__all__ = ["Encoder", "CachedEncoder", "SETTINGS_FILE", "pool", "weights_fingerprint", "fork_guard", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]
