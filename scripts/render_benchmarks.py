@@ -28,14 +28,28 @@ END = "<!-- END GENERATED BENCHMARK TABLES -->"
 REQUIRED = ("benchmark", "command", "date", "git_commit", "machine", "tables")
 
 
+def format_number(value: float) -> str:
+    """A number as a reader wants it: thousands separators, and a precision that fits its size (four
+    significant digits below 1, so recalls of 0.9895 and 0.9905 stay apart; two decimals below 100; whole
+    numbers above). The results files keep full precision."""
+    if isinstance(value, int) or value.is_integer() and abs(value) < 1e15:
+        return format(int(value), ",")
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    size = abs(value)
+    if size < 1:
+        return format(value, ".4g")
+    return format(value, ",.2f" if size < 100 else ",.0f")
+
+
 def format_cell(value: Any) -> str:
-    """One table cell: thousands separators for numbers, ``–`` for missing, pipes escaped."""
+    """One table cell: numbers through :func:`format_number`, ``–`` for missing, pipes escaped."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (int, float)):
-        return format(value, ",")
+        return format_number(value)
     if isinstance(value, (list, dict)):
         value = json.dumps(value, ensure_ascii=False)
     return " ".join(str(value).split()).replace("|", "\\|")

@@ -348,3 +348,10 @@ def test_docs_site_builds_strict_offline(tmp_path):
             if not re.match(r"^[a-z]+:", ref) and not (page.parent / ref).exists():
                 missing.append(f"{page.relative_to(tmp_path)} -> {ref}")
     assert not missing, missing[:20]
+
+
+@pytest.mark.parametrize("value,shown", [(0.6867724867724868, "0.6868"), (0.9895, "0.9895"), (0.9905, "0.9905"),
+                                         (12.3456, "12.35"), (2356.4, "2,356"), (1234567, "1,234,567"),
+                                         (4.0, "4"), (0.0001234, "0.0001234"), (-0.25, "-0.25")])
+def test_rendered_numbers_have_a_precision_that_fits_their_size(value, shown):
+    assert render_benchmarks.format_cell(value) == shown
