@@ -5,8 +5,11 @@ Each benchmark writes ``benchmarks/results/<name>.json`` through ``benchmarks/re
 per benchmark), into Markdown between the two marker lines of the benchmarks page, with the command,
 date, commit and machine under each table. The page's other text is left as it is.
 
-    python scripts/render_benchmarks.py            # rewrite the generated part of docs/benchmarks.md
-    python scripts/render_benchmarks.py --check    # exit 1 when the committed page differs (CI, tests)
+The README's summary table ("this project vs scispaCy's linker") is rendered the same way, from the
+figures named in :data:`SUMMARY`, between its own two marker lines in ``README.md``.
+
+    python scripts/render_benchmarks.py            # rewrite the generated parts of docs/benchmarks.md and README.md
+    python scripts/render_benchmarks.py --check    # exit 1 when a committed page differs (CI, tests)
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from spacy_sapbert.errors import DataFormatError, Errors, SapbertError
 
@@ -26,6 +29,49 @@ PAGE = ROOT / "docs" / "benchmarks.md"
 BEGIN = "<!-- BEGIN GENERATED BENCHMARK TABLES: scripts/render_benchmarks.py writes this part; do not edit -->"
 END = "<!-- END GENERATED BENCHMARK TABLES -->"
 REQUIRED = ("benchmark", "command", "date", "git_commit", "machine", "tables")
+README = ROOT / "README.md"
+SUMMARY_BEGIN = ("<!-- BEGIN GENERATED SUMMARY: scripts/render_benchmarks.py writes this table from "
+                 "benchmarks/results; do not edit -->")
+SUMMARY_END = "<!-- END GENERATED SUMMARY -->"
+
+
+class Cell(NamedTuple):
+    """Some columns of the first row (of one results table) whose first cell starts with ``row``."""
+    row: str
+    columns: Tuple[str, ...]
+    scale: float = 1.0  # e.g. 100 for accuracies stored as fractions
+    digits: Optional[int] = None  # fixed decimals after scaling; None: format_number
+    unit: str = ""
+
+
+class Figure(NamedTuple):
+    """One line of the README's summary table. ``label`` may name columns of the ``ours`` row in braces."""
+    label: str
+    results: str
+    table: str
+    ours: Cell
+    baseline: Optional[Cell] = None
+    baseline_name: str = "scispaCy `EntityLinker`"
+
+
+_ACC = dict(columns=("strict acc@1", "strict acc@5"), scale=100, digits=1)
+_INDEX = ("files MB", "of which anon MB", "recall@1")
+_NCBI = "NCBI-disease test (gold spans) -> MEDIC"
+SUMMARY: Tuple[Figure, ...] = (
+    Figure("strict acc@1 / acc@5, NCBI-disease test (gold spans, abbreviations resolved)", "link_ncbi", _NCBI,
+           Cell("sapbert_linker, defaults", **_ACC), Cell("scispaCy EntityLinker", **_ACC)),
+    Figure("mentions per second through `nlp.pipe`", "link_ncbi", _NCBI,
+           Cell("sapbert_linker, defaults", ("mentions/s",)), Cell("scispaCy EntityLinker", ("mentions/s",))),
+    Figure("`spacy.load` of the saved pipeline, cold", "link_ncbi", _NCBI,
+           Cell("sapbert_linker, defaults", ("load s (cold)",), unit=" s"),
+           Cell("scispaCy EntityLinker", ("load s (cold)",), unit=" s")),
+    Figure("open a KB of {concepts} concepts ({names} names)", "kb_build", "KB build and load",
+           Cell("synthetic_", ("load ms",), unit=" ms"), Cell("synthetic_", ("scispaCy jsonl load s",), unit=" s"),
+           baseline_name="scispaCy jsonl KB"),
+    Figure("index of {names} names × {dim} dims: files MB / anonymous RSS MB after 10k queries / recall@1 vs exact",
+           "umls_scale", "index_at_scale", Cell("compact", _INDEX), Cell("hnswlib f32 (today)", _INDEX),
+           baseline_name="hnswlib float32"),
+)
 
 
 def format_number(value: float) -> str:
@@ -128,6 +174,47 @@ def render_results(doc: Mapping[str, Any]) -> List[str]:
     return out
 
 
+def _pick(doc: Mapping[str, Any], figure: Figure, cell: Cell) -> Optional[Dict[str, Any]]:
+    tab = doc["tables"].get(figure.table)
+    if tab is None:
+        return None
+    row = next((r for r in tab["rows"] if str(r[0]).startswith(cell.row)), None)
+    return None if row is None else dict(zip(tab["columns"], row))
+
+
+def _show(values: Mapping[str, Any], cell: Cell) -> str:
+    shown = []
+    for column in cell.columns:
+        value = values.get(column)
+        if not _is_number(value):
+            shown.append(format_cell(value))
+        elif cell.digits is not None:
+            shown.append(format(value * cell.scale, f",.{cell.digits}f"))
+        else:
+            shown.append(format_number(value * cell.scale))
+    return " / ".join(shown) + cell.unit
+
+
+def render_summary(results_dir: Path) -> str:
+    """The README's summary table (markers included): one line per :data:`SUMMARY` figure whose results file
+    and rows exist, each naming the command and date of the run it comes from."""
+    lines = [SUMMARY_BEGIN, "", "| figure | `sapbert_linker` | baseline | measured by |", "|---|---:|---:|---|"]
+    for figure in SUMMARY:
+        path = Path(results_dir) / f"{figure.results}.json"
+        if not path.is_file():
+            continue
+        doc = load_results(path)
+        ours = _pick(doc, figure, figure.ours)
+        if ours is None:
+            continue
+        theirs = _pick(doc, figure, figure.baseline) if figure.baseline else None
+        label = figure.label.format(**{k.replace(" ", "_"): format_cell(v) for k, v in ours.items()})
+        baseline = f"{_show(theirs, figure.baseline)} ({figure.baseline_name})" if theirs and figure.baseline else "–"
+        lines.append(f"| {label} | **{_show(ours, figure.ours)}** | {baseline} | "
+                     f"`{format_cell(str(doc['command']).split(' --note ')[0])}` ({str(doc['date'])[:10]}) |")
+    return "\n".join(lines + ["", SUMMARY_END])
+
+
 def render_all(results_dir: Path) -> str:
     """The generated part of the page, markers included."""
     files = sorted(Path(results_dir).glob("*.json"))
@@ -139,46 +226,61 @@ def render_all(results_dir: Path) -> str:
     return "\n".join(body + [END])
 
 
-def splice(page_text: str, generated: str, page: Path) -> str:
+def splice(page_text: str, generated: str, page: Path, begin: str = BEGIN, end: str = END) -> str:
     """``page_text`` with the part between the markers replaced by ``generated``."""
     lines = page_text.split("\n")
-    for marker in (BEGIN, END):
+    for marker in (begin, end):
         if marker not in lines:
-            raise DataFormatError(Errors.E651.format(path=page, marker=marker, begin=BEGIN, end=END))
-    start, stop = lines.index(BEGIN), lines.index(END)
+            raise DataFormatError(Errors.E651.format(path=page, marker=marker, begin=begin, end=end))
+    start, stop = lines.index(begin), lines.index(end)
     if stop < start:
-        raise DataFormatError(Errors.E651.format(path=page, marker=END + " (after the begin line)", begin=BEGIN, end=END))
+        raise DataFormatError(Errors.E651.format(path=page, marker=end + " (after the begin line)", begin=begin, end=end))
     return "\n".join(lines[:start] + generated.split("\n") + lines[stop + 1:])
+
+
+def _targets(args: argparse.Namespace) -> List[Tuple[Path, str, str, str]]:
+    """(page, generated text, begin marker, end marker) for each page this run fills in."""
+    targets = [(args.page, render_all(args.results), BEGIN, END)]
+    readme = args.readme if args.readme is not None else (README if args.page == PAGE else None)
+    if readme is not None:
+        targets.append((readme, render_summary(args.results), SUMMARY_BEGIN, SUMMARY_END))
+    return targets
 
 
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the page differs from what it renders")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a page differs from what it renders")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="folder of results files")
-    parser.add_argument("--page", type=Path, default=PAGE, help="the Markdown page to fill in")
+    parser.add_argument("--page", type=Path, default=PAGE, help="the benchmarks page to fill in")
+    parser.add_argument("--readme", type=Path, default=None,
+                        help="the README whose summary table to fill in (default: README.md with the default page)")
     args = parser.parse_args(list(argv))
+    updates = []
     try:
-        if not args.page.is_file():
-            raise DataFormatError(Errors.E651.format(path=args.page, marker=BEGIN, begin=BEGIN, end=END))
-        current = args.page.read_text(encoding="utf8")
-        wanted = splice(current, render_all(args.results), args.page)
+        for page, generated, begin, end in _targets(args):
+            if not page.is_file():
+                raise DataFormatError(Errors.E651.format(path=page, marker=begin, begin=begin, end=end))
+            current = page.read_text(encoding="utf8")
+            updates.append((page, current, splice(current, generated, page, begin, end)))
     except SapbertError as err:
         print(f"Error: {err}", file=sys.stderr)
         return 1
+    stale = [page for page, current, wanted in updates if current != wanted]
     if args.check:
-        if current != wanted:
-            print(f"{args.page} differs from what {args.results} renders: run python scripts/render_benchmarks.py "
+        for page in stale:
+            print(f"{page} differs from what {args.results} renders: run python scripts/render_benchmarks.py "
                   "and commit the page.", file=sys.stderr)
-            return 1
-        print(f"{args.page} is up to date with {args.results}.")
-        return 0
-    if current != wanted:
-        tmp = args.page.with_name(f".{args.page.name}.tmp")
-        tmp.write_text(wanted, encoding="utf8")
-        os.replace(tmp, args.page)
-        print(f"wrote {args.page}")
-    else:
-        print(f"{args.page} already up to date")
+        if not stale:
+            print(f"{', '.join(str(p) for p, _, _ in updates)} up to date with {args.results}.")
+        return 1 if stale else 0
+    for page, current, wanted in updates:
+        if current != wanted:
+            tmp = page.with_name(f".{page.name}.tmp")
+            tmp.write_text(wanted, encoding="utf8")
+            os.replace(tmp, page)
+            print(f"wrote {page}")
+        else:
+            print(f"{page} already up to date")
     return 0
 
 

@@ -355,3 +355,28 @@ def test_docs_site_builds_strict_offline(tmp_path):
                                          (4.0, "4"), (0.0001234, "0.0001234"), (-0.25, "-0.25")])
 def test_rendered_numbers_have_a_precision_that_fits_their_size(value, shown):
     assert render_benchmarks.format_cell(value) == shown
+
+
+def test_readme_summary_is_rendered_from_results_files(tmp_path, capsys):
+    results = tmp_path / "results"
+    shutil.copytree(render_benchmarks.RESULTS_DIR, results)
+    readme, page = tmp_path / "README.md", tmp_path / "benchmarks.md"
+    shutil.copy(render_benchmarks.README, readme)
+    shutil.copy(render_benchmarks.PAGE, page)
+    args = ["--page", str(page), "--readme", str(readme), "--results", str(results)]
+    assert render_benchmarks.main(args + ["--check"]) == 0, capsys.readouterr().err
+    summary = render_benchmarks.render_summary(results)
+    assert summary in readme.read_text(encoding="utf8")
+    # a changed figure makes the committed README stale, and a render brings it back in line
+    doc = json.loads((results / "kb_build.json").read_text(encoding="utf8"))
+    load_ms = doc["tables"]["KB build and load"]["columns"].index("load ms")
+    row = next(r for r in doc["tables"]["KB build and load"]["rows"] if r[0].startswith("synthetic_"))
+    row[load_ms] = 98.75
+    (results / "kb_build.json").write_text(json.dumps(doc), encoding="utf8")
+    assert render_benchmarks.main(args + ["--check"]) == 1
+    assert "README.md differs" in capsys.readouterr().err
+    assert render_benchmarks.main(args) == 0
+    assert "| **98.75 ms** |" in readme.read_text(encoding="utf8")
+    # a figure whose results file is missing is left out, not shown as a stale number
+    (results / "kb_build.json").unlink()
+    assert "open a KB of" not in render_benchmarks.render_summary(results)
