@@ -85,6 +85,41 @@ def test_onnx_export_of_xlmr_matches_torch(tiny_xlmr_path, tmp_path):
                                enc.encode(TEXTS, batch_size=3, use_cache=False), atol=1e-5)
 
 
+def test_released_layout_with_only_a_sentencepiece_model(tmp_path):
+    """The released XLM-R SapBERT folders hold ``sentencepiece.bpe.model`` (``<unk>``, ``<s>``, ``</s>`` first, shifted
+    by one id as fairseq does) and no ``tokenizer.json``: the encoder
+    loads them (transformers converts the model to a fast tokenizer) and saves ``tokenizer.json``, which ONNX
+    Runtime's tokenizer then reads: the same ids as the PyTorch encoder."""
+    import io
+
+    sentencepiece = pytest.importorskip("sentencepiece")
+    pytest.importorskip("onnxruntime")
+    from conftest import _xlmr_training_names
+    from transformers import XLMRobertaConfig, XLMRobertaModel, XLMRobertaTokenizer
+
+    from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder, export_onnx
+
+    folder = tmp_path / "released"
+    folder.mkdir()
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(_xlmr_training_names()), model_writer=model, vocab_size=300, model_type="unigram",
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, character_coverage=1.0, minloglevel=2, hard_vocab_limit=False)
+    (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
+    slow = XLMRobertaTokenizer(str(folder / "sentencepiece.bpe.model"))
+    slow.save_pretrained(folder)
+    XLMRobertaModel(XLMRobertaConfig(vocab_size=len(slow), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=66, type_vocab_size=1)).save_pretrained(folder)
+    assert not (folder / "tokenizer.json").exists()
+    enc = Encoder.load(folder, pooling="cls", device="cpu")
+    assert enc._token_rows(TEXTS) == slow(TEXTS, truncation=True, max_length=25)["input_ids"]
+    enc.to_disk(tmp_path / "saved")
+    assert (tmp_path / "saved" / "tokenizer.json").is_file()
+    export_onnx(enc, tmp_path / "saved")
+    runtime = OnnxEncoder.from_disk(tmp_path / "saved")
+    assert runtime._tokenize(TEXTS) == enc._token_rows(TEXTS) and runtime.pad_id == 1
+
+
 def _link(nlp, text, spans):
     doc = nlp.make_doc(text)
     doc.ents = [Span(doc, s, e, label="E") for s, e in spans]
