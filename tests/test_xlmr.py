@@ -68,6 +68,20 @@ def test_encoder_pools_s_and_pads_with_the_pad_id(tiny_xlmr_path, tmp_path, pool
     np.testing.assert_allclose(again.encode(TEXTS, use_cache=False), batch, atol=1e-6)
 
 
+def test_context_encoder_marks_mentions_with_xlmr_special_tokens(tiny_xlmr_path):
+    from spacy_sapbert.context.encoding import MARKERS, ContextEncoder
+
+    ctx = ContextEncoder.load(str(tiny_xlmr_path), max_length=16, device="cpu")
+    text = "El paciente tiene gripe y fiebre alta desde ayer por la tarde"
+    row = ctx.token_rows([(text, 18, 23)])[0]
+    tok = ctx.encoder.tokenizer
+    open_id, close_id = (tok.convert_tokens_to_ids(m) for m in MARKERS)
+    assert len(row) == 16 and (row[0], row[-1]) == (0, 2)  # <s> ... </s>, within max_length
+    inside = tok.decode(row[row.index(open_id) + 1 : row.index(close_id)]).strip()
+    assert inside == "gripe"
+    assert ctx.encode([(text, 18, 23), ("gripe", 0, 5)]).shape == (2, 32)
+
+
 def test_onnx_export_of_xlmr_matches_torch(tiny_xlmr_path, tmp_path):
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
