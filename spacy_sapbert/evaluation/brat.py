@@ -5,7 +5,8 @@ An ``.ann`` file holds, one per line and tab-separated:
 
 - entities ``T1<TAB>DISO 0 5<TAB>Fever`` (a discontinuous one ``T2<TAB>DISO 0 5;10 16<TAB>Fever acute``, its
   fragments joined by a space in the text column);
-- notes ``#1<TAB>AnnotatorNotes T1<TAB>C0015967``: the concept id(s) of entity ``T1``; several ids in one note
+- notes ``#1<TAB>AnnotatorNotes T1<TAB>C0015967``: the concept id(s) of entity ``T1`` (notes on relations or
+  events are skipped); several ids in one note
   (separated by spaces, ``,``, ``;``, ``|`` or ``+``) or several notes are alternatives (any counts, like a
   composite id elsewhere);
 - normalisations ``N1<TAB>Reference T1 UMLS:C0015967<TAB>Fever``: the id after the resource name (``C0015967``);
@@ -81,6 +82,8 @@ def read_ann(ann: Path, *, doc_id: str, types: Optional[Collection[str]] = None)
                                                          "'#1<TAB>AnnotatorNotes T1<TAB>ID' (a normalisation "
                                                          "'N1<TAB>Reference T1 DB:ID')"))
             target = fields[1]
+            if not target.startswith("T"):
+                continue  # a note on a relation or an event
             found = _note_ids(cols[2]) if kind == "#" else [fields[2].split(":", 1)[-1]]
             ids.setdefault(target, []).extend(found)
             note_lines.setdefault(target, n)
