@@ -72,7 +72,8 @@ def read_ann(ann: Path, *, doc_id: str, types: Optional[Collection[str]] = None)
         kind = cols[0][:1]
         if kind == "T":
             if len(cols) < 3:
-                raise DataFormatError(Errors.E720.format(path=ann, line=n, what=f"an entity line needs 3 tab-separated columns, found {len(cols)}"))
+                raise DataFormatError(Errors.E720.format(
+                    path=ann, line=n, what=f"an entity line needs 3 tab-separated columns, found {len(cols)}"))
             spans = _fragments(ann, n, cols[1])
             entities[cols[0]] = (n, cols[1].split(" ", 1)[0], spans, _check_fragments(ann, n, text, txt, spans, cols[2]))
         elif kind in ("#", "N"):
