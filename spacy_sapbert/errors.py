@@ -360,6 +360,20 @@ class Errors(metaclass=_CodedMessages):
             "PubTator / JSONL file.")
     E614 = ("Cannot tune the context weights: {what}. Give a dev set whose mentions have ids in the KB and "
             "prototypes built for the same KB.")
+    # ---- E720–E734: multilingual encoders and evaluation readers (brat, XL-BEL, CodiEsp) ----
+    E720 = ("{path}: line {line}: {what}. A brat annotation file holds entity lines 'T1<TAB>TYPE START END<TAB>text' "
+            "(discontinuous: 'START END;START END') and note lines '#1<TAB>AnnotatorNotes T1<TAB>ID'; fix the line.")
+    E721 = ("{path}: line {line}: the text at {start}-{end} is '{found}', not the annotated '{mention}'. Check that "
+            "{text} is the text the annotations were made on (same encoding and line endings) and fix the offsets.")
+    E722 = ("{path}: the header lacks the column(s) {missing} that a {fmt} file needs (found: {found}). Name them "
+            "in the header (any order; {aliases}) or remove the header to read the columns by position.")
+    E723 = ("{path}: line {line}: {what}. {fix}")
+    E724 = ("{path}: the text file '{text}' the annotations refer to is missing. A brat folder keeps each "
+            "NAME.ann beside its NAME.txt; copy the .txt files next to the .ann files.")
+    E725 = ("Unknown language code {value!r}. Give an ISO 639 code such as 'es', 'fr', 'de', 'nl', 'en' (or the "
+            "three-letter 'spa', 'fre'), optionally with a region ('pt-br').")
+    E726 = ("{path}: no {what} found. Give a .ann file or a folder holding .ann files (searched recursively), "
+            "each with its .txt beside it.")
 
 
 __all__ = [

@@ -45,6 +45,68 @@ def build_tiny_bert(path: Path, seed: int = 0, hidden_size: int = 32) -> Path:
     return path
 
 
+# Names the tiny XLM-R tokenizer is trained on: the KB fixtures' names, the linker tests' names and
+# clinical terms in several languages (accents included), so that pieces are words or word parts.
+_XLMR_NAMES = """heart attack|myocardial infarction|mi|mitral insufficiency|mitral regurgitation|influenza|flu|grippe
+aspirin|acetylsalicylic acid|ibuprofen|fever|pyrexia|common cold|coryza|abnormality of the heart|cardiac abnormality
+heart defect|cardiac anomalies|congenital heart disease|seizure|epileptic fit|tall stature|increased body height
+diabetes mellitus|diabetes|hypertension|asthma|pneumonia|headache|migraine|cancer|breast cancer|lung cancer
+infarto de miocardio|ataque al corazón|gripe|fiebre|dolor de cabeza|cáncer de mama|diabetes sacarina|hipertensión
+neumonía|asma|insuficiencia mitral|convulsión|estatura alta|anomalía cardíaca|resfriado común|ácido acetilsalicílico
+infarctus du myocarde|crise cardiaque|grippe saisonnière|fièvre|céphalée|mal de tête|cancer du sein|diabète sucré
+hypertension artérielle|pneumonie|insuffisance mitrale|crise d'épilepsie|grande taille|anomalie cardiaque|rhume
+herzinfarkt|myokardinfarkt|grippe|fieber|kopfschmerzen|brustkrebs|zuckerkrankheit|bluthochdruck|lungenentzündung
+mitralinsuffizienz|krampfanfall|großwuchs|herzfehler|erkältung|acetylsalicylsäure|übelkeit|schädel-hirn-trauma
+hartinfarct|griep|koorts|hoofdpijn|borstkanker|suikerziekte|hoge bloeddruk|longontsteking|verkoudheid|misselijkheid
+infarto do miocárdio|febre|dor de cabeça|câncer de mama|pressão alta|pneumonia grave|náusea|convulsão|resfriado"""
+
+
+def _xlmr_training_names() -> list:
+    names = [n for line in _XLMR_NAMES.splitlines() for n in line.split("|")]
+    # each name also capitalised and in short combinations: a few hundred lines in all
+    names += [n.capitalize() for n in names] + [f"{a} {b}" for a, b in zip(names, reversed(names))]
+    return names + [string.ascii_letters + string.digits + string.punctuation + "áàâäãçéèêëíìîïñóòôöõúùûüßœæ"]
+
+
+def build_tiny_xlmr(path: Path, seed: int = 0, hidden_size: int = 32) -> Path:
+    """A random 2-layer XLM-R with a small SentencePiece-style Unigram tokenizer trained here, saved as a HF
+    folder (``tokenizer.json`` of an ``XLMRobertaTokenizerFast``: ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2,
+    ``<unk>`` 3, ``<mask>`` last, as in the released XLM-R)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import XLMRobertaConfig, XLMRobertaModel, XLMRobertaTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    backend = Tokenizer(models.Unigram())
+    backend.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(" {2,}", " ")])
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    backend.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                      unk_token="<unk>", show_progress=False)
+    backend.train_from_iterator(_xlmr_training_names(), trainer=trainer)
+    backend.add_special_tokens(["<mask>"])
+    backend.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", backend.token_to_id("<s>")), ("</s>", backend.token_to_id("</s>"))])
+    tokenizer = XLMRobertaTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                        cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
+    config = XLMRobertaConfig(
+        vocab_size=backend.get_vocab_size(), hidden_size=hidden_size, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2,
+    )
+    torch.manual_seed(seed)
+    XLMRobertaModel(config).save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_xlmr_path(tmp_path_factory) -> Path:
+    """Path of a tiny random XLM-R folder (SentencePiece-style tokenizer, no download). Read-only."""
+    return build_tiny_xlmr(tmp_path_factory.mktemp("tiny_xlmr") / "model", seed=0)
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_path(tmp_path_factory) -> Path:
     """Path of a tiny random BERT folder (config, model.safetensors, tokenizer). Read-only: copy it

@@ -181,7 +181,7 @@ def test_read_dataset_detects_format(eval_dir, tmp_path):
     with pytest.raises(ConfigError, match="SB-E002.*could not detect"):
         read_dataset(odd)
     with pytest.raises(ConfigError, match="SB-E002.*dataset format"):
-        read_dataset(eval_dir / "test.pubtator", format="brat")
+        read_dataset(eval_dir / "test.pubtator", format="bioc")
 
 
 def test_document_is_plain_record():

@@ -161,7 +161,7 @@ def test_config_errors(fixtures_dir, tmp_path):
          "levenshtein_threshold"),
         ('[evaluate]\nmodes = ["online"]\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
          "SB-E002"),
-        ('[evaluate]\n[evaluate.dataset]\npath = "x"\nformat = "brat"\n[evaluate.kb]\npath = "y"\n', "SB-E002"),
+        ('[evaluate]\n[evaluate.dataset]\npath = "x"\nformat = "bioc"\n[evaluate.kb]\npath = "y"\n', "SB-E002"),
         ('[evaluate]\ndataset = 3\n', "must be a block"),
         ('[evaluate]\n[evaluate.input]\nbackoff = true\n[evaluate.dataset]\npath = "x"\n[evaluate.kb]\npath = "y"\n',
          "backoff needs training files"),

@@ -37,12 +37,14 @@ def _run(args, **kwargs):
 
 
 @pytest.mark.slow
-def test_spacy_package_wheel_installs_and_loads(tiny_bert_path, tmp_path):
+@pytest.mark.parametrize("model_fixture", ["tiny_bert_path", "tiny_xlmr_path"])  # WordPiece and SentencePiece
+def test_spacy_package_wheel_installs_and_loads(model_fixture, request, tmp_path):
+    model_path = request.getfixturevalue(model_fixture)
     kb_dir = tmp_path / "kb"
     KnowledgeBase.from_concepts([Concept("D003", "Influenza", ("flu", "grippe")),
                                  Concept("C004", "Aspirin", ("acetylsalicylic acid",))]).to_disk(kb_dir)
     nlp = spacy.blank("en")
-    linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean",
+    linker = nlp.add_pipe("sapbert_linker", config={"model": str(model_path), "device": "cpu", "pooling": "mean",
                                                     "threshold": -1.0})
     linker.initialize(kb_path=str(kb_dir), show_progress=False)
     nlp.meta.update({"name": "pkgtest", "version": "0.0.1"})

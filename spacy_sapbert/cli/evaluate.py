@@ -27,13 +27,14 @@ def _parse_set(values: List[str]) -> Dict[str, Any]:
 
 @app.command("evaluate")
 def evaluate_command(
-    config_or_data: Path = typer.Argument(..., help="An evaluation config (.cfg, see configs/evaluate.cfg) or a dataset file/folder (PubTator, BioSyn folder, .tsv, .jsonl)."),
+    config_or_data: Path = typer.Argument(..., help="An evaluation config (.cfg, see configs/evaluate.cfg) or a dataset file/folder (PubTator, BioSyn folder, .tsv, .jsonl, brat folder or .ann, XL-BEL .txt, CodiEsp-X .tsv)."),
     output: Path = typer.Option(..., "--output", "-o", help="Report folder: metrics.json, report.md, errors.tsv/.md, acc_at_k.png, config.cfg."),
     kb: Optional[Path] = typer.Option(None, "--kb", help="KB folder (from `spacy-sapbert build-kb`)."),
     kb_source: List[str] = typer.Option([], "--kb-source", help="Build the KB on the fly from PATH:FORMAT (repeatable; formats: medic, obo, tsv, jsonl, umls)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model under test: a model folder or a saved spaCy pipeline."),
     base_model: Optional[str] = typer.Option(None, "--base-model", help="Base encoder before self-alignment (model folder)."),
-    data_format: str = typer.Option("auto", "--format", help="Dataset format: auto, pubtator, biosyn, tsv, jsonl."),
+    data_format: str = typer.Option("auto", "--format", help="Dataset format: auto, pubtator, biosyn, tsv, jsonl, brat (Mantra GSC, CANTEMIST), xlbel, codiesp (CodiEsp-X)."),
+    language: Optional[str] = typer.Option(None, "--language", help="The mentions' language (ISO 639 code, e.g. es), reported with the results."),
     types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable), e.g. Disease."),
     train: List[Path] = typer.Option([], "--train", help="Training-set file (repeatable): filtered subsets and back-off."),
     backoff: bool = typer.Option(False, "--backoff", help="Add training mentions to the KB as aliases."),
@@ -77,7 +78,7 @@ def evaluate_command(
             "evaluate": {
                 "ks": k_values, "exclude_composite": exclude_composite,
                 "modes": mode or ["mention_only"], "cache_dir": str(cache_dir) if cache_dir else None,
-                "dataset": {"path": str(config_or_data), "format": data_format, "types": types or None,
+                "dataset": {"path": str(config_or_data), "format": data_format, "types": types or None, "language": language,
                             "train": [str(t) for t in train]},
                 "kb": {"path": str(kb) if kb else None, "sources": sources},
                 "input": {"lowercase": not keep_case, "fold_punctuation": fold_punctuation,

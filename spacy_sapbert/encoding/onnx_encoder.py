@@ -131,6 +131,7 @@ class OnnxEncoder(CachedEncoder):
         self.cache_size = max(0, int(cache_size))
         self._cache: "OrderedDict[str, numpy.ndarray]" = OrderedDict()
         self._tokenize = _load_tokenizer(folder, self.max_length)
+        self.pad_id = _pad_token_id(folder)
         self._pid = os.getpid()
         self._session = self._make_session(self.threads)
 
@@ -174,7 +175,7 @@ class OnnxEncoder(CachedEncoder):
 
     def _encode_batch(self, rows: List[List[int]]) -> numpy.ndarray:
         width = max(len(r) for r in rows)
-        ids = numpy.zeros((len(rows), width), dtype=numpy.int64)
+        ids = numpy.full((len(rows), width), self.pad_id, dtype=numpy.int64)
         mask = numpy.zeros((len(rows), width), dtype=numpy.int64)
         for j, row in enumerate(rows):
             ids[j, : len(row)] = row
@@ -202,6 +203,28 @@ def _load_tokenizer(folder: Path, max_length: int) -> Any:
     slow = AutoTokenizer.from_pretrained(str(folder))
     return lambda texts: slow(texts, truncation=True, max_length=max_length, padding=False,
                               return_attention_mask=False)["input_ids"]
+
+
+def _pad_token_id(folder: Path) -> int:
+    """The id that pads a batch, as the PyTorch encoder pads it (``tokenizer.pad_token_id``): ``[PAD]`` = 0 for
+    BERT, ``<pad>`` = 1 for XLM-R, whose position ids skip it. Read from ``tokenizer_config.json`` and
+    ``tokenizer.json`` without transformers; 0 when the folder does not say."""
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf8"))
+        pad = config.get("pad_token")
+        pad = pad.get("content") if isinstance(pad, dict) else pad
+        vocab_entries = config.get("added_tokens_decoder") or {}
+        for key, entry in vocab_entries.items():
+            if isinstance(entry, dict) and entry.get("content") == pad:
+                return int(key)
+    except (OSError, ValueError, AttributeError):
+        return 0
+    if pad and (folder / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        found = Tokenizer.from_file(str(folder / "tokenizer.json")).token_to_id(str(pad))
+        return int(found) if found is not None else 0
+    return 0
 
 
 def check_runtime(runtime: str) -> str:

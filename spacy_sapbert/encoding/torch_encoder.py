@@ -32,7 +32,8 @@ POOLINGS = ("cls", "mean")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 DEFAULT_MODEL = "cambridgeltl/SapBERT-from-PubMedBERT-fulltext"
 # Any one of these in a folder means a tokenizer can be loaded from it.
-_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "spiece.model", "vocab.json")
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "spiece.model", "sentencepiece.bpe.model",
+                    "vocab.json")
 
 
 def pool(last_hidden_state: "torch.Tensor", attention_mask: "torch.Tensor", pooling: str) -> "torch.Tensor":  # noqa: F821

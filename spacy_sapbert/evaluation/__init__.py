@@ -3,6 +3,8 @@
 ``evaluate_config("configs/evaluate.cfg", "out/")`` runs a whole evaluation; ``spacy-sapbert
 evaluate`` is the same from the command line.
 """
+from .brat import read_brat
+from .clinical import read_codiesp, read_xlbel
 from .datasets import Document, Mention, read_biosyn, read_dataset, read_mentions_jsonl, read_mentions_tsv, read_pubtator
 from .metrics import Gold, Ranking, resolve_gold, score, subset_masks
 from .preprocess import InputOptions
@@ -15,6 +17,9 @@ __all__ = [
     "read_biosyn",
     "read_mentions_tsv",
     "read_mentions_jsonl",
+    "read_brat",
+    "read_xlbel",
+    "read_codiesp",
     "read_dataset",
     "Gold",
     "Ranking",

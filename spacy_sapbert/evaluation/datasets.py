@@ -1,4 +1,6 @@
-"""Benchmark readers: PubTator, BioSyn concept files, and generic TSV / JSONL mention lists.
+"""Benchmark readers: PubTator, BioSyn concept files, and generic TSV / JSONL mention lists; the format registry
+(:func:`read_dataset`), which also reads brat standoff (:mod:`~spacy_sapbert.evaluation.brat`: Mantra GSC,
+CANTEMIST), XL-BEL and CodiEsp-X (:mod:`~spacy_sapbert.evaluation.clinical`).
 
 Every reader returns ``List[Document]``; a :class:`Document` keeps its text (title + " " + abstract
 for PubTator, the ``context`` column for TSV/JSONL, ``<pmid>.txt`` beside a BioSyn ``.concept``
@@ -16,98 +18,28 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataFormatError, Errors, MissingInputError, ConfigError
-from ..util import PathLike, ensure_path, get_logger
+from ..util import PathLike, get_logger
+from .brat import read_brat
+from .clinical import CODIESP_COLUMNS, read_codiesp, read_xlbel
+from .records import (Document, Mention, read_lines, read_text, require_file, span_text, split_ids, type_ok,
+                      with_language)
 
 logger = get_logger("evaluation.datasets")
 
-_ID_SPLIT = re.compile(r"[|+]")
-NO_ID = "-1"
-FORMATS = ("auto", "pubtator", "biosyn", "tsv", "jsonl")
-
-
-@dataclass(frozen=True)
-class Mention:
-    """One gold mention. ``ids`` holds the gold ids with composite parts split (``()`` for -1);
-    ``start``/``end`` are character offsets into the owning :class:`Document`'s text."""
-
-    text: str
-    ids: Tuple[str, ...]
-    start: Optional[int] = None
-    end: Optional[int] = None
-    type: Optional[str] = None
-    doc_id: Optional[str] = None
-    composite: bool = False
-
-
-@dataclass
-class Document:
-    """A document with its gold mentions; ``text`` is ``""`` when the source has no text."""
-
-    doc_id: str
-    text: str
-    mentions: List[Mention] = field(default_factory=list)
-
-
-def split_ids(raw: str) -> Tuple[Tuple[str, ...], bool]:
-    """``"A|B"`` / ``"A+B"`` → ``(("A", "B"), True)``; ``"-1"`` or ``""`` → ``((), False)``.
-
-    Parts are stripped, ``-1`` parts dropped, duplicates removed (order kept).
-    """
-    parts: List[str] = []
-    for part in _ID_SPLIT.split(raw.strip()):
-        part = part.strip()
-        if part and part != NO_ID and part not in parts:
-            parts.append(part)
-    return tuple(parts), len(parts) > 1
-
-
-def _lines(path: Path) -> Iterator[Tuple[int, str]]:
-    """``(line number, line)``; bad UTF-8 is E004 naming the line (the KB readers' line reader)."""
-    from ..kb.readers._io import iter_lines
-
-    return iter_lines(path)
-
-
-def _read_text(path: Path) -> str:
-    """A whole text file; bad UTF-8 is E004 naming the line."""
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf8")
-    except UnicodeDecodeError as err:
-        raise DataFormatError(Errors.E004.format(path=path, line=raw[: err.start].count(b"\n") + 1)) from None
-
-
-def _require_file(path: PathLike, what: str) -> Path:
-    path = ensure_path(path)
-    if not path.exists():
-        raise MissingInputError(
-            Errors.E001.format(what=what, path=path, hint="see the README for where benchmark files live.")
-        )
-    return path
-
-
-_WS = re.compile(r"\s+")
+FORMATS = ("auto", "pubtator", "biosyn", "tsv", "jsonl", "brat", "xlbel", "codiesp")
 
 
 def _check_offsets(path: Path, line: int, text: str, start: int, end: int, mention: str) -> str:
-    """The text at ``start:end``; differences in whitespace only (NCBI's train set has a few
-    mentions with trailing blanks) are tolerated, anything else is an error."""
-    found = text[start:end] if 0 <= start <= end <= len(text) else None
-    if found is None or (found != mention and _WS.sub(" ", found).strip() != _WS.sub(" ", mention).strip()):
-        raise DataFormatError(
-            Errors.E300.format(path=path, line=line, start=start, end=end, mention=mention,
-                               found="<out of range>" if found is None else found)
-        )
+    """The text at ``start:end``; differences in whitespace only are tolerated, anything else is E300."""
+    found = span_text(text, start, end, mention)
+    if found is None:
+        shown = text[start:end] if 0 <= start <= end <= len(text) else "<out of range>"
+        raise DataFormatError(Errors.E300.format(path=path, line=line, start=start, end=end, mention=mention, found=shown))
     return found
-
-
-def _type_ok(mtype: Optional[str], types: Optional[Collection[str]]) -> bool:
-    return types is None or (mtype is not None and mtype in types)
 
 
 def read_pubtator(path: PathLike, *, types: Optional[Collection[str]] = None) -> List[Document]:
@@ -118,12 +50,12 @@ def read_pubtator(path: PathLike, *, types: Optional[Collection[str]] = None) ->
     mentions; relation lines (``pmid<TAB>CID<TAB>...``) are skipped; blank lines end a document.
     ``types`` keeps only mentions of those types (e.g. ``{"Disease"}`` for BC5CDR).
     """
-    path = _require_file(path, "PubTator file")
+    path = require_file(path, "PubTator file")
     docs: List[Document] = []
     by_id: Dict[str, Document] = {}
     title: Dict[str, str] = {}
     current: Optional[Document] = None
-    for n, line in _lines(path):
+    for n, line in read_lines(path):
         if not line.strip():
             current = None
             continue
@@ -158,7 +90,7 @@ def read_pubtator(path: PathLike, *, types: Optional[Collection[str]] = None) ->
         except ValueError:
             raise DataFormatError(Errors.E301.format(path=path, line=n, what="start and end must be integers")) from None
         found = _check_offsets(path, n, doc.text, start, end, cols[3])
-        if not _type_ok(cols[4], types):
+        if not type_ok(cols[4], types):
             continue
         ids, composite = split_ids(cols[5])
         doc.mentions.append(
@@ -173,15 +105,15 @@ def read_biosyn(path: PathLike, *, types: Optional[Collection[str]] = None) -> L
     """Read BioSyn's processed data: a folder of ``*.concept`` files (or one file), each line
     ``pmid||start|end||type||mention||ids``. A ``<stem>.txt`` beside a concept file, when present,
     is the document text and the offsets are checked against it."""
-    path = _require_file(path, "BioSyn concept file or folder")
+    path = require_file(path, "BioSyn concept file or folder")
     files = sorted(path.glob("*.concept")) if path.is_dir() else [path]
     if not files:
         raise MissingInputError(Errors.E001.format(what="*.concept files", path=path, hint="a BioSyn folder holds <pmid>.concept files."))
     docs: Dict[str, Document] = {}
     for file in files:
         txt = file.with_suffix(".txt")
-        text = _read_text(txt) if txt.exists() else ""
-        for n, line in _lines(file):
+        text = read_text(txt) if txt.exists() else ""
+        for n, line in read_lines(file):
             if not line.strip():
                 continue
             cols = line.split("||")
@@ -195,7 +127,7 @@ def read_biosyn(path: PathLike, *, types: Optional[Collection[str]] = None) -> L
             if text:
                 mention = _check_offsets(file, n, text, start, end, mention)
             doc = docs.setdefault(pmid, Document(doc_id=pmid, text=text))
-            if not _type_ok(mtype, types):
+            if not type_ok(mtype, types):
                 continue
             ids, composite = split_ids(raw_ids)
             doc.mentions.append(
@@ -234,7 +166,7 @@ def _row_to_mention(path: Path, n: int, row: Dict[str, object], docs: Dict[Tuple
     mtype = row.get("type")
     mtype = str(mtype) if mtype not in (None, "") else None
     doc = docs.setdefault((doc_id, context), Document(doc_id=doc_id, text=context))
-    if _type_ok(mtype, types):
+    if type_ok(mtype, types):
         doc.mentions.append(Mention(text=mention, ids=ids, start=s, end=e, type=mtype, doc_id=doc_id, composite=composite))
 
 
@@ -245,7 +177,7 @@ def read_mentions_tsv(path: PathLike, *, types: Optional[Collection[str]] = None
     ``mention, ids, context, doc_id, start, end, type``); otherwise columns are positional.
     Rows sharing ``doc_id`` and ``context`` form one :class:`Document`.
     """
-    path = _require_file(path, "mentions TSV")
+    path = require_file(path, "mentions TSV")
     docs: Dict[Tuple[str, str], Document] = {}
     header: Tuple[str, ...] = _COLUMNS
     with path.open("r", encoding="utf8", newline="") as fh:
@@ -272,9 +204,9 @@ def read_mentions_tsv(path: PathLike, *, types: Optional[Collection[str]] = None
 def read_mentions_jsonl(path: PathLike, *, types: Optional[Collection[str]] = None) -> List[Document]:
     """Read JSON lines ``{"mention": ..., "ids": "A|B" or [...], "context"?, "doc_id"?, "start"?,
     "end"?, "type"?}``."""
-    path = _require_file(path, "mentions JSONL")
+    path = require_file(path, "mentions JSONL")
     docs: Dict[Tuple[str, str], Document] = {}
-    for n, line in _lines(path):
+    for n, line in read_lines(path):
         if not line.strip():
             continue
         try:
@@ -292,36 +224,55 @@ _READERS = {
     "biosyn": read_biosyn,
     "tsv": read_mentions_tsv,
     "jsonl": read_mentions_jsonl,
+    "brat": read_brat,
+    "xlbel": read_xlbel,
+    "codiesp": read_codiesp,
 }
+_CODIESP_POSITION = re.compile(r"^\d+ \d+(;\d+ \d+)*$")
+_XLBEL_LINE = re.compile(r"^[^|\t]+(\|[^|\t]+)*\|\|[^|]")
+
+
+def _first_line(path: Path) -> str:
+    with path.open("r", encoding="utf8", errors="replace") as fh:
+        for line in fh:  # the first non-blank line (NCBI's train set starts with a blank one)
+            if line.strip():
+                return line
+    return ""
 
 
 def detect_format(path: PathLike) -> str:
-    """Guess the format from the path: a folder or ``.concept`` → biosyn, ``.jsonl`` → jsonl,
-    ``.tsv`` → tsv, otherwise the first line decides (``pmid|t|`` → pubtator)."""
-    path = _require_file(path, "dataset")
+    """Guess the format from the path: ``.ann`` or a folder holding ``.ann`` files → brat, another folder or
+    ``.concept`` → biosyn, ``.jsonl`` → jsonl, ``.tsv`` → codiesp when its header names ``articleID`` or its 5th column is a position
+    ``START END``, else tsv;
+    otherwise the first line decides (``pmid|t|`` → pubtator, ``CUI||mention`` → xlbel)."""
+    path = require_file(path, "dataset")
+    if path.suffix == ".ann" or (path.is_dir() and next(path.rglob("*.ann"), None) is not None):
+        return "brat"
     if path.is_dir() or path.suffix == ".concept":
         return "biosyn"
     if path.suffix in (".jsonl", ".json"):
         return "jsonl"
+    first = _first_line(path)
     if path.suffix == ".tsv":
-        return "tsv"
-    first = ""
-    with path.open("r", encoding="utf8", errors="replace") as fh:
-        for line in fh:  # the first non-blank line (NCBI's train set starts with a blank one)
-            if line.strip():
-                first = line
-                break
+        cells = [c.strip() for c in first.rstrip("\r\n").split("\t")]
+        named = {c.lower() for c in cells} & {"articleid", "article_id"}
+        return "codiesp" if named or (len(cells) == 5 and _CODIESP_POSITION.match(cells[4])) else "tsv"
     if re.match(r"^[^|\t]+\|[ta]\|", first):
         return "pubtator"
+    if _XLBEL_LINE.match(first):
+        return "xlbel"
     raise ConfigError(Errors.E002.format(what=f"dataset format of '{path}'", value="(could not detect)", choices=", ".join(FORMATS)))
 
 
-def read_dataset(path: PathLike, *, format: str = "auto", types: Optional[Collection[str]] = None) -> List[Document]:
-    """Read any supported benchmark file; ``format`` is one of ``auto, pubtator, biosyn, tsv, jsonl``."""
+def read_dataset(path: PathLike, *, format: str = "auto", types: Optional[Collection[str]] = None,
+                 language: Optional[str] = None) -> List[Document]:
+    """Read any supported benchmark file; ``format`` is one of :data:`FORMATS` (``auto`` guesses, see
+    :func:`detect_format`). ``language`` (an ISO 639 code such as ``es``) is set on every mention read: the
+    evaluation reports it; a bad code is E725."""
     if format not in FORMATS:
         raise ConfigError(Errors.E002.format(what="dataset format", value=format, choices=", ".join(FORMATS)))
     fmt = detect_format(path) if format == "auto" else format
-    docs = _READERS[fmt](path, types=types)
+    docs = with_language(_READERS[fmt](path, types=types), language)
     logger.info("read %d documents, %d mentions from %s (%s)", len(docs), sum(len(d.mentions) for d in docs), path, fmt)
     return docs
 
@@ -360,6 +311,9 @@ __all__ = ["select_mentions",
     "read_mentions_tsv",
     "read_mentions_jsonl",
     "read_dataset",
+    "read_brat",
+    "read_xlbel",
+    "read_codiesp",
     "detect_format",
     "iter_mentions",
     "FORMATS",

@@ -23,8 +23,11 @@ def _pct(value: Optional[float]) -> str:
 def setting_lines(result: Dict) -> List[str]:
     s = result["setting"]
     c = result["counts"]
+    language = [f"- mention language: {s['language']} (as given to the reader; the dictionary's languages are the "
+                "KB's)"] if s.get("language") else []
     return [
         f"- dataset: `{s['dataset']}` ({s['format']}; types: {s['types'] or 'all'})",
+        *language,
         f"- dictionary: {s['kb']} — {s['dictionary_names']:,} names after preprocessing, {s['kb_concepts']:,} concepts",
         f"- input: {s['input']}",
         f"- composite mentions: {s['composite']}",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, EmptyResultError, Errors, MissingInputError, Warnings
@@ -151,8 +152,8 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
     ks = check_ks(settings["ks"])
     options = InputOptions(**settings["input"])
     ds = settings["dataset"]
-    docs, counts = select_mentions(read_dataset(ds["path"], format=ds["format"], types=ds["types"]),
-                                   settings["exclude_composite"])
+    docs, counts = select_mentions(read_dataset(ds["path"], format=ds["format"], types=ds["types"],
+                                                language=ds.get("language")), settings["exclude_composite"])
     if counts["no_gold_id"]:
         warnings.warn(Warnings.W301.format(n=counts["no_gold_id"]))
     mentions = [m for d in docs for m in d.mentions]
@@ -170,6 +171,7 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
         warnings.warn(Warnings.W300.format(n=len(missing), total=len(golds), examples=", ".join(sorted({r for g in missing[:3] for r in g.raw}))))
     counts["partly_not_in_kb"] = sum(1 for g in golds if g.in_kb and g.missing)
     counts["evaluated"] = len(mentions)
+    counts["languages"] = dict(sorted(Counter(m.language for m in mentions if m.language).items()))
     queries = [q for q, _ in mention_queries(docs, options)]
     name_prep = make_preprocessor(lowercase=True, fold_punctuation=options.fold_punctuation)
     dictionary = Dictionary.from_kb(kb, name_prep if options.fold_punctuation else None)
@@ -180,6 +182,7 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
     result: Dict[str, Any] = {
         "setting": {
             "name": settings["name"], "dataset": str(ds["path"]), "format": ds["format"], "types": ds["types"],
+            "language": ds.get("language"),
             "train": [str(p) for p in ds["train"]], "kb": kb_label, "kb_concepts": len(kb), "kb_names": len(kb.names),
             "kb_checksum": kb.checksum, "dictionary_names": len(dictionary), "input": options.describe(),
             "input_options": options.to_dict(), "exclude_composite": settings["exclude_composite"],

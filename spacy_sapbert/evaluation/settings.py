@@ -12,6 +12,7 @@ from typing import Any, Dict, Mapping, Optional
 from ..errors import ConfigError, Errors, MissingInputError
 from ..util import PathLike, ensure_path
 from .datasets import FORMATS
+from .records import check_language
 
 MODES = ("mention_only", "end_to_end")
 
@@ -34,6 +35,8 @@ format = "auto"
 types = null
 train = []
 train_format = "auto"
+# the mentions' language (ISO 639 code, e.g. "es"), reported with the results; null = not stated
+language = null
 
 [evaluate.kb]
 path = null
@@ -143,6 +146,7 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
     if ds["format"] not in FORMATS or ds["train_format"] not in FORMATS:
         raise ConfigError(Errors.E002.format(what="dataset format", value=f"{ds['format']}/{ds['train_format']}",
                                              choices=", ".join(FORMATS)))
+    ds["language"] = check_language(ds.get("language"))
     if isinstance(ds.get("types"), str):
         ds["types"] = [ds["types"]]
     train = ds.get("train") or []
