@@ -7,7 +7,7 @@ Configs are versioned (``[meta] version``; a file without it is version 1). Vers
 ``training.max_minutes`` caps the run's wall time (version 1: training time only; a version-1 file
 that sets it loads with warning W761), ``model.pooling = "auto"`` (the base model folder's pooling,
 else cls), schedules in epochs (``eval_every = "1 epoch"``), the dev-evaluation settings
-(``dev_candidates``, ``dev_sample_names``, ``dev_shortlist_k``) and ``select_unseen_weight``.
+(``dev_candidates``, ``dev_sample_names``, ``dev_gold_names``, ``dev_shortlist_k``) and ``select_unseen_weight``.
 """
 from __future__ import annotations
 
@@ -76,8 +76,9 @@ class TrainingSettings:
     keep_best: bool = False  # the output model is the best on the dev set (fine-tuning)
     select_unseen_weight: float = 0.0  # best model by (1 - w) * overall + w * unseen dev acc@1 (0: overall)
     dev_candidates: str = "shortlist"  # shortlist: a fixed candidate set per run (seconds); all: every KB name
-    dev_sample_names: int = 1000  # shortlist: seeded sample of KB names (distractors), plus the gold names
-    dev_shortlist_k: int = 10  # shortlist: each dev mention's k nearest names by char-3gram tf-idf
+    dev_sample_names: int = 500  # shortlist: a seeded sample of KB names (distractors)
+    dev_gold_names: int = 5  # shortlist: names per gold concept (canonical + seeded sample of synonyms; 0 = all)
+    dev_shortlist_k: int = 5  # shortlist: each dev mention's k nearest names by char-3gram tf-idf
     log_every: int = 20
     pretokenize: bool = False  # tokenise the pair set's names once into PAIRS/tokens/ (memory-mapped); same batches
     loader_workers: int = 0  # > 0: DataLoader processes prepare the steps' inputs ahead (not with hard negatives)
@@ -175,6 +176,7 @@ class TrainConfig:
             ("training.patience", t.patience),
             ("training.hard_negatives", t.hard_negatives),
             ("training.dev_sample_names", t.dev_sample_names),
+            ("training.dev_gold_names", t.dev_gold_names),
             ("training.dev_shortlist_k", t.dev_shortlist_k),
             ("training.loader_workers", t.loader_workers),
             ("training.lr", t.lr),

@@ -3,7 +3,8 @@
 Cheap by design (``training.dev_candidates``):
 
 - ``shortlist`` (default): the names searched are fixed once, before training: a seeded sample of
-  ``training.dev_sample_names`` KB names (distractors), every name of every gold concept, and each
+  ``training.dev_sample_names`` KB names (distractors), up to ``training.dev_gold_names`` names of
+  each gold concept (its canonical name, then a seeded sample of its synonyms; 0 = all), and each
   distinct dev mention's ``training.dev_shortlist_k`` nearest names by character 3-gram tf-idf
   (``char_wb``, fitted on the KB names). Each evaluation encodes only those names and the distinct
   mentions, so it costs seconds, not a pass over the KB; the figures are an optimistic proxy of a
@@ -67,11 +68,23 @@ def _shortlist_rows(names: Sequence[str], queries: Sequence[str], k: int, chunk:
     return np.concatenate(found).astype(np.int64)
 
 
+def _gold_rows(kb: Any, concepts: Sequence[str], per_concept: int, rng: np.random.Generator) -> List[int]:
+    """Name rows of the gold ``concepts``: all (``per_concept`` 0) or the canonical name plus a seeded
+    sample of ``per_concept - 1`` synonyms each."""
+    out: List[int] = []
+    for cid in concepts:
+        rows = list(kb.rows_of_concept(cid))
+        if per_concept and len(rows) > per_concept:
+            rows = [rows[0]] + sorted(rng.choice(rows[1:], size=per_concept - 1, replace=False).tolist())
+        out += rows
+    return out
+
+
 class DevEvaluator:
     """Scores an encoder on a :class:`DevSet`; the candidate names are chosen once, at construction."""
 
-    def __init__(self, dev: DevSet, *, candidates: str = "shortlist", sample_names: int = 1000,
-                 shortlist_k: int = 10, seed: int = 0) -> None:
+    def __init__(self, dev: DevSet, *, candidates: str = "shortlist", sample_names: int = 500,
+                 shortlist_k: int = 5, gold_names: int = 5, seed: int = 0) -> None:
         from ..evaluation.metrics import seen_mask
         from ..kb.concept import normalize_name
 
@@ -89,7 +102,7 @@ class DevEvaluator:
         else:
             rng = np.random.default_rng(seed)
             sample = rng.choice(n_names, size=min(int(sample_names), n_names), replace=False)
-            gold_rows = [r for g in self.golds for cid in g for r in kb.rows_of_concept(cid)]
+            gold_rows = _gold_rows(kb, sorted(set().union(*self.golds)), int(gold_names), rng)
             short = _shortlist_rows(kb.names, list(self.queries), int(shortlist_k))
             self.rows = np.unique(np.concatenate([sample.astype(np.int64), np.asarray(gold_rows, dtype=np.int64),
                                                   short]))

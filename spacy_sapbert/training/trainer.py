@@ -240,7 +240,7 @@ class Trainer(HardNegativeMining):
         t = self.config.training
         if self.dev_evaluator is None:
             self.dev_evaluator = DevEvaluator(self.dev, candidates=t.dev_candidates, sample_names=t.dev_sample_names,
-                                              shortlist_k=t.dev_shortlist_k, seed=t.seed)
+                                              shortlist_k=t.dev_shortlist_k, gold_names=t.dev_gold_names, seed=t.seed)
         was_training = self.module.training
         enc = Encoder(self.module, self.tokenizer, pooling=self.pooling, max_length=self.config.model.max_length,
                       device=str(self.device), precision="fp32", cache_size=0)
