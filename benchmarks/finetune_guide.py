@@ -3,7 +3,7 @@ BC5CDR-disease train mentions (MEDIC 2012 as the dictionary), then evaluate base
 BC5CDR-disease dev: strict acc@1 overall, on seen mentions (the normalised mention is a MEDIC name or
 a train mention) and on unseen ones (neither). CPU only.
 
-    .venv/bin/python benchmarks/finetune_guide.py [--epochs 1] [--max-pairs 1] [--max-minutes 25] [--full-eval]
+    .venv/bin/python benchmarks/finetune_guide.py [--epochs 2] [--max-pairs 3] [--lr 1e-4] [--max-minutes 25] [--full-eval]
 
 The run uses configs/finetune.cfg with the overrides recorded in the results (pooling auto: mean, from
 the MiniLM folder's sentence-transformers pooling config). Base and fine-tuned are scored on the run's
@@ -39,12 +39,13 @@ def disease_mentions(path: Path) -> list:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=1e-4, help="training.lr (MiniLM takes a larger rate than SapBERT's 2e-5)")
     parser.add_argument("--max-steps", type=int, default=0, help="> 0: a short probe instead of whole epochs")
     parser.add_argument("--max-minutes", type=float, default=25.0, help="training.max_minutes: the run's wall-time cap")
     parser.add_argument("--eval-every", default="1 epoch")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-pairs", type=int, default=1, help="pairs.max_pairs_per_concept (per train mention)")
+    parser.add_argument("--max-pairs", type=int, default=3, help="pairs.max_pairs_per_concept (per train mention)")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "output" / "finetune_guide")
     parser.add_argument("--full-eval", action="store_true",
                         help="also run `evaluate` over every MEDIC name (about 2 x 75k names to encode)")
@@ -76,7 +77,8 @@ def main() -> None:
     overrides = {"training.device": "cpu", "training.epochs": args.epochs, "training.max_steps": args.max_steps,
                  "training.max_minutes": args.max_minutes, "training.batch_size": args.batch_size,
                  "pairs.max_pairs_per_concept": args.max_pairs, "training.eval_every": args.eval_every,
-                 "training.checkpoint_every": "1 epoch", "training.patience": 0}
+                 "training.checkpoint_every": "1 epoch", "training.patience": 0,
+                 "training.lr": args.lr}
     config = load_config(ROOT / "configs" / "finetune.cfg", overrides)
     t = config.training
     dev = dev_set(kb, dev_mentions, train_texts=[m.text for m in train])
