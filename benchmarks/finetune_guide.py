@@ -23,12 +23,10 @@ import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT))
+DATA = ROOT.parent / "shared" / "data"
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's package and results_io
 
 from results_io import table, write_results  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data"
 
 
 def disease_mentions(path: Path) -> list:

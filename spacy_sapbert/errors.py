@@ -372,8 +372,9 @@ class Errors(metaclass=_CodedMessages):
     # ---- E760–E779: research workflow ----
     E760 = ("Config '{path}': {what} must be a number of steps (e.g. 200) or of epochs (e.g. \"1 epoch\", "
             "\"0.5 epochs\"), not {value!r}. Fix the file or the override (--training.eval_every \"1 epoch\").")
-    E761 = ("Config '{path}' is version {version}, newer than this spacy-sapbert reads (up to {current}). Upgrade "
-            "spacy-sapbert, or write the config for version {current} (see configs/{task}.cfg).")
+    E761 = ("Config '{path}' is version {version}, newer than the config versions this package reads (up to "
+            "{current}). Upgrade the spacy_sapbert package, or write the config for version {current} (see "
+            "configs/{task}.cfg).")
     E762 = ("Config '{path}': {what}. Fix the file or the override (spaCy style: --section.key value).")
 
 

@@ -20,8 +20,8 @@ SUMMARY_FILE = "summary.json"
 @dataclass
 class TrainResult:
     """The outcome of a run. ``train_seconds``: optimizer steps only; ``mine_seconds``: hard-negative
-    mining; ``dev_seconds``: dev evaluation; ``wall_seconds``: the whole run (this and earlier sessions
-    of a resumed run). ``model_from``: ``"best"`` (the best dev step, ``model_step``) or ``"last"``."""
+    mining; ``dev_seconds``: dev evaluation; ``wall_seconds``: the whole run from the trainer's start (model
+    loading included; writing the pair set comes before it), this and earlier sessions of a resumed run. ``model_from``: ``"best"`` (the best dev step, ``model_step``) or ``"last"``."""
 
     output: Path
     model_path: Path
