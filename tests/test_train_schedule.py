@@ -159,6 +159,7 @@ def test_finetune_logs_seen_unseen_and_selects_by_the_mix(tmp_path, tiny_bert_pa
     rows = [r for r in result.history if "dev_acc@1" in r]
     assert [r["step"] for r in rows] == [5, 10]
     assert all(r["dev_n_seen"] == 12 and r["dev_n_unseen"] == 12 for r in rows)
+    assert rows[1]["dev_seconds"] >= rows[0]["dev_eval_seconds"] + rows[1]["dev_eval_seconds"]  # the run's total
     best = max(rows, key=lambda r: r["dev_unseen_acc@1"])  # the first of equals
     assert result.best_dev == best["dev_unseen_acc@1"] and result.model_step == best["step"]
     assert result.model_from == "best" and result.model_dev["dev_unseen_acc@1"] == best["dev_unseen_acc@1"]

@@ -379,7 +379,7 @@ class Trainer(HardNegativeMining):
                    "wall_seconds": state["wall_seconds"], **figures}
             self._log(row)
             history.append(row)
-            logger.info("dev at step %d: %s (%.1f s)", state["global_step"], dev_line(figures), figures["dev_seconds"])
+            logger.info("dev at step %d: %s (%.1f s)", state["global_step"], dev_line(figures), figures["dev_eval_seconds"])
             if callback is not None:
                 callback(row)
             state["last_figures"] = figures
