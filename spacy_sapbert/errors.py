@@ -11,6 +11,8 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E500–E599 / W500–W599: hardening (E500–E549: interruption, outputs, work folders, command-line input;
   E550–E599: untrusted bytes, integrity of saved folders, damaged files)
 - E600–E699 / W600–W699: context (prototypes, re-ranking, type priors)
+- E760–E779 / W760–W769: research workflow (pooling from the model folder, epoch schedules, config versions,
+  dev evaluation and best-model selection)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -114,6 +116,12 @@ class Warnings(metaclass=_CodedMessages):
     W600 = ("{n} of {total} annotated mentions have ids that are not in the knowledge base (e.g. {examples}); they "
             "were skipped. Check that the documents and the KB use the same identifiers.")
     W601 = ("{n} composite mentions (ids joined by '|' or '+') were skipped: a prototype stands for one concept.")
+    # ---- W760–W769: research workflow ----
+    W760 = ("'{path}' declares sentence-transformers pooling mode(s) {modes}, which the encoder does not have "
+            "(only cls or mean): the {default} default is used. Pass the pooling explicitly (--pooling mean) to "
+            "choose another one.")
+    W761 = ("Config '{path}' is a version {version} config: {what}. Add [meta] version = {current} to the file once "
+            "you have checked the setting (see configs/{task}.cfg).")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -374,6 +382,14 @@ class Errors(metaclass=_CodedMessages):
             "three-letter 'spa', 'fre'), optionally with a region ('pt-br').")
     E726 = ("{path}: no {what} found. Give a .ann file or a folder holding .ann files (searched recursively), "
             "each with its .txt beside it.")
+
+    # ---- E760–E779: research workflow ----
+    E760 = ("Config '{path}': {what} must be a number of steps (e.g. 200) or of epochs (e.g. \"1 epoch\", "
+            "\"0.5 epochs\"), not {value!r}. Fix the file or the override (--training.eval_every \"1 epoch\").")
+    E761 = ("Config '{path}' is version {version}, newer than the config versions this package reads (up to "
+            "{current}). Upgrade the spacy_sapbert package, or write the config for version {current} (see "
+            "configs/{task}.cfg).")
+    E762 = ("Config '{path}': {what}. Fix the file or the override (spaCy style: --section.key value).")
 
 
 __all__ = [

@@ -44,7 +44,7 @@ logger = get_logger("linker")
 
 DEFAULT_CONFIG: Dict[str, Any] = {
     "model": DEFAULT_MODEL,
-    "pooling": "cls",
+    "pooling": "auto",  # cls | mean | auto: what the model folder declares, else cls
     "max_length": 25,
     "batch_size": 128,
     "device": "auto",
@@ -107,7 +107,8 @@ def make_sapbert_linker(
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
     ``resolve_abbreviations``, ``filter_for_definitions`` (default False here: many KBs have no
-    definitions). Ours: ``model`` (hub id or folder, loaded in initialize), ``pooling``,
+    definitions). Ours: ``model`` (hub id or folder, loaded in initialize), ``pooling`` (``cls``,
+    ``mean`` or ``auto``: what the model folder declares, else ``cls``; see :mod:`spacy_sapbert.encoding.pooling`),
     ``max_length``, ``batch_size``, ``device``, ``precision``, ``runtime`` (what runs the encoder of a
     saved pipeline: ``onnx``, ONNX Runtime on the CPU, the same vectors about twice as fast; ``torch``;
     ``auto``: ONNX Runtime when the pipeline holds an ONNX export, onnxruntime is installed, the

@@ -26,7 +26,7 @@ def build_index_dir(
     model: str,
     output: PathLike,
     *,
-    pooling: str = "cls",
+    pooling: str = "auto",
     max_length: int = 25,
     device: str = "auto",
     precision: str = "auto",

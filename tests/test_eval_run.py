@@ -66,6 +66,27 @@ def test_exact_match_by_hand(fixtures_dir):
     assert r["results"]["mention_only"]["exact match"]["filtered"]["strict"]["acc@1"] == 0.0
 
 
+def test_seen_unseen_split_by_hand(fixtures_dir):
+    # seen (lowercased mention = a KB name or a training mention): 1 breast cancer, 2 ovarian carcinoma,
+    # 3 tumor, 4 wilson disease, 5 wd (train), 6 mammary cancers (train), 12 ataxia -> 7;
+    # unseen: 7 breast and ovarian cancer, 9 colon polyp, 10 aspirin, 11 ataxias 1 and 2 -> 4.
+    # Exact match right at strict@1: 1, 2, 4, 12 (all seen) -> seen 4/7, unseen 0/4
+    r = _run(fixtures_dir)
+    assert (r["counts"]["seen"], r["counts"]["unseen"]) == (7, 4)
+    split = r["seen_unseen"]["mention_only"]["exact match"]
+    assert split["overall"] == {"n": 11, "acc": pytest.approx(4 / 11)}
+    assert split["seen"] == {"n": 7, "acc": pytest.approx(4 / 7)}
+    assert split["unseen"] == {"n": 4, "acc": 0.0}
+    # back-off adds the training mentions as names: 5 and 6 now match; the split itself does not move
+    backoff = _run(fixtures_dir, input={"backoff": True})["seen_unseen"]["mention_only"]["exact match"]
+    assert backoff["seen"] == {"n": 7, "acc": pytest.approx(6 / 7)} and backoff["unseen"]["acc"] == 0.0
+    from spacy_sapbert.evaluation.report import render_markdown
+
+    md = render_markdown(r)
+    assert "| system | overall (n = 11) | seen (n = 7) | unseen (n = 4) |" in md
+    assert "| exact match | 36.4 | 57.1 | 0.0 |" in md
+
+
 def test_exclude_composite(fixtures_dir):
     r = _run(fixtures_dir, exclude_composite=True)
     assert r["counts"]["evaluated"] == 9
@@ -132,6 +153,8 @@ def test_cli_arguments_and_config(fixtures_dir, tmp_path):
     assert res.exit_code == 0, res.output
     assert "9 mentions evaluated (2 with gold not in KB)" in res.output
     assert "[mention_only] exact match: strict acc@1 66.7" in res.output  # 6/9
+    # seen 1-6 and 12 (7, back-off hits 6 of them), unseen 9 and 10 (2, no hit)
+    assert "strict acc@1 overall 66.7, seen 85.7 (n = 7), unseen 0.0 (n = 2)" in res.output
     with pytest.warns(UserWarning, match="SB-W30"):
         res = runner.invoke(app, ["evaluate", str(out / "config.cfg"), "--output", str(tmp_path / "cli2")])
     assert res.exit_code == 0, res.output

@@ -74,7 +74,9 @@ def test_pretrain_and_finetune_commands(tmp_path, kb_dir, tiny_bert_path):
                               "--config", str(CONFIGS / "pretrain.cfg"), "--device", "cpu",
                               "--training.batch_size", "4", "--training.max_steps", "2", "--training.lr", "0.001"])
     assert res.exit_code == 0, res.output
-    assert "Trained 2 steps (5 pairs" in res.output and str(out / "model") in res.output
+    assert "Trained 2 steps (2 per epoch), 5 pairs" in res.output and str(out / "model") in res.output
+    assert "training pairs/s (training time only" in res.output and "Wall time" in res.output
+    assert f"Model: {out / 'model'} holds the last step (2)" in res.output
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["training"]["batch_size"] == 4 and run["config"]["training"]["lr"] == 0.001
     res = runner.invoke(app, ["pretrain", str(kb_dir), "-m", str(tiny_bert_path), "-o", str(out), "--resume",
@@ -88,9 +90,14 @@ def test_pretrain_and_finetune_commands(tmp_path, kb_dir, tiny_bert_path):
     ft = tmp_path / "ft"
     res = runner.invoke(app, ["finetune", str(kb_dir), str(train), "-m", str(out / "model"), "-o", str(ft),
                               "--dev", str(train), "--device", "cpu", "--training.batch_size", "4",
-                              "--training.max_steps", "4", "--training.eval_every", "2"])
+                              "--training.max_steps", "4", "--training.eval_every", "1 epoch"])
     assert res.exit_code == 0, res.output
-    assert "best dev acc@1" in res.output and (ft / "model" / "sapbert_encoder.json").is_file()
+    assert (ft / "model" / "sapbert_encoder.json").is_file()
+    # 3 mentions x up to 3 names -> 1 epoch = 2 steps of 4 pairs: dev at steps 2 and 4
+    summary = json.loads((ft / "summary.json").read_text())
+    assert summary["steps_per_epoch"] == 2 and summary["model_from"] == "best"
+    assert f"holds the best dev step ({summary['model_step']}); dev strict acc@1" in res.output
+    assert "unseen –, n = 0)" in res.output  # the dev file is the training file: every mention is seen
 
 
 def test_cli_errors_are_one_line(tmp_path, kb_dir, tiny_bert_path, capsys, monkeypatch):

@@ -61,7 +61,7 @@ def test_torchrun_two_gloo_processes_match_one_process(tmp_path, tiny_bert_path,
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "Trained 3 steps (24 pairs" in proc.stdout
+    assert "Trained 3 steps (6 per epoch), 24 pairs" in proc.stdout
 
     a = load_file(str(single.model_path / "model.safetensors"))
     b = load_file(str(tmp_path / "ddp" / "model" / "model.safetensors"))

@@ -55,7 +55,7 @@ def tune_context_command(
     prototypes: Path = typer.Option(..., "--prototypes", "-p", help="Prototype store (from build-prototypes)."),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="Name index folder (from build-index); "
                                                                  "default: built here with exact search."),
-    pooling: str = typer.Option("cls", "--pooling", help="Name encoder pooling (as the linker's)."),
+    pooling: str = typer.Option("auto", "--pooling", help="Name encoder pooling (as the linker's): cls, mean or auto (the model folder's, else cls)."),
     max_length: int = typer.Option(25, "--max-length", help="Name encoder max_length (as the linker's)."),
     types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable)."),
     k: int = typer.Option(10, "--k", help="Name candidates re-ranked per mention (the linker's k)."),

@@ -33,6 +33,9 @@ def evaluate_command(
     kb_source: List[str] = typer.Option([], "--kb-source", help="Build the KB on the fly from PATH:FORMAT (repeatable; formats: medic, obo, tsv, jsonl, umls)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model under test: a model folder or a saved spaCy pipeline."),
     base_model: Optional[str] = typer.Option(None, "--base-model", help="Base encoder before self-alignment (model folder)."),
+    pooling: Optional[str] = typer.Option(None, "--pooling", help="Pooling of both dense systems: cls, mean or auto (what each model folder declares, else cls; the default)."),
+    model_pooling: Optional[str] = typer.Option(None, "--model-pooling", help="Pooling of --model only (cls, mean, auto); wins over --pooling."),
+    base_pooling: Optional[str] = typer.Option(None, "--base-pooling", help="Pooling of --base-model only (cls, mean, auto); wins over --pooling."),
     data_format: str = typer.Option("auto", "--format", help="Dataset format: auto, pubtator, biosyn, tsv, jsonl, brat (Mantra GSC, CANTEMIST), xlbel, codiesp (CodiEsp-X)."),
     language: Optional[str] = typer.Option(None, "--language", help="The mentions' language (ISO 639 code, e.g. es), reported with the results."),
     types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable), e.g. Disease."),
@@ -60,6 +63,9 @@ def evaluate_command(
                          ("the base model", base_model), ("the cache folder", cache_dir)]
                  + [("the training set", path) for path in train])
     overrides = _parse_set(set_)
+    for key, value in (("pooling", pooling), ("model_pooling", model_pooling), ("base_pooling", base_pooling)):
+        if value is not None:
+            overrides[f"evaluate.systems.{key}"] = value
     if config_or_data.suffix == ".cfg":
         config = load_config(config_or_data, overrides)
         where: Any = config_or_data
@@ -96,9 +102,14 @@ def evaluate_command(
     counts = result["counts"]
     typer.echo(f"{counts['evaluated']} mentions evaluated ({counts['gold_not_in_kb']} with gold not in KB); "
                f"subsets: " + ", ".join(f"{k}={v}" for k, v in counts["subsets"].items()))
+    from ..evaluation.report import seen_unseen_line
+
     for mode_name, systems in result["results"].items():
         for name, subsets in systems.items():
             full = subsets["full"]
             typer.echo(f"  [{mode_name}] {name}: strict acc@1 {100 * full['strict']['acc@1']:.1f}"
                        + (f", lenient acc@1 {100 * full['lenient']['acc@1']:.1f}" if full["lenient"] else ""))
+            split = result["seen_unseen"].get(mode_name, {}).get(name)
+            if split is not None:
+                typer.echo(f"      strict acc@1 {seen_unseen_line(split)}")
     typer.echo(f"Report written to {output}")

@@ -16,7 +16,7 @@ def build_index_command(
     model: str = typer.Option("cambridgeltl/SapBERT-from-PubMedBERT-fulltext", "--model", "-m",
                               help="Encoder: a Hugging Face model folder or hub id."),
     output: Path = typer.Option(..., "--output", "-o", help="Index folder to write (atomically)."),
-    pooling: str = typer.Option("cls", "--pooling", help="cls (SapBERT) or mean."),
+    pooling: str = typer.Option("auto", "--pooling", help="cls (SapBERT), mean, or auto: what the model folder declares (sapbert_encoder.json, sentence-transformers 1_Pooling), else cls."),
     max_length: int = typer.Option(25, "--max-length", help="Word pieces per name; longer names are truncated."),
     batch_size: int = typer.Option(256, "--batch-size", help="Names per encoder batch."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),

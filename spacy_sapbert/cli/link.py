@@ -77,7 +77,7 @@ def create_pipeline_command(
     base: Optional[Path] = typer.Option(None, "--base", help="A spaCy pipeline (with NER) to add the linker to; default: blank."),
     lang: str = typer.Option("en", "--lang", help="Language of the blank pipeline."),
     index: Optional[Path] = typer.Option(None, "--index", help="Index folder to reuse (built there when absent)."),
-    pooling: str = typer.Option("cls", "--pooling", help="cls (SapBERT) or mean."),
+    pooling: str = typer.Option("auto", "--pooling", help="cls (SapBERT), mean, or auto: what the model folder declares (sapbert_encoder.json, sentence-transformers 1_Pooling), else cls."),
     max_length: int = typer.Option(25, "--max-length", help="Word pieces per mention."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     runtime: str = typer.Option("auto", "--runtime",

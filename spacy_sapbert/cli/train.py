@@ -46,12 +46,10 @@ def _dev(dev: Optional[Path], dev_kb: Optional[Path], kb: Any, types: Optional[s
 
 
 def _summary(result: Any) -> None:
-    typer.echo(
-        f"Trained {result.steps} steps ({result.pairs_seen} pairs, {result.train_seconds / 60:.1f} min); "
-        f"final loss {result.final_loss if result.final_loss is None else round(result.final_loss, 4)}"
-        + ("" if result.best_dev is None else f"; best dev acc@1 {result.best_dev:.4f}")
-    )
-    typer.echo(f"Model: {result.model_path}")
+    from ..training.summary import summary_lines
+
+    for line in summary_lines(result):
+        typer.echo(line)
 
 
 @app.command("pretrain", context_settings=_EXTRA, help="Self-alignment pretraining (SapBERT) on a KB's synonyms. " + _OVERRIDES_HELP)

@@ -11,7 +11,7 @@ from .rerank import ContextWeights, tune_weights
 
 
 def tune_on_documents(docs: Sequence[Any], kb_dir: PathLike, model: str, prototypes: PathLike, *,
-                      pooling: str = "cls", max_length: int = 25, k: int = 10, step: float = 0.1,
+                      pooling: str = "auto", max_length: int = 25, k: int = 10, step: float = 0.1,
                       device: str = "auto", index_dir: Optional[PathLike] = None
                       ) -> Tuple[ContextWeights, List[Dict[str, Any]], int]:
     """``(best weights, grid table, mentions used)`` for the mentions of ``docs`` with a gold id in

@@ -303,6 +303,7 @@ class Encoder(CachedEncoder):
         fingerprint: Optional[str] = None,
     ) -> None:
         self.pooling = _check_pooling(pooling)
+        self.pooling_source = "explicit"  # Encoder.load: or the model folder's declaration / the default
         if not isinstance(max_length, int) or max_length < 3:
             raise ConfigError(Errors.E103.format(value=max_length))
         self.max_length = max_length
@@ -324,16 +325,21 @@ class Encoder(CachedEncoder):
         cls,
         name_or_path: Union[str, Path],
         *,
-        pooling: str = "cls",
+        pooling: str = "auto",
         max_length: int = 25,
         device: str = "auto",
         precision: str = "auto",
         cache_size: int = 50_000,
     ) -> "Encoder":
-        """Load a Hugging Face model from a local folder or a hub id (the hub may download)."""
+        """Load a Hugging Face model from a local folder or a hub id (the hub may download).
+        ``pooling``: ``cls`` or ``mean`` as given, or ``auto``: what the folder declares
+        (``sapbert_encoder.json``, sentence-transformers' ``1_Pooling/config.json``), else ``cls``
+        (see :mod:`spacy_sapbert.encoding.pooling`); the encoder's ``pooling_source`` says which."""
         from transformers import AutoTokenizer
 
-        _check_pooling(pooling)
+        from .pooling import resolve_pooling
+
+        pooling, source = resolve_pooling(pooling, name_or_path)
         name = str(name_or_path)
         if _looks_local(name):
             path = ensure_path(name).expanduser()
@@ -351,7 +357,7 @@ class Encoder(CachedEncoder):
             model = load_hf_model(name)
         except (OSError, ValueError) as err:
             raise MissingInputError(Errors.E101.format(name=name, reason=str(err).splitlines()[0])) from err
-        return cls(
+        enc = cls(
             model,
             tokenizer,
             pooling=pooling,
@@ -361,6 +367,8 @@ class Encoder(CachedEncoder):
             cache_size=cache_size,
             name=name,
         )
+        enc.pooling_source = source
+        return enc
 
     @classmethod
     def from_disk(
@@ -379,6 +387,7 @@ class Encoder(CachedEncoder):
             cache_size=cache_size,
         )
         enc.name = settings.get("name", str(path))
+        enc.pooling_source = str(path / SETTINGS_FILE)
         return enc
 
     def to_disk(self, path: PathLike) -> None:

@@ -172,6 +172,7 @@ class DenseEncoder(System):
     def describe(self) -> Dict[str, object]:
         return {**super().describe(), "model": str(getattr(self.encoder, "name", "")),
                 "fingerprint": self.encoder.fingerprint, "pooling": self.encoder.pooling,
+                "pooling_source": str(getattr(self.encoder, "pooling_source", "explicit")),
                 "max_length": self.encoder.max_length, "search": "exact"}
 
 

@@ -230,7 +230,30 @@ def subset_masks(queries: Sequence[str], dictionary_names: Sequence[str], train_
     }
 
 
+# ---------------------------------------------------------------- seen / unseen
+
+def seen_mask(queries: Sequence[str], dictionary_names: Sequence[str], train_mentions: Sequence[str]) -> List[bool]:
+    """For each query: is it *seen*, i.e. equal to a dictionary name or a training mention (as given:
+    normalise all three the same way first)? The rest are *unseen*: what a model must generalise to."""
+    refs = set(dictionary_names) | set(train_mentions)
+    return [q in refs for q in queries]
+
+
+def seen_split(hits: Sequence[bool], seen: Sequence[bool]) -> Dict[str, Dict[str, Optional[float]]]:
+    """Accuracy and count overall, on the seen and on the unseen mentions: ``{"overall": {"n", "acc"},
+    "seen": ..., "unseen": ...}`` (``acc`` None for an empty part)."""
+    if len(hits) != len(seen):
+        raise ValueError(f"{len(hits)} hits but {len(seen)} seen flags")
+    out: Dict[str, Dict[str, Optional[float]]] = {}
+    for part, keep in (("overall", [True] * len(hits)), ("seen", list(seen)), ("unseen", [not s for s in seen])):
+        chosen = [bool(h) for h, k in zip(hits, keep) if k]
+        out[part] = {"n": len(chosen), "acc": (sum(chosen) / len(chosen)) if chosen else None}
+    return out
+
+
 __all__ = [
+    "seen_mask",
+    "seen_split",
     "Ranking",
     "Gold",
     "ConceptRanking",

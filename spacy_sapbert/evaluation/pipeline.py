@@ -42,16 +42,19 @@ def pipeline_encoder(path: Any):
     return _find_linker(nlp, path)[1].encoder
 
 
-def load_encoder(path: str, sy: Dict[str, Any]):
-    """An encoder from a model folder; a spaCy pipeline folder gives its linker's encoder."""
+def load_encoder(path: str, sy: Dict[str, Any], pooling: Optional[str] = None):
+    """An encoder from a model folder; a spaCy pipeline folder gives its linker's encoder.
+    ``pooling`` (this system's, e.g. ``systems.model_pooling``) else ``sy["pooling"]``: ``cls``,
+    ``mean``, or ``auto`` (the folder's declaration, else ``cls``; an explicit value always wins)."""
     from ..encoding.torch_encoder import Encoder
 
     p = ensure_path(path)
+    wanted = pooling or sy["pooling"]
     if (p / "meta.json").exists() and (p / "config.cfg").exists():
         return pipeline_encoder(p)
-    if (p / "sapbert_encoder.json").exists():
+    if (p / "sapbert_encoder.json").exists() and wanted in (None, "auto"):
         return Encoder.from_disk(p, device=sy["device"])
-    return Encoder.load(path, pooling=sy["pooling"], max_length=sy["max_length"], device=sy["device"])
+    return Encoder.load(path, pooling=wanted, max_length=sy["max_length"], device=sy["device"])
 
 
 def gold_docs(nlp, docs: Sequence[Document]) -> Tuple[List[Any], List[Optional[Tuple[int, int]]]]:

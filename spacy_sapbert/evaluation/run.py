@@ -15,7 +15,7 @@ from ..util import PathLike, atomic_dir, ensure_path, get_logger
 from .baselines import Dictionary, System
 from .datasets import Document, Mention, read_dataset, select_mentions
 from .context import ambiguity_mask
-from .metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, subset_masks
+from .metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, seen_mask, seen_split, subset_masks
 from .pipeline import load_encoder  # noqa: F401  (public here too: evaluation.run.load_encoder)
 from .preprocess import InputOptions, make_preprocessor, mention_queries
 from .report import write_report
@@ -68,9 +68,10 @@ def build_systems(settings: Dict[str, Any], kb, dictionary: Dictionary) -> List[
 
     sy = settings["systems"]
     out: List[System] = []
-    for key, label in (("model", sy["model_name"]), ("base_encoder", sy["base_encoder_name"])):
+    for key, label, pooling in (("model", sy["model_name"], sy["model_pooling"]),
+                                ("base_encoder", sy["base_encoder_name"], sy["base_pooling"])):
         if sy.get(key):
-            out.append(DenseEncoder(load_encoder(sy[key], sy), dictionary, name=label,
+            out.append(DenseEncoder(load_encoder(sy[key], sy, pooling), dictionary, name=label,
                                     batch_size=settings["batch_size"], cache_dir=settings["cache_dir"],
                                     show_progress=settings["show_progress"]))
     if sy["exact_match"]:
@@ -92,6 +93,11 @@ def _score_subsets(golds: Sequence[Gold], rankings: Sequence[Ranking], masks: Di
         idx = [i for i, keep in enumerate(mask) if keep]
         out[name] = score([golds[i] for i in idx], [rankings[i] for i in idx], ks) if idx else None
     return out
+
+
+def _seen_unseen(golds: Sequence[Gold], rankings: Sequence[Ranking], seen: Sequence[bool]) -> Dict[str, Any]:
+    """Strict acc@1 overall / seen / unseen with counts (see :func:`~.metrics.seen_split`)."""
+    return seen_split([first_hit_strict(g, r) == 1 for g, r in zip(golds, rankings)], seen)
 
 
 def _curves(golds: Sequence[Gold], rankings: Sequence[Ranking], max_k: int) -> Dict[str, Any]:
@@ -179,6 +185,8 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
     masks = subset_masks(queries, dictionary.names, train_queries, settings["levenshtein_threshold"])
     masks["ambiguous"] = ambiguity_mask(queries, dictionary)
     counts["subsets"] = {name: sum(mask) for name, mask in masks.items()}
+    seen = seen_mask(queries, dictionary.names, train_queries)
+    counts["seen"], counts["unseen"] = sum(seen), len(seen) - sum(seen)
     result: Dict[str, Any] = {
         "setting": {
             "name": settings["name"], "dataset": str(ds["path"]), "format": ds["format"], "types": ds["types"],
@@ -189,7 +197,7 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
             "composite": "left out" if settings["exclude_composite"] else "kept; right if any part is predicted",
             "ks": list(ks), "levenshtein_threshold": settings["levenshtein_threshold"], "modes": settings["modes"],
         },
-        "counts": counts, "results": {}, "curves": {}, "systems": {}, "nel": {},
+        "counts": counts, "results": {}, "curves": {}, "systems": {}, "nel": {}, "seen_unseen": {},
         "gold_not_in_kb": sorted({r for g in missing for r in g.missing}),
     }
     errors: List[Dict[str, Any]] = []
@@ -207,8 +215,10 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
             ranked.append(_context_system(settings, kb, systems, ranked, docs, golds, queries, dictionary, masks,
                                           result["systems"]))
             counts["subsets"] = {name: sum(mask) for name, mask in masks.items()}
+        result["seen_unseen"]["mention_only"] = {}
         for name, rankings in ranked:
             result["results"]["mention_only"][name] = _score_subsets(golds, rankings, masks, ks)
+            result["seen_unseen"]["mention_only"][name] = _seen_unseen(golds, rankings, seen)
             result["curves"]["mention_only"][name] = _curves(golds, rankings, max_k)
             errors += _errors(name, "mention_only", mentions, queries, golds, rankings, kb)
             logger.info("%s: strict acc@1 %.3f", name, result["results"]["mention_only"][name]["full"]["strict"]["acc@1"])
@@ -218,8 +228,10 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
         e2e = run_end_to_end(settings, docs, golds, kb, dictionary, options, max_k)
         result["results"]["end_to_end"] = {}
         result["curves"]["end_to_end"] = {}
+        result["seen_unseen"]["end_to_end"] = {}
         for name, (rankings, nel, desc) in e2e.items():
             result["systems"].setdefault(name, desc)
+            result["seen_unseen"]["end_to_end"][name] = _seen_unseen(golds, rankings, seen)
             result["results"]["end_to_end"][name] = _score_subsets(golds, rankings, masks, ks)
             result["curves"]["end_to_end"][name] = _curves(golds, rankings, max_k)
             result["nel"][name] = nel

@@ -2,26 +2,40 @@
 
 ``configs/pretrain.cfg`` and ``configs/finetune.cfg`` hold the defaults; command-line overrides use
 spaCy's syntax (``--training.batch_size 64``, ``--loss.name infonce``).
+
+Configs are versioned (``[meta] version``; a file without it is version 1). Version 2 changed:
+``training.max_minutes`` caps the run's wall time (version 1: training time only; a version-1 file
+that sets it loads with warning W761), ``model.pooling = "auto"`` (the base model folder's pooling,
+else cls), schedules in epochs (``eval_every = "1 epoch"``), the dev-evaluation settings
+(``dev_candidates``, ``dev_sample_names``, ``dev_gold_names``, ``dev_shortlist_k``) and ``select_unseen_weight``.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Union
 
-from ..errors import ConfigError, Errors
+from ..errors import ConfigError, Errors, Warnings
 from ..util import PathLike
+from .dev_eval import DEV_CANDIDATES
+from .schedule import parse_every
 
 AMP_CHOICES = ("none", "bf16", "fp16")
-POOLING_CHOICES = ("cls", "mean")
+POOLING_CHOICES = ("auto", "cls", "mean")
+CONFIG_VERSION = 2
 BATCHING_CHOICES = ("random", "similar")
 ADAPTER_CHOICES = ("none", "lora")
 
 
 @dataclass
+class MetaSettings:
+    version: int = CONFIG_VERSION  # a file without [meta] is version 1
+
+
+@dataclass
 class ModelSettings:
-    pooling: str = "cls"
+    pooling: str = "auto"  # auto: what the base model folder declares (sentence-transformers, sapbert_encoder.json), else cls
     max_length: int = 25
 
 
@@ -36,7 +50,7 @@ class TrainingSettings:
     batch_size: int = 256  # pairs per optimizer step, over all processes (2 names each)
     epochs: int = 1
     max_steps: int = 0  # > 0: stop after this many steps (overrides epochs)
-    max_minutes: float = 0.0  # > 0: stop (with a checkpoint) after this much training time
+    max_minutes: float = 0.0  # > 0: stop (with a checkpoint) after this much wall time (the whole run)
     lr: float = 2e-5
     weight_decay: float = 0.01
     warmup_steps: int = 0
@@ -53,12 +67,18 @@ class TrainingSettings:
     batching: str = "random"  # random | similar (pairs with similar names share a batch)
     hard_negatives: int = 0  # > 0: per pair of a batch, add this many dictionary hard-negative pairs
     hard_negative_top_k: int = 10  # each anchor's negatives: its k most similar names of other concepts
-    hard_negative_every: int = 0  # steps between re-mining the negatives with the current model; 0: every epoch
-    checkpoint_every: int = 1000  # steps; a checkpoint is also written at the end
+    # schedules: steps (200) or epochs ("1 epoch", "0.5 epochs")
+    hard_negative_every: Union[int, str] = 0  # between re-minings with the current model; 0: every epoch
+    checkpoint_every: Union[int, str] = 1000  # a checkpoint is also written at the end
     keep_checkpoints: int = 2
-    eval_every: int = 0  # steps; 0: evaluate on the dev set only at the end (if one is given)
+    eval_every: Union[int, str] = 0  # 0: evaluate on the dev set only at the end (if one is given)
     patience: int = 0  # > 0: stop after this many dev evaluations without improvement
     keep_best: bool = False  # the output model is the best on the dev set (fine-tuning)
+    select_unseen_weight: float = 0.0  # best model by (1 - w) * overall + w * unseen dev acc@1 (0: overall)
+    dev_candidates: str = "shortlist"  # shortlist: a fixed candidate set per run (seconds); all: every KB name
+    dev_sample_names: int = 500  # shortlist: a seeded sample of KB names (distractors)
+    dev_gold_names: int = 5  # shortlist: names per gold concept (canonical + seeded sample of synonyms; 0 = all)
+    dev_shortlist_k: int = 5  # shortlist: each dev mention's k nearest names by char-3gram tf-idf
     log_every: int = 20
     pretokenize: bool = False  # tokenise the pair set's names once into PAIRS/tokens/ (memory-mapped); same batches
     loader_workers: int = 0  # > 0: DataLoader processes prepare the steps' inputs ahead (not with hard negatives)
@@ -83,20 +103,23 @@ class MinerSettings:
 
 @dataclass
 class TrainConfig:
+    meta: MetaSettings = field(default_factory=MetaSettings)
     model: ModelSettings = field(default_factory=ModelSettings)
     pairs: PairSettings = field(default_factory=PairSettings)
     training: TrainingSettings = field(default_factory=TrainingSettings)
     loss: LossSettings = field(default_factory=LossSettings)
     miner: MinerSettings = field(default_factory=MinerSettings)
 
-    SECTIONS = ("model", "pairs", "training", "loss", "miner")
+    SECTIONS = ("meta", "model", "pairs", "training", "loss", "miner")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<config>") -> "TrainConfig":
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<config>", task: str = "pretrain") -> "TrainConfig":
+        """Settings from ``data`` (sections as mappings); a dict without ``meta`` is a version-1 config."""
         values: Dict[str, Any] = {}
         for name in data:
             if name not in cls.SECTIONS and name not in ("paths",):
                 raise ConfigError(Errors.E212.format(path=source, what=f"unknown section [{name}]"))
+        data = _upgrade(data, source, task)
         for section in cls.SECTIONS:
             klass = type(getattr(cls(), section))
             given = dict(data.get(section, {}) or {})
@@ -120,6 +143,7 @@ class TrainConfig:
         t = self.training
         checks = [
             ("model.pooling", self.model.pooling, POOLING_CHOICES),
+            ("training.dev_candidates", t.dev_candidates, DEV_CANDIDATES),
             ("training.amp", t.amp, AMP_CHOICES),
             ("training.batching", t.batching, BATCHING_CHOICES),
             ("training.adapter", t.adapter, ADAPTER_CHOICES),
@@ -132,12 +156,16 @@ class TrainConfig:
         positive = [
             ("training.batch_size", t.batch_size),
             ("model.max_length", self.model.max_length),
-            ("training.checkpoint_every", t.checkpoint_every),
             ("training.log_every", t.log_every),
             ("training.keep_checkpoints", t.keep_checkpoints),
             ("training.adapter_rank", t.adapter_rank),
             ("training.hard_negative_top_k", t.hard_negative_top_k),
         ]
+        for what, value in (("training.eval_every", t.eval_every), ("training.checkpoint_every", t.checkpoint_every),
+                            ("training.hard_negative_every", t.hard_negative_every)):
+            amount, _unit = parse_every(value, what, source)
+            if what == "training.checkpoint_every" and amount <= 0:
+                raise ConfigError(Errors.E760.format(path=source, what=what, value=value))
         non_negative = [
             ("training.epochs", t.epochs),
             ("training.max_steps", t.max_steps),
@@ -145,10 +173,11 @@ class TrainConfig:
             ("training.sub_batch", t.sub_batch),
             ("training.warmup_steps", t.warmup_steps),
             ("training.grad_clip", t.grad_clip),
-            ("training.eval_every", t.eval_every),
             ("training.patience", t.patience),
             ("training.hard_negatives", t.hard_negatives),
-            ("training.hard_negative_every", t.hard_negative_every),
+            ("training.dev_sample_names", t.dev_sample_names),
+            ("training.dev_gold_names", t.dev_gold_names),
+            ("training.dev_shortlist_k", t.dev_shortlist_k),
             ("training.loader_workers", t.loader_workers),
             ("training.lr", t.lr),
             ("training.weight_decay", t.weight_decay),
@@ -159,6 +188,9 @@ class TrainConfig:
         for what, value in non_negative:
             if not isinstance(value, (int, float)) or value < 0:
                 raise ConfigError(Errors.E212.format(path=source, what=f"{what} must be >= 0, not {value!r}"))
+        if not isinstance(t.select_unseen_weight, (int, float)) or not 0 <= t.select_unseen_weight <= 1:
+            raise ConfigError(Errors.E762.format(path=source, what="training.select_unseen_weight must be in [0, 1] "
+                                                 f"(0: keep the best overall dev acc@1), not {t.select_unseen_weight!r}"))
         if t.epochs == 0 and t.max_steps == 0:
             raise ConfigError(Errors.E212.format(path=source, what="set training.epochs or training.max_steps"))
         cap = self.pairs.max_pairs_per_concept
@@ -166,13 +198,36 @@ class TrainConfig:
             raise ConfigError(Errors.E212.format(path=source, what=f"pairs.max_pairs_per_concept must be >= 1 or null, not {cap!r}"))
 
 
+def _upgrade(data: Mapping[str, Any], source: str, task: str) -> Dict[str, Any]:
+    """``data`` as a version-:data:`CONFIG_VERSION` config: E761 for a newer version; a version-1
+    config (no ``[meta]``) keeps its explicit settings (``model.pooling`` had no ``auto``) and warns
+    (W761) when it sets ``training.max_minutes``, whose meaning changed (training time → wall time)."""
+    import warnings
+
+    out = {name: dict(section or {}) for name, section in data.items() if name != "paths"}
+    version = out.get("meta", {}).get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ConfigError(Errors.E762.format(path=source, what=f"meta.version must be a whole number >= 1, not {version!r}"))
+    if version > CONFIG_VERSION:
+        raise ConfigError(Errors.E761.format(path=source, version=version, current=CONFIG_VERSION, task=task))
+    if version == 1:
+        out["meta"] = {"version": CONFIG_VERSION}
+        out.setdefault("model", {}).setdefault("pooling", "cls")  # version 1's default
+        minutes = out.get("training", {}).get("max_minutes", 0)
+        if isinstance(minutes, (int, float)) and minutes > 0:
+            warnings.warn(Warnings.W761.format(path=source, version=1, current=CONFIG_VERSION, task=task, what=(
+                f"training.max_minutes = {minutes} now caps the run's wall time (mining, dev evaluation and "
+                "checkpoints included), not its training time only")))
+    return out
+
+
 # configs/finetune.cfg: what differs from the pretraining defaults
 FINETUNE_DEFAULTS: Dict[str, Any] = {
     "pairs.max_pairs_per_concept": 20,
     "training.batch_size": 128,
     "training.epochs": 5,
-    "training.checkpoint_every": 200,
-    "training.eval_every": 200,
+    "training.checkpoint_every": "1 epoch",
+    "training.eval_every": "1 epoch",
     "training.patience": 3,
     "training.keep_best": True,
 }
@@ -198,7 +253,7 @@ def load_config(
             if not name or section not in data:
                 raise ConfigError(Errors.E212.format(path=source, what=f"cannot override '{key}'"))
             data[section][name] = value
-        return TrainConfig.from_dict(data, source=source)
+        return TrainConfig.from_dict(data, source=source, task=task)
     if not Path(path).is_file():
         from ..errors import MissingInputError
 
@@ -207,11 +262,13 @@ def load_config(
         cfg = Config().from_disk(path, overrides=overrides, interpolate=True)
     except Exception as err:  # confection raises several error types for bad files/overrides
         raise ConfigError(Errors.E212.format(path=source, what=str(err).strip().splitlines()[0])) from None
-    return TrainConfig.from_dict(cfg, source=source)
+    return TrainConfig.from_dict(cfg, source=source, task=task)
 
 
 __all__ = [
     "TrainConfig",
+    "CONFIG_VERSION",
+    "MetaSettings",
     "ModelSettings",
     "PairSettings",
     "TrainingSettings",

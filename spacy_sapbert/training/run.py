@@ -5,6 +5,7 @@ Both write their pair set to ``OUTPUT/pairs`` (rank 0 under DDP, the others wait
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Tuple, Union
 
@@ -94,11 +95,15 @@ def finetune(
 ) -> TrainResult:
     """Fine-tune ``base_model`` (e.g. a self-aligned model) on task data: each training mention
     (``Mention`` or ``(text, ids)``) paired with the dictionary names of its gold concepts.
-    ``pairs.max_pairs_per_concept`` caps the pairs of one mention."""
+    ``pairs.max_pairs_per_concept`` caps the pairs of one mention. The dev figures split strict acc@1
+    into seen / unseen mentions: seen = a name of the dev KB or one of ``mentions`` (normalised)."""
     config = config or TrainConfig()
     output = ensure_path(output)
     _precheck(output, resume, config)
     kb = _load_kb(kb)
+    mentions = list(mentions)
+    if dev is not None and not dev.train_texts:  # the seen / unseen split of the dev figures
+        dev = dataclasses.replace(dev, train_texts=[m[0] if isinstance(m, tuple) else m.text for m in mentions])
     pairs = _pairs(
         output,
         config,
@@ -110,14 +115,16 @@ def finetune(
     return Trainer(config, kb, pairs, base_model, output, dev=dev).run(resume=resume)
 
 
-def dev_set(kb: Any, mentions: Sequence[Any], ks: Tuple[int, ...] = (1, 5)) -> DevSet:
-    """A :class:`DevSet` from ``Mention`` objects or ``(text, ids)`` tuples (mentions without ids dropped)."""
+def dev_set(kb: Any, mentions: Sequence[Any], ks: Tuple[int, ...] = (1, 5), *,
+            train_texts: Sequence[str] = ()) -> DevSet:
+    """A :class:`DevSet` from ``Mention`` objects or ``(text, ids)`` tuples (mentions without ids dropped);
+    ``train_texts``: training mentions for the seen / unseen split (``finetune`` fills them in)."""
     items = []
     for m in mentions:
         text, ids = (m if isinstance(m, tuple) else (m.text, m.ids))
         if ids:
             items.append((text, tuple(ids)))
-    return DevSet(kb=kb, mentions=items, ks=ks)
+    return DevSet(kb=kb, mentions=items, ks=ks, train_texts=tuple(train_texts))
 
 
 __all__ = ["pretrain", "finetune", "dev_set"]

@@ -4,19 +4,20 @@ Deterministic: the order of pairs in epoch ``e`` comes from ``numpy.random.defau
 and torch's RNG (dropout) is re-seeded from ``(seed, step, rank)`` before every step, so a resumed run
 continues exactly like an uninterrupted one. Mixed precision is explicit: ``training.amp`` (bf16
 autocast on CUDA or CPU, fp16 with a GradScaler on CUDA only); so is DDP (torchrun's env vars or
-``training.distributed``). Training can add dictionary hard negatives to every batch
-(``training.hard_negatives``, see ``hard_negatives.py``), for task pairs (the anchors are mentions)
-and KB pairs (the anchors are KB names) alike: re-mined with the current weights every
-``training.hard_negative_every`` steps, for the anchors of the steps until the next refresh only, and
-saved beside the checkpoints, so resuming reuses them.
+``training.distributed``). Training can add dictionary hard negatives to every batch (``mining.py``).
+
+Schedules (``eval_every``, ``checkpoint_every``, ``hard_negative_every``) are in steps or epochs
+(``schedule.py``); the run logs its steps per epoch. Time is kept in three parts: training (the
+optimizer steps: what pairs/s counts), mining and dev evaluation (``dev_eval.py``: a fixed candidate
+set, seconds per evaluation), beside the wall time that ``training.max_minutes`` caps. The summary
+(``summary.py``) says which step ``OUTPUT/model`` holds.
 """
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -31,8 +32,12 @@ from .batching import EpochBatches
 from .adapters import add_adapters, exportable
 from .forward import SubBatchEncoder
 from .loader import Part, StepInputs, cut_parts, padded_parts, rank_share, token_source
+from .base_model import check_precision, load_base_model
 from .pairs import PairSet
-from . import hard_negatives as hn
+from .dev_eval import DevEvaluator, DevSet, selection_score
+from .mining import HardNegativeMining
+from .schedule import Schedule
+from .summary import TrainResult, dev_line, write_summary
 
 if TYPE_CHECKING:  # for annotations only
     import torch
@@ -42,72 +47,22 @@ logger = get_logger("training.trainer")
 METRICS_FILE = "metrics.jsonl"
 
 
-@dataclass
-class DevSet:
-    """Mentions ``(text, gold_ids)`` and the KB to search (may differ from the training KB)."""
-
-    kb: Any
-    mentions: Sequence[Tuple[str, Sequence[str]]]
-    ks: Tuple[int, ...] = (1, 5)
-
-
-@dataclass
-class TrainResult:
-    output: Path
-    model_path: Path
-    steps: int
-    pairs_seen: int
-    train_seconds: float
-    final_loss: Optional[float]
-    history: List[Dict[str, Any]] = field(default_factory=list)
-    best_dev: Optional[float] = None
-
-
-def load_base_model(name_or_path: str) -> Tuple[Any, Any]:
-    """Tokenizer + encoder model; anything that is not a BERT-like encoder → E205."""
-    from transformers import AutoConfig, AutoTokenizer
-
-    from ..encoding.torch_encoder import load_hf_model
-
-    try:
-        config = AutoConfig.from_pretrained(name_or_path)
-    except (OSError, ValueError) as err:
-        raise ConfigError(Errors.E205.format(path=name_or_path, what=str(err).splitlines()[0][:200])) from None
-    if getattr(config, "is_encoder_decoder", False) or getattr(config, "is_decoder", False):
-        raise ConfigError(Errors.E205.format(path=name_or_path, what=f"model type '{config.model_type}' is a decoder"))
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = load_hf_model(name_or_path, config)
-    except (OSError, ValueError, KeyError) as err:
-        raise ConfigError(Errors.E205.format(path=name_or_path, what=str(err).splitlines()[0][:200])) from None
-    if not hasattr(model, "get_input_embeddings") or getattr(model, "main_input_name", "") != "input_ids":
-        raise ConfigError(Errors.E205.format(path=name_or_path, what=f"'{type(model).__name__}' takes no token ids"))
-    # the pooler head is not used ([CLS]/mean over last_hidden_state): freeze it so that DDP does not
-    # wait for its gradients and the saved weights keep it unchanged
-    pooler = getattr(model, "pooler", None)
-    if pooler is not None:
-        pooler.requires_grad_(False)
-    return tokenizer, model
-
-
-def check_precision(amp: str, device: Any) -> None:
-    """fp16 needs CUDA; bf16 runs on CUDA or as CPU autocast (fast only on CPUs with bf16
-    instructions, e.g. AVX512-BF16 or AMX). Refused elsewhere, before any work is done."""
-    kind = getattr(device, "type", str(device))
-    if (amp == "fp16" and kind != "cuda") or (amp == "bf16" and kind not in ("cuda", "cpu")):
-        raise ConfigError(Errors.E204.format(amp=amp, device=device))
-
-
-class Trainer:
+class Trainer(HardNegativeMining):
     """One training run into ``output``. Use :func:`train` unless you need the pieces."""
 
     def __init__(self, config: TrainConfig, kb: Any, pairs: PairSet, base_model: str, output: PathLike,
                  *, dev: Optional[DevSet] = None) -> None:
         import torch
 
+        from ..encoding.pooling import resolve_pooling
+
+        self._created = time.perf_counter()
         self.config, self.kb, self.pairs, self.base_model = config, kb, pairs, str(base_model)
         self.output = ensure_path(output)
         self.dev = dev
+        self.dev_evaluator: Optional[DevEvaluator] = None
+        self.mine_seconds = self.dev_seconds = 0.0  # of this session (the state keeps the run's totals)
+        self.pooling, self.pooling_source = resolve_pooling(config.model.pooling, base_model, what="base model")
         t = config.training
         self.device = resolve_device(t.device)
         self.dist = init_distributed(t.distributed, self.device.type)
@@ -123,7 +78,7 @@ class Trainer:
             torch.manual_seed(t.seed)  # the adapters' random init: the same in every run of this config
             model = add_adapters(model, t.adapter_rank, t.adapter_alpha, t.adapter_dropout)
         self.module = model.to(self.device)  # the Hugging Face model: saved, evaluated, clipped
-        self.model = SubBatchEncoder(self.module, config.model.pooling)  # what a step calls
+        self.model = SubBatchEncoder(self.module, self.pooling)  # what a step calls
         if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -135,6 +90,7 @@ class Trainer:
         self.loss_fn = make_loss(config.loss.name, **self._loss_kwargs())
         self.miner = TripletMarginMiner(config.miner.margin, config.miner.kind) if config.miner.enabled else None
         self.batches = EpochBatches(pairs, kb, t.batch_size, t.batching, t.seed)
+        self.schedule = Schedule.from_settings(t, self.batches.n_batches(), self.total_steps())
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.tokens = token_source(self.pairs, kb, self.tokenizer, config.model.max_length,
                                    pretokenize=t.pretokenize, is_main=self.dist.is_main,
@@ -143,19 +99,6 @@ class Trainer:
         self.identity = ckpt.run_identity(config.to_dict(), self.base_model, kb.checksum, pairs.meta)
 
     # ---- setup -------------------------------------------------------------------------------
-    def _init_hard_negatives(self) -> None:
-        t = self.config.training
-        self.hn_sampler: Optional[hn.HardNegativeSampler] = None
-        self.hn_table: Optional[hn.HardNegativeTable] = None
-        self._dev_name_vectors: Optional[Tuple[int, np.ndarray]] = None  # (step, vectors) of self.kb's names
-        if t.hard_negatives <= 0:
-            return
-        self.hn_sampler = hn.HardNegativeSampler(self.kb, t.hard_negatives, t.seed)
-        # task pairs: a mention's gold = every label it is paired with; KB pairs: every concept of the name
-        self.hn_from_kb = self.pairs.meta.get("kind") == "kb"
-        self.hn_anchors, self.hn_gold = ((np.zeros(0, dtype=np.int64), []) if self.hn_from_kb
-                                         else hn.anchor_labels(self.pairs.pairs))
-
     def _step_loader(self, first_step: int, total: int) -> Optional[Any]:
         """The inputs of steps ``first_step..total-1`` made ahead by ``training.loader_workers`` processes;
         None (made in this process) without workers and always with hard negatives."""
@@ -198,7 +141,7 @@ class Trainer:
 
         return {
             "name": f"sapbert-trained:{self.base_model}",
-            "pooling": self.config.model.pooling,
+            "pooling": self.pooling,
             "max_length": self.config.model.max_length,
             "dim": int(self.module.config.hidden_size),
             "fingerprint": weights_fingerprint(exportable(self.module)),  # of what is saved
@@ -284,95 +227,31 @@ class Trainer:
                                                max_length=self.config.model.max_length, device=self.device,
                                                suggest=suggest, amp_hint=hint))
 
-    # ---- dictionary hard negatives ---------------------------------------------------------------
-    def _hard_negative_pairs(self, rows: np.ndarray, global_step: int) -> np.ndarray:
-        """The extra pairs of this step, from the table of the latest refresh point (mined now if
-        needed: by rank 0, saved under ``OUTPUT/hard_negatives/`` so that a resumed run and the
-        other ranks reuse it)."""
-        every = self._hard_negative_every()
-        refresh = (global_step // every) * every
-        if self.hn_table is None or self.hn_table.step != refresh:
-            path = self.output / "hard_negatives" / f"step_{refresh:08d}.npz"
-            if self.dist.is_main and not path.is_file():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._mine(refresh).to_disk(path)
-            barrier(self.dist)
-            self.hn_table = hn.HardNegativeTable.from_disk(path)
-        return self.hn_sampler.extra_pairs(self.hn_table, rows, global_step)  # type: ignore[union-attr]
-
-    def _hard_negative_every(self) -> int:
-        """Steps between two minings: ``training.hard_negative_every``, or one epoch when it is 0."""
-        return self.config.training.hard_negative_every or self.batches.n_batches()
-
-    def _window_anchors(self, step: int) -> np.ndarray:
-        """The distinct anchor text ids of the steps ``[step, step + every)``: what the next table serves."""
-        n_batches = self.batches.n_batches()
-        stop = min(step + self._hard_negative_every(), self.total_steps())
-        batches = [self.batches.batch(s // n_batches, s % n_batches) for s in range(step, max(stop, step + 1))]
-        return np.unique(np.asarray(self.pairs.pairs[np.concatenate(batches)])[:, 0]).astype(np.int64)
-
-    def _mine(self, step: int) -> hn.HardNegativeTable:
-        from ..encoding.torch_encoder import Encoder
-
-        import torch
-
-        started = time.perf_counter()
-        was_training = self.module.training
-        # ranking negatives tolerates bf16: CPU autocast when training uses it (on CUDA the Encoder would
-        # cast the weights themselves, so fp32 there)
-        cpu_bf16 = self.amp_dtype is torch.bfloat16 and self.device.type == "cpu"
-        enc = Encoder(self.module, self.tokenizer, pooling=self.config.model.pooling,
-                      max_length=self.config.model.max_length, device=str(self.device),
-                      precision="bf16" if cpu_bf16 else "fp32", cache_size=0)
-        anchors = self._window_anchors(step)
-        if self.hn_from_kb:  # the anchors are KB names: every concept of the name is gold
-            cptr, cidx = (np.asarray(a) for a in self.kb.row_concept_csr())
-            gold = [cidx[cptr[a]:cptr[a + 1]] for a in anchors]
-        else:
-            gold = [self.hn_gold[i] for i in np.searchsorted(self.hn_anchors, anchors)]
-        try:
-            cached = self._dev_name_vectors
-            names = cached[1] if cached is not None and cached[0] == step else enc.encode(
-                list(self.kb.names), show_progress=self.dist.is_main)
-            vectors = names[anchors] if self.hn_from_kb else enc.encode(
-                [self.pairs.text(self.kb, int(a)) for a in anchors])
-        finally:
-            self.module.train(was_training)
-        table = hn.mine_table(vectors, names, anchors, gold, self.kb, self.config.training.hard_negative_top_k, step)
-        logger.info("hard negatives mined at step %d in %.0f s: %s", step, time.perf_counter() - started,
-                    hn.table_summary(table))
-        return table
-
     # ---- evaluation ----------------------------------------------------------------------------
-    def evaluate(self, step: int = -1) -> Dict[str, float]:
-        """Concept-level acc@k of the current weights on the dev set (exact search); ``step``: the
-        weights' step, under which the KB's name vectors are kept for the next hard-negative mining."""
+    def evaluate(self, step: int = -1) -> Dict[str, Any]:
+        """Strict acc@k of the current weights on the dev set, overall and seen / unseen (see
+        ``dev_eval.py``: a fixed candidate set, exact search); ``step``: the weights' step, under which
+        the KB's name vectors are kept for the next hard-negative mining (``dev_candidates = "all"``)."""
         from ..encoding.torch_encoder import Encoder
-        from ..index import ConceptIndex
-        from ..kb.concept import normalize_name
 
         if self.dev is None:
             return {}
+        started = time.perf_counter()
+        t = self.config.training
+        if self.dev_evaluator is None:
+            self.dev_evaluator = DevEvaluator(self.dev, candidates=t.dev_candidates, sample_names=t.dev_sample_names,
+                                              shortlist_k=t.dev_shortlist_k, gold_names=t.dev_gold_names, seed=t.seed)
         was_training = self.module.training
-        enc = Encoder(self.module, self.tokenizer, pooling=self.config.model.pooling,
-                      max_length=self.config.model.max_length, device=str(self.device), precision="fp32",
-                      cache_size=0)
+        enc = Encoder(self.module, self.tokenizer, pooling=self.pooling, max_length=self.config.model.max_length,
+                      device=str(self.device), precision="fp32", cache_size=0)
         try:
-            index = ConceptIndex.build(self.dev.kb, enc, exact=True, show_progress=False)
-            if self.hn_sampler is not None and self.dev.kb is self.kb:  # the next mining can reuse them
-                self._dev_name_vectors = (step, index.name_vectors(np.arange(len(self.kb.names))))
-            queries = [normalize_name(text) for text, _ in self.dev.mentions]
-            ranked = index.search(enc.encode(queries), max(self.dev.ks))
+            figures, names = self.dev_evaluator.evaluate(enc)
         finally:
             self.module.train(was_training)
-        result: Dict[str, float] = {}
-        for k in self.dev.ks:
-            hits = 0
-            for (_, ids), concepts in zip(self.dev.mentions, ranked):
-                gold = {self.dev.kb.resolve_id(i) for i in ids} - {None}
-                hits += any(cid in gold for cid, _ in concepts[:k])
-            result[f"dev_acc@{k}"] = hits / max(1, len(self.dev.mentions))
-        return result
+        if self.hn_sampler is not None and self.dev.kb is self.kb and t.dev_candidates == "all":
+            self._dev_name_vectors = (step, names)  # the next mining can reuse them
+        self.dev_seconds += time.perf_counter() - started
+        return figures
 
     # ---- the loop ------------------------------------------------------------------------------
     def _log(self, row: Dict[str, Any]) -> None:
@@ -388,7 +267,8 @@ class Trainer:
             ckpt.prepare_output(self.output, self.identity, resume=resume)
         barrier(self.dist)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "pairs_seen": 0, "train_seconds": 0.0,
-                 "best_dev": None, "evals_without_gain": 0}
+                 "best_dev": None, "evals_without_gain": 0, "wall_seconds": 0.0, "mine_seconds": 0.0,
+                 "dev_seconds": 0.0, "best_step": None, "best_figures": None, "last_figures": None}
         if resume:
             found = ckpt.list_checkpoints(self.output)
             if not found:
@@ -397,15 +277,19 @@ class Trainer:
             logger.info("resumed from %s (step %d)", found[-1][1], state["global_step"])
             if self.dist.is_main:
                 self._truncate_metrics(int(state["global_step"]))
+        self._base = {k: float(state[k]) for k in ("wall_seconds", "mine_seconds", "dev_seconds")}
         total = self.total_steps()
         n_batches = self.batches.n_batches()
+        sched = self.schedule
+        if self.dist.is_main:
+            logger.info("%d pairs, batch %d: %s", len(self.pairs.pairs), t.batch_size, sched.line())
         self.model.train()
         bar = tqdm(total=total, initial=min(state["global_step"], total), unit="step", desc="train",
                    disable=not self.dist.is_main, dynamic_ncols=True)
         history: List[Dict[str, Any]] = []
         last_loss: Optional[float] = None
         window: List[float] = []
-        window_pairs, window_start = 0, time.perf_counter()
+        window_pairs, window_train = 0, 0.0
         first = True
         stop = False
         loader = self._step_loader(int(state["global_step"]), total)
@@ -415,7 +299,7 @@ class Trainer:
                     state["epoch"] += 1
                     state["step_in_epoch"] = 0
                 batch = self.batches.batch(state["epoch"], state["step_in_epoch"])
-                started = time.perf_counter()
+                started, mined_before = time.perf_counter(), self.mine_seconds
                 inputs = None
                 if loader is not None:
                     ids, lengths, inverse, labels = next(loader)
@@ -425,59 +309,83 @@ class Trainer:
                     first = False
                 else:
                     loss = self.step(batch, state["global_step"], inputs)
-                state["train_seconds"] += time.perf_counter() - started
+                spent = time.perf_counter() - started - (self.mine_seconds - mined_before)  # training only
+                state["train_seconds"] += spent
                 state["global_step"] += 1
                 state["step_in_epoch"] += 1
                 state["pairs_seen"] += len(batch)
                 last_loss = loss
                 window.append(loss)
                 window_pairs += len(batch)
+                window_train += spent
                 step = state["global_step"]
                 if step % t.log_every == 0 or step == total:
-                    elapsed = time.perf_counter() - window_start
+                    self._clock(state)
                     row = {"step": step, "epoch": state["epoch"], "pairs_seen": state["pairs_seen"],
                            "loss": sum(window) / len(window), "lr": self._lr(step - 1),
-                           "pairs_per_s": window_pairs / max(elapsed, 1e-9), "train_seconds": state["train_seconds"]}
+                           "pairs_per_s": window_pairs / max(window_train, 1e-9),  # training time only
+                           "train_seconds": state["train_seconds"], "mine_seconds": state["mine_seconds"],
+                           "dev_seconds": state["dev_seconds"], "wall_seconds": state["wall_seconds"]}
                     self._log(row)
                     history.append(row)
-                    bar.set_postfix(loss=f"{row['loss']:.4f}", pairs_s=f"{row['pairs_per_s']:.0f}")
-                    window, window_pairs, window_start = [], 0, time.perf_counter()
+                    bar.set_postfix(loss=f"{row['loss']:.4f}", train_pairs_s=f"{row['pairs_per_s']:.0f}")
+                    window, window_pairs, window_train = [], 0, 0.0
                 bar.update(1)
-                out_of_time = t.max_minutes > 0 and state["train_seconds"] >= t.max_minutes * 60
-                stop = broadcast_flag(out_of_time, self.dist, self.device)
-                final = step >= total or stop
-                if self.dev is not None and ((t.eval_every and step % t.eval_every == 0) or final):
-                    stop = self._dev_eval(state, history, callback) or stop
-                    stop = broadcast_flag(stop, self.dist, self.device)
-                    final = final or stop
-                if step % t.checkpoint_every == 0 or final:
+                final = step >= total or broadcast_flag(self._out_of_time(state), self.dist, self.device)
+                if self.dev is not None and ((sched.eval_every and step % sched.eval_every == 0) or final):
+                    stop = self._dev_eval(state, history, callback)  # the same on every rank
+                stop = final = final or stop
+                if step % sched.checkpoint_every == 0 or final:
                     self._save(state)
         finally:
             loader = None  # stops the loader's worker processes
             bar.close()
         model_path = self._finish(state)
         shutdown(self.dist)
-        return TrainResult(output=self.output, model_path=model_path, steps=state["global_step"],
-                           pairs_seen=state["pairs_seen"], train_seconds=state["train_seconds"],
-                           final_loss=last_loss, history=history, best_dev=state.get("best_dev"))
+        best = t.keep_best and (self.output / "best").is_dir() and state["best_step"] is not None
+        result = TrainResult(
+            output=self.output, model_path=model_path, steps=state["global_step"], pairs_seen=state["pairs_seen"],
+            train_seconds=state["train_seconds"], final_loss=last_loss, history=history,
+            best_dev=state.get("best_dev"), steps_per_epoch=sched.steps_per_epoch,
+            wall_seconds=self._clock(state), mine_seconds=state["mine_seconds"], dev_seconds=state["dev_seconds"],
+            model_from="best" if best else "last", model_step=int(state["best_step"] if best else state["global_step"]),
+            model_dev=state["best_figures"] if best else state["last_figures"])
+        if self.dist.is_main:
+            write_summary(result, self.output)  # the CLI prints summary_lines(result)
+        return result
+
+    def _clock(self, state: Dict[str, Any]) -> float:
+        """Bring the state's wall / mining / dev seconds up to now (earlier sessions included); the wall seconds."""
+        state["wall_seconds"] = self._base["wall_seconds"] + time.perf_counter() - self._created
+        state["mine_seconds"] = self._base["mine_seconds"] + self.mine_seconds
+        state["dev_seconds"] = self._base["dev_seconds"] + self.dev_seconds
+        return float(state["wall_seconds"])
+
+    def _out_of_time(self, state: Dict[str, Any]) -> bool:
+        """``training.max_minutes``: a cap on the run's wall time (every phase, earlier sessions included)."""
+        minutes = self.config.training.max_minutes
+        return bool(minutes > 0 and self._clock(state) >= minutes * 60)
 
     def _dev_eval(self, state: Dict[str, Any], history: List[Dict[str, Any]],
                   callback: Optional[Callable[[Dict[str, Any]], None]]) -> bool:
-        """Evaluate (rank 0), log, keep the best model; True when patience ran out."""
+        """Evaluate (rank 0), log, keep the best model by ``selection_score``; True when patience ran out."""
         t = self.config.training
         stop = False
         if self.dist.is_main:
             figures = self.evaluate(step=int(state["global_step"]))
+            self._clock(state)
             row = {"step": state["global_step"], "pairs_seen": state["pairs_seen"],
-                   "train_seconds": state["train_seconds"], **figures}
+                   "train_seconds": state["train_seconds"], "dev_seconds": state["dev_seconds"],
+                   "wall_seconds": state["wall_seconds"], **figures}
             self._log(row)
             history.append(row)
-            logger.info("dev at step %d: %s", state["global_step"], figures)
+            logger.info("dev at step %d: %s (%.1f s)", state["global_step"], dev_line(figures), figures["dev_eval_seconds"])
             if callback is not None:
                 callback(row)
-            score = figures[f"dev_acc@{self.dev.ks[0]}"]  # type: ignore[union-attr]
+            state["last_figures"] = figures
+            score = selection_score(figures, t.select_unseen_weight, self.dev.ks[0])  # type: ignore[union-attr]
             if state["best_dev"] is None or score > state["best_dev"]:
-                state["best_dev"] = score
+                state["best_dev"], state["best_step"], state["best_figures"] = score, int(state["global_step"]), figures
                 state["evals_without_gain"] = 0
                 if t.keep_best:
                     ckpt.write_final_model(self.output, self.module, self.tokenizer, self.settings(),
@@ -485,11 +393,11 @@ class Trainer:
             else:
                 state["evals_without_gain"] += 1
                 stop = t.patience > 0 and state["evals_without_gain"] >= t.patience
-        barrier(self.dist)
-        return stop
+        return broadcast_flag(stop, self.dist, self.device)
 
     def _save(self, state: Dict[str, Any]) -> None:
         if self.dist.is_main:
+            self._clock(state)
             ckpt.save_checkpoint(self.output, state["global_step"], self.module, self.tokenizer, self.optimizer,
                                  self.scaler, dict(state), self.settings(), keep=self.config.training.keep_checkpoints)
         barrier(self.dist)
