@@ -36,7 +36,8 @@ SUMMARY_END = "<!-- END GENERATED SUMMARY -->"
 
 
 class Cell(NamedTuple):
-    """Some columns of the first row (of one results table) whose first cell starts with ``row``."""
+    """Some columns of the first row whose first cell starts with ``row`` (in the first table whose name starts
+    with the figure's ``table``)."""
     row: str
     columns: Tuple[str, ...]
     scale: float = 1.0  # e.g. 100 for accuracies stored as fractions
@@ -55,6 +56,7 @@ class Figure(NamedTuple):
 
 
 _ACC = dict(columns=("strict acc@1", "strict acc@5"), scale=100, digits=1)
+_SPLIT = ("overall", "seen", "unseen")
 _INDEX = ("files MB", "of which anon MB", "recall@1")
 _NCBI = "NCBI-disease test (gold spans) -> MEDIC"
 SUMMARY: Tuple[Figure, ...] = (
@@ -71,6 +73,9 @@ SUMMARY: Tuple[Figure, ...] = (
     Figure("index of {names} names × {dim} dims: files MB / anonymous RSS MB after 10k queries / recall@1 vs exact",
            "umls_scale", "index_at_scale", Cell("compact", _INDEX), Cell("hnswlib f32 (today)", _INDEX),
            baseline_name="hnswlib float32"),
+    Figure("fine-tuned on BC5CDR-disease train: strict acc@1 on dev, overall / seen / unseen mentions "
+           "(dev candidate set)", "finetune_guide", "BC5CDR-disease dev", Cell("fine-tuned", _SPLIT, digits=1),
+           Cell("base", _SPLIT, digits=1), baseline_name="base MiniLM"),
 )
 
 
@@ -175,7 +180,7 @@ def render_results(doc: Mapping[str, Any]) -> List[str]:
 
 
 def _pick(doc: Mapping[str, Any], figure: Figure, cell: Cell) -> Optional[Dict[str, Any]]:
-    tab = doc["tables"].get(figure.table)
+    tab = next((t for name, t in doc["tables"].items() if name.startswith(figure.table)), None)
     if tab is None:
         return None
     row = next((r for r in tab["rows"] if str(r[0]).startswith(cell.row)), None)
