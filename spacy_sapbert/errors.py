@@ -11,6 +11,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E500–E599 / W500–W599: hardening (E500–E549: interruption, outputs, work folders, command-line input;
   E550–E599: untrusted bytes, integrity of saved folders, damaged files)
 - E600–E699 / W600–W699: context (prototypes, re-ranking, type priors)
+- E700–E719 / W700–W709: scale-out (link-corpus, Ray back-ends, build-index --ray)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -114,6 +115,9 @@ class Warnings(metaclass=_CodedMessages):
     W600 = ("{n} of {total} annotated mentions have ids that are not in the knowledge base (e.g. {examples}); they "
             "were skipped. Check that the documents and the KB use the same identifiers.")
     W601 = ("{n} composite mentions (ids joined by '|' or '+') were skipped: a prototype stands for one concept.")
+    # ---- W700–W709: scale-out (link-corpus, Ray) ----
+    W700 = ("Ray is already started in this process ({current}); it is used as it is and --address '{address}' "
+            "only had its reachability checked. Call ray.shutdown() first to join another cluster.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -360,6 +364,30 @@ class Errors(metaclass=_CodedMessages):
             "PubTator / JSONL file.")
     E614 = ("Cannot tune the context weights: {what}. Give a dev set whose mentions have ids in the KB and "
             "prototypes built for the same KB.")
+    # ---- E700–E719: scale-out (link-corpus, Ray back-ends, build-index --ray) ----
+    E700 = ("{what} needs Ray Data, which is not installed or broken ({reason}). Install the extra: "
+            "`pip install \"spacy-sapbert[ray]\"` (ray[data]==2.60.0, pyarrow==25.0.1, pandas==2.3.3), or use "
+            "the local back-end (--backend local).")
+    E701 = ("Cannot reach the Ray cluster at '{address}': {reason}. Check that the cluster runs (`ray status` on its "
+            "head node), that the address is HOST:PORT of the head (or ray://HOST:10001 for Ray Client, or 'auto' "
+            "on a cluster node), or leave --address out to start a local Ray.")
+    E702 = ("{path}: {where}: no field '{field}' ({option}); the document has: {found}. Pass {option} with the "
+            "name of the field that holds the {what}.")
+    E703 = ("{path}: {where}: field '{field}' is {found}, expected a string ({what}). Fix the input, or pass "
+            "{option} with the field that holds the {what} as text.")
+    E704 = ("The pipeline '{path}' has no sapbert_linker component (its components: {names}). link-corpus needs "
+            "NER + sapbert_linker: build one with `spacy-sapbert create-pipeline OUT --kb KB --base NER_PIPELINE`.")
+    E705 = ("Output folder '{path}' holds the output of another run (different {fields}). Resume it with the same "
+            "pipeline, KB and inputs; pass --overwrite to replace it; or choose another --output folder.")
+    E706 = ("No input documents found: {inputs} hold no {what}. Give files or folders of the chosen --format "
+            "({choices}).")
+    E707 = ("Input shard '{path}' is given twice (as '{first}' and '{second}'). Give each file or folder once.")
+    E708 = ("Writing Parquet needs pyarrow, which is not installed ({reason}). Install the extra "
+            "`pip install \"spacy-sapbert[ray]\"` (it pins pyarrow==25.0.1), or pass --output-format jsonl.")
+    E709 = ("The Ray job failed while {what}: {reason}. Shards (or chunks) finished so far are kept; fix the cause "
+            "and rerun the same command to resume.")
+    E710 = ("'{path}' is not a PubTator file or a folder of them ({reason}). Pass --format to say what the input is "
+            "(jsonl, parquet, pubtator, txt).")
 
 
 __all__ = [
