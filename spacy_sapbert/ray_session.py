@@ -7,10 +7,12 @@ Importing :mod:`spacy_sapbert` never imports Ray; these functions do, when calle
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
 
+from . import errors
 from .errors import ConfigError, Errors, SapbertError, Warnings
 from .util import get_logger
 
@@ -87,6 +89,13 @@ def reraise_job_error(err: BaseException, what: str) -> None:
             raise current.__class__(str(current)) from None
         cause = getattr(current, "cause", None)
         current = cause if isinstance(cause, BaseException) else (current.__cause__ or current.__context__)
+    # Ray sends an actor's exception back as text (RayTaskError(UserCodeException)): find ours in it
+    found = re.findall(r"spacy_sapbert\.errors\.(\w+): (\[SB-E\d{3}\][^\n]*)", str(err))
+    if found:
+        name, message = found[-1]
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, SapbertError):
+            raise cls(message) from None
     raise ConfigError(Errors.E709.format(what=what, reason=str(err).strip().splitlines()[-1][:300] if str(err)
                                          else type(err).__name__)) from None
 
