@@ -386,8 +386,6 @@ class Errors(metaclass=_CodedMessages):
             "`pip install \"spacy-sapbert[ray]\"` (it pins pyarrow==25.0.1), or pass --output-format jsonl.")
     E709 = ("The Ray job failed while {what}: {reason}. Shards (or chunks) finished so far are kept; fix the cause "
             "and rerun the same command to resume.")
-    E710 = ("'{path}' is not a PubTator file or a folder of them ({reason}). Pass --format to say what the input is "
-            "(jsonl, parquet, pubtator, txt).")
 
 
 __all__ = [

@@ -4,6 +4,7 @@ gives the local build's vectors and neighbours; an unreachable cluster is a code
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import numpy
@@ -34,7 +35,7 @@ def _digests(out):
 
 
 def test_ray_back_end_writes_the_files_of_the_local_back_end_and_resumes(corpus_pipeline, write_corpus_shards,
-                                                                         tmp_path):
+                                                                         tmp_path, caplog):
     import shutil
 
     shards = write_corpus_shards(tmp_path / "in")
@@ -47,8 +48,11 @@ def test_ray_back_end_writes_the_files_of_the_local_back_end_and_resumes(corpus_
     shutil.copytree(tmp_path / "local", tmp_path / "ray")
     for name in ("rows/part-00000.parquet", "rows/part-00002.parquet", "rows/part-00003.parquet", MANIFEST_FILE):
         (tmp_path / "ray" / name).unlink()
-    result = link_corpus([shards], str(corpus_pipeline), tmp_path / "ray", backend="ray", actors=2, batch_size=4,
-                         show_progress=False)
+    address = ray.get_runtime_context().gcs_address  # reachable: checked, then the running Ray is used (W700)
+    with caplog.at_level(logging.WARNING, logger="spacy_sapbert"):
+        result = link_corpus([shards], str(corpus_pipeline), tmp_path / "ray", backend="ray", actors=2,
+                             batch_size=4, address=address, show_progress=False)
+    assert "SB-W700" in caplog.text
     assert (result.shards, result.skipped, result.linked, result.docs, result.rows) == (4, 1, 3, 17, local.rows)
     assert _digests(tmp_path / "ray") == _digests(tmp_path / "local")
 

@@ -11,7 +11,7 @@ appends files named by task, which cannot tell a finished shard from a half-writ
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy
 

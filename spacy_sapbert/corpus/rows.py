@@ -8,7 +8,7 @@ for byte when the rows are.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, List
 
 import numpy
 
@@ -101,10 +101,5 @@ def count_rows(path: PathLike, fmt: str) -> int:
         return sum(1 for _ in fh)
 
 
-def iter_records(columns: Dict[str, List[Any]]) -> Iterable[Dict[str, Any]]:
-    for values in zip(*(columns[name] for name in COLUMNS)):
-        yield dict(zip(COLUMNS, values))
-
-
 __all__ = ["COLUMNS", "OUTPUT_FORMATS", "add_doc_rows", "arrow_table", "write_rows", "count_rows", "to_ipc",
-           "from_ipc", "import_pyarrow", "empty_columns", "iter_records"]
+           "from_ipc", "import_pyarrow", "empty_columns"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 from ..errors import ConfigError, Errors
-from ..outputs import FileLock, MARKER_FILE, check_parent, check_replaceable, output_lock, write_marker
+from ..outputs import FileLock, check_parent, check_replaceable, output_lock, write_marker
 from ..util import PathLike, atomic_write, ensure_path, file_sha256
 from .readers import Shard
 from .rows import SUFFIX, count_rows
@@ -99,5 +99,5 @@ def write_manifest(output: Path, shards: Sequence[Shard], fmt: str) -> Dict[str,
     return manifest
 
 
-__all__ = ["RUN_FILE", "MANIFEST_FILE", "ROWS_DIR", "MARKER_FILE", "shard_file", "open_output", "pending_shards",
+__all__ = ["RUN_FILE", "MANIFEST_FILE", "ROWS_DIR", "shard_file", "open_output", "pending_shards",
            "write_manifest"]
