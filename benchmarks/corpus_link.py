@@ -181,6 +181,7 @@ def main(argv=None) -> int:
     rows = list(range(info["names"]))
     max_diff = (float(numpy.abs(ray_index.name_vectors(rows) - local_index.name_vectors(rows)).max())
                 if local_index is not None else None)
+    shutil.rmtree(OUT / "resumed", ignore_errors=True)
     resume = kill_and_resume(OUT / "in", OUT / "pipeline", OUT / "resumed", args.shards)
     reference = digests(runs["local n_process=1"]["out"])
     resume["identical"] = digests(OUT / "resumed") == reference
@@ -201,12 +202,13 @@ def main(argv=None) -> int:
         "build_index_ray_names_per_s_incl_actor_start": round(info["names"] / ray_index_s, 1),
         "build_index_ray_max_abs_vector_diff_vs_local": max_diff,
         "resume_killed_exit_status": resume["exit_status_killed"],
+        "resume_rerun_exit_status": resume["rerun_status"],
         "resume_shards_written_before_kill_rerun": resume["shards_before_rerun"],
         "resume_rows_and_checksums_equal_uninterrupted": resume["identical"],
         "load_avg_1_5_15_at_start": [round(x, 1) for x in load_start],
         "load_avg_1_5_15_at_end": [round(x, 1) for x in load_end],
     }
-    print(json.dumps(figures, indent=1))
+    print(json.dumps(figures, indent=1), resume["rerun_output"])
     for row in table_rows:
         print(row)
     if args.json:

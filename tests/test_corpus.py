@@ -73,8 +73,13 @@ def test_two_processes_write_the_same_files(reference, shards, corpus_pipeline, 
 def test_rows_do_not_depend_on_what_the_process_linked_before(reference, shards, corpus_pipeline, tmp_path):
     """Shard 2 alone gives the same file as shard 2 after shards 0 and 1 (no cache, batches start per shard)."""
     out, _ = reference
-    link_corpus([shards / "s2.jsonl"], str(corpus_pipeline), tmp_path / "one", batch_size=4, show_progress=False)
+    import torch
+
+    before = torch.get_num_threads()
+    link_corpus([shards / "s2.jsonl"], str(corpus_pipeline), tmp_path / "one", batch_size=4, threads=2,
+                show_progress=False)
     assert _digests(tmp_path / "one")[0][1:] == _digests(out)[2][1:]
+    assert torch.get_num_threads() == before  # the caller's torch setting is restored
 
 
 def test_a_killed_run_resumes_without_losing_or_duplicating_rows(reference, shards, corpus_pipeline, tmp_path,

@@ -8,6 +8,7 @@ followed by empty ones up to a multiple of ``batch_size``), as it does on a Ray 
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -21,16 +22,25 @@ from .shards import shard_file
 logger = get_logger("corpus")
 
 
-def load_pipeline(pipeline: str, *, threads: Optional[int] = None) -> Tuple[Any, str]:
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Torch on ``threads`` threads meanwhile (forked ``nlp.pipe`` workers inherit it), restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def load_pipeline(pipeline: str) -> Tuple[Any, str]:
     """``(nlp, extension)``: a saved or installed pipeline with a ``sapbert_linker`` (E704 without),
-    its encoders' caches off (see the module docs); torch limited to ``threads`` threads. The linker
-    runs on the device its config names (``auto``: a GPU when one is visible)."""
+    its encoders' caches off (see the module docs). The linker runs on the device its config names
+    (``auto``: a GPU when one is visible)."""
     import spacy
 
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(int(threads))
     nlp = spacy.load(pipeline)
     extension = linker_extension(nlp)
     if extension is None:
@@ -97,4 +107,4 @@ def link_local(nlp: Any, extension: str, shards: Sequence[Shard], *, output: Pat
     return docs
 
 
-__all__ = ["load_pipeline", "run_info", "link_shard_docs", "link_local"]
+__all__ = ["torch_threads", "load_pipeline", "run_info", "link_shard_docs", "link_local"]

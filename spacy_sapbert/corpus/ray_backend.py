@@ -28,7 +28,10 @@ class LinkShards:
 
     def __init__(self, pipeline: str, id_field: str, text_field: str, batch_size: int, threads: int,
                  run: Dict[str, str]) -> None:
-        self.nlp, self.extension = load_pipeline(pipeline, threads=threads)
+        import torch
+
+        torch.set_num_threads(int(threads))  # this actor's own process
+        self.nlp, self.extension = load_pipeline(pipeline)
         self.id_field, self.text_field = id_field, text_field
         self.batch_size = batch_size
         self.run = run

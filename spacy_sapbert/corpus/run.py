@@ -10,7 +10,7 @@ from tqdm import tqdm
 
 from ..errors import ConfigError, Errors
 from ..util import PathLike, ensure_path, get_logger
-from .local import link_local, load_pipeline, run_info
+from .local import link_local, load_pipeline, run_info, torch_threads
 from .readers import check_shard, find_shards, shard_fingerprint
 from .rows import OUTPUT_FORMATS, import_pyarrow
 from .shards import open_output, pending_shards, write_manifest
@@ -94,7 +94,7 @@ def link_corpus(
     shards = find_shards(inputs, input_format)
     for shard in shards:
         check_shard(shard, id_field=id_field, text_field=text_field)
-    nlp, extension = load_pipeline(pipeline, threads=threads)
+    nlp, extension = load_pipeline(pipeline)
     info = run_info(nlp)
     run: Dict[str, Any] = dict(info, inputs=[{"path": s.path, "format": s.fmt, "sha256": shard_fingerprint(s)}
                                              for s in shards],
@@ -113,7 +113,8 @@ def link_corpus(
             if not todo:
                 docs = 0
             elif backend == "local":
-                docs = link_local(nlp, extension, todo, n_process=n_process, **options)
+                with torch_threads(threads):
+                    docs = link_local(nlp, extension, todo, n_process=n_process, **options)
             else:
                 from .ray_backend import link_ray
 
