@@ -13,6 +13,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E600–E699 / W600–W699: context (prototypes, re-ranking, type priors)
 - E760–E779 / W760–W769: research workflow (pooling from the model folder, epoch schedules, config versions,
   dev evaluation and best-model selection)
+- E700–E719 / W700–W709: scale-out (link-corpus, Ray back-ends, build-index --ray)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -122,6 +123,9 @@ class Warnings(metaclass=_CodedMessages):
             "choose another one.")
     W761 = ("Config '{path}' is a version {version} config: {what}. Add [meta] version = {current} to the file once "
             "you have checked the setting (see configs/{task}.cfg).")
+    # ---- W700–W709: scale-out (link-corpus, Ray) ----
+    W700 = ("Ray is already started in this process ({current}); it is used as it is and --address '{address}' "
+            "only had its reachability checked. Call ray.shutdown() first to join another cluster.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -390,6 +394,28 @@ class Errors(metaclass=_CodedMessages):
             "{current}). Upgrade the spacy_sapbert package, or write the config for version {current} (see "
             "configs/{task}.cfg).")
     E762 = ("Config '{path}': {what}. Fix the file or the override (spaCy style: --section.key value).")
+    # ---- E700–E719: scale-out (link-corpus, Ray back-ends, build-index --ray) ----
+    E700 = ("{what} needs Ray Data, which is not installed or broken ({reason}). Install the extra: "
+            "`pip install \"spacy-sapbert[ray]\"` (ray[data]==2.60.0, pyarrow==25.0.1, pandas==2.3.3), or use "
+            "the local back-end (--backend local).")
+    E701 = ("Cannot reach the Ray cluster at '{address}': {reason}. Check that the cluster runs (`ray status` on its "
+            "head node), that the address is HOST:PORT of the head (or ray://HOST:10001 for Ray Client, or 'auto' "
+            "on a cluster node), or leave --address out to start a local Ray.")
+    E702 = ("{path}: {where}: no field '{field}' ({option}); the document has: {found}. Pass {option} with the "
+            "name of the field that holds the {what}.")
+    E703 = ("{path}: {where}: field '{field}' is {found}, expected a string ({what}). Fix the input, or pass "
+            "{option} with the field that holds the {what} as text.")
+    E704 = ("The pipeline '{path}' has no sapbert_linker component (its components: {names}). link-corpus needs "
+            "NER + sapbert_linker: build one with `spacy-sapbert create-pipeline OUT --kb KB --base NER_PIPELINE`.")
+    E705 = ("Output folder '{path}' holds the output of another run (different {fields}). Resume it with the same "
+            "pipeline, KB and inputs; pass --overwrite to replace it; or choose another --output folder.")
+    E706 = ("No input documents found: {inputs} hold no {what}. Give files or folders of the chosen --format "
+            "({choices}).")
+    E707 = ("Input shard '{path}' is given twice (as '{first}' and '{second}'). Give each file or folder once.")
+    E708 = ("Writing Parquet needs pyarrow, which is not installed ({reason}). Install the extra "
+            "`pip install \"spacy-sapbert[ray]\"` (it pins pyarrow==25.0.1), or pass --output-format jsonl.")
+    E709 = ("The Ray job failed while {what}: {reason}. Shards (or chunks) finished so far are kept; fix the cause "
+            "and rerun the same command to resume.")
 
 
 __all__ = [

@@ -42,9 +42,17 @@ def build_index_dir(
     kind: str = "auto",
     rescore: Optional[int] = None,
     connectivity: Optional[int] = None,
+    chunk_size: int = 8192,
+    ray: bool = False,
+    actors: int = 2,
+    gpus_per_actor: float = 0.0,
+    address: Optional[str] = None,
 ) -> ConceptIndex:
     """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
-    ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``compact`` (see :mod:`spacy_sapbert.index`)."""
+    ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``compact`` (see :mod:`spacy_sapbert.index`).
+    With ``ray`` the names are encoded in chunks of ``chunk_size`` on ``actors`` Ray actors
+    (``gpus_per_actor`` GPUs each; the cluster at ``address``, else a local Ray) into the work folder,
+    then the index is built here from those chunks (see :mod:`spacy_sapbert.index.ray_build`)."""
     from .encoding.torch_encoder import Encoder
     from .kb import KnowledgeBase
 
@@ -54,6 +62,12 @@ def build_index_dir(
         from .errors import ConfigError
 
         raise ConfigError(Errors.E003.format(path=output))
+    if ray:  # before any work: the extra is installed, the cluster answers
+        from .ray_session import check_address, import_ray
+
+        import_ray("build-index --ray")
+        if address:
+            check_address(address)
     kb = KnowledgeBase.from_disk(kb_dir)
     enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device, precision=precision)
     options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
@@ -61,8 +75,17 @@ def build_index_dir(
                                                   ("connectivity", connectivity)) if v is not None}
     if work_dir is None:
         work_dir = output.with_name(f".{output.name}.work")
+    if ray:
+        from .index.ray_build import encode_names_ray
+
+        encode_names_ray(kb, enc, kb_dir=kb_dir, model=model, work_dir=work_dir, chunk_size=chunk_size,
+                         encoder_options={"pooling": pooling, "max_length": max_length, "device": device,
+                                          "precision": precision},
+                         batch_size=batch_size, actors=actors, gpus_per_actor=gpus_per_actor, address=address,
+                         show_progress=show_progress)
     index = ConceptIndex.build(kb, enc, kind=kind, exact=exact, batch_size=batch_size, work_dir=work_dir,
-                               num_threads=num_threads, show_progress=show_progress, **options)
+                               num_threads=num_threads, show_progress=show_progress, chunk_size=chunk_size,
+                               **options)
     index.meta["model"] = enc.name
     index.meta["kb_path"] = str(kb_dir.resolve())
     with atomic_dir(output, overwrite=overwrite) as tmp:
@@ -130,8 +153,7 @@ def link_records(nlp: Any, texts: Iterable[Tuple[str, str]], *, whole_text: bool
     from spacy.tokens import Span
 
     pairs = list(texts)
-    linker_names = [name for name, proc in nlp.pipeline if proc.__class__.__name__ == "SapbertLinker"]
-    ext = nlp.get_pipe(linker_names[-1]).cfg["extension_name"] if linker_names else "kb_ents"
+    ext = linker_extension(nlp) or "kb_ents"
     if whole_text:
         docs = []
         for _, text in pairs:
@@ -145,12 +167,24 @@ def link_records(nlp: Any, texts: Iterable[Tuple[str, str]], *, whole_text: bool
     else:
         out = nlp.pipe((text for _, text in pairs), batch_size=batch_size)
     for (doc_id, text), doc in zip(pairs, out):
-        ents = []
-        for ent in doc.ents:
-            cands = ent._.get(ext) if ent.has_extension(ext) else None
-            ents.append({"start": ent.start_char, "end": ent.end_char, "text": ent.text, "label": ent.label_,
-                         "kb_id": ent.kb_id_, "kb_ents": [[c, s] for c, s in (cands or [])]})
-        yield {"id": doc_id, "text": text, "ents": ents}
+        yield {"id": doc_id, "text": text, "ents": doc_entities(doc, ext)}
+
+
+def doc_entities(doc: Any, extension: str = "kb_ents") -> List[Dict[str, Any]]:
+    """The entities of a linked ``doc``: ``{start, end, text, label, kb_id, kb_ents}`` each (character
+    offsets; ``kb_ents`` = ``[[concept_id, score], ...]`` read from ``span._.<extension>``)."""
+    ents = []
+    for ent in doc.ents:
+        cands = ent._.get(extension) if ent.has_extension(extension) else None
+        ents.append({"start": ent.start_char, "end": ent.end_char, "text": ent.text, "label": ent.label_,
+                     "kb_id": ent.kb_id_, "kb_ents": [[c, s] for c, s in (cands or [])]})
+    return ents
+
+
+def linker_extension(nlp: Any) -> Optional[str]:
+    """The ``span._`` extension the last ``sapbert_linker`` of ``nlp`` writes, or None without a linker."""
+    names = [name for name, proc in nlp.pipeline if proc.__class__.__name__ == "SapbertLinker"]
+    return nlp.get_pipe(names[-1]).cfg["extension_name"] if names else None
 
 
 def create_pipeline(

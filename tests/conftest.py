@@ -168,3 +168,49 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+CORPUS_CONCEPTS = [("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
+                   ("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
+                   ("C005", "Ibuprofen", (), ("Chemical",))]
+
+
+@pytest.fixture(scope="session")
+def corpus_pipeline(tiny_bert_path, tmp_path_factory) -> Path:
+    """A saved pipeline: an entity ruler (flu, grippe → DISEASE; aspirin, ibuprofen → CHEMICAL) + a
+    sapbert_linker (tiny BERT, mean pooling, CPU, threshold -1) over a 3-concept KB. Read-only."""
+    import spacy
+
+    from spacy_sapbert.kb import Concept, KnowledgeBase
+    from spacy_sapbert.linking import create_pipeline
+
+    root = tmp_path_factory.mktemp("corpus_pipeline")
+    KnowledgeBase.from_concepts([Concept(*c) for c in CORPUS_CONCEPTS]).to_disk(root / "kb")
+    base = spacy.blank("en")
+    base.add_pipe("entity_ruler").add_patterns(
+        [{"label": "DISEASE", "pattern": p} for p in ("flu", "grippe")]
+        + [{"label": "CHEMICAL", "pattern": p} for p in ("aspirin", "ibuprofen")])
+    base.to_disk(root / "base")
+    create_pipeline(root / "pipeline", kb_path=root / "kb", model=str(tiny_bert_path), base=root / "base",
+                    config={"pooling": "mean", "device": "cpu", "threshold": -1.0}, show_progress=False)
+    return root / "pipeline"
+
+
+def _write_corpus_shards(folder: Path, sizes=(5, 0, 9, 3)) -> Path:
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    words = ["aspirin", "flu", "grippe", "ibuprofen", "fever"]
+    for s, size in enumerate(sizes):
+        with open(folder / f"s{s}.jsonl", "w", encoding="utf8") as fh:
+            for i in range(size):
+                text = f"Doc {s}-{i}: she took {words[i % 5]} for the {words[(i + s) % 5]}, then {words[(2 * i) % 5]}."
+                fh.write(json.dumps({"id": f"{s}-{i}", "text": text}) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def write_corpus_shards():
+    """``write(folder, sizes=(5, 0, 9, 3))``: JSONL shards ``s<i>.jsonl`` of ``sizes`` documents each (an
+    empty shard included by default) with ids ``<shard>-<i>``; returns the folder."""
+    return _write_corpus_shards

@@ -26,6 +26,19 @@ def test_launch_uses_torchrun_for_several_gpus_only():
     assert four[5:] == ["-m", "spacy_sapbert", "pretrain", "kb", "--distributed"]
 
 
+def test_launch_on_several_machines_uses_a_c10d_rendezvous(capsys):
+    launch = _load("launch")
+    cmd = launch.build_command(8, ["pretrain", "kb"], nnodes=2, rdzv_endpoint="node0:29500", rdzv_id="job")
+    assert cmd[3:9] == ["--nnodes=2", "--nproc_per_node=8", "--rdzv-backend=c10d", "--rdzv-endpoint=node0:29500",
+                        "--rdzv-id=job", "-m"]
+    assert "--standalone" not in cmd and cmd[-1] == "--distributed"
+    assert launch.main(["--nnodes", "2", "--dry-run", "--", "pretrain", "kb"]) == 1
+    assert "vars.rdzv_endpoint" in capsys.readouterr().err
+    assert launch.main(["--gpus", "0", "--nnodes", "2", "--rdzv-endpoint", "h:1", "--dry-run", "--", "pretrain",
+                        "kb"]) == 0
+    assert "--nnodes=2 --nproc_per_node=1" in capsys.readouterr().out
+
+
 def test_launch_resumes_an_existing_run_and_checks_gpus(tmp_path, capsys):
     launch = _load("launch")
     run = tmp_path / "run"

@@ -7,12 +7,13 @@ from typing import Any, List, NoReturn, Optional
 
 from ..errors import Errors, SapbertError
 # Imported in the order the commands are listed by --help: the life cycle of a linker.
-from . import kb, index, link, context, train, evaluate, ner, assets, verify  # noqa: F401,I001  (register commands)
+from . import kb, index, link, corpus, context, train, evaluate, ner, assets, verify  # noqa: F401,I001  (register commands)
 from ._app import app
 
 # What an interrupted command leaves behind (E500); every other command writes atomically.
 KEPT = {
     "build-index": "no index written; the encoded chunks are kept in the work folder, rerun to resume",
+    "link-corpus": "the shards finished so far are kept in the output folder, rerun the same command to resume",
     "download-umls": "partial download kept, rerun to resume",
     "pretrain": "the checkpoints written so far are kept, rerun with --resume to continue",
     "finetune": "the checkpoints written so far are kept, rerun with --resume to continue",

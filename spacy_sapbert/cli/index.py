@@ -34,6 +34,11 @@ def build_index_command(
     work_dir: Optional[Path] = typer.Option(None, "--work-dir",
                                             help="Folder for encoded chunks; a rerun resumes from them (default: beside the output)."),
     threads: int = typer.Option(1, "--threads", help="Graph build threads; 1 gives the same graph every run."),
+    ray: bool = typer.Option(False, "--ray", help="Encode the names on Ray actors (the [ray] extra), then build here."),
+    actors: int = typer.Option(2, "--actors", min=1, help="--ray: encoder actors."),
+    gpus_per_actor: float = typer.Option(0.0, "--gpus-per-actor", min=0.0, help="--ray: GPUs per actor (0: CPU)."),
+    address: Optional[str] = typer.Option(None, "--address", help="--ray: the Ray cluster to join (auto, HOST:PORT or "
+                                                                    "ray://HOST:10001); default: a local Ray."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Encode every KB name and build the nearest-name index the linker searches."""
@@ -48,7 +53,8 @@ def build_index_command(
                             precision=precision, batch_size=batch_size, exact=exact, M=M,
                             ef_construction=ef_construction, ef_search=ef_search, work_dir=work_dir,
                             num_threads=threads, overwrite=overwrite, kind=kind, rescore=rescore,
-                            connectivity=connectivity)
+                            connectivity=connectivity, ray=ray, actors=actors, gpus_per_actor=gpus_per_actor,
+                            address=address)
     meta = index.meta
     typer.echo(f"Indexed {meta['n_names']:,} names of {meta['n_concepts']:,} concepts ({meta['kind']}, "
                f"dim {meta['dim']}) in {time.perf_counter() - start:.1f} s -> {output}")

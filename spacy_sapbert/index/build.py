@@ -47,14 +47,12 @@ def _encode_names(kb: Any, enc: Any, *, batch_size: int, work_dir: Optional[Path
     work = ensure_path(work_dir) if work_dir is not None else None
     lock = None
     if work is not None:
-        lock = _check_work_dir(work, {"encoder_fingerprint": enc.fingerprint, "pooling": enc.pooling,
-                                      "max_length": int(enc.max_length), "kb_checksum": kb.checksum,
-                                      "chunk_size": int(chunk_size), "n_names": n})
+        lock = _check_work_dir(work, work_record(kb, enc, chunk_size))
     try:
         with tqdm(total=n, desc="encode names", unit="name", disable=not show_progress) as bar:
             for c, start in enumerate(range(0, n, chunk_size)):
                 stop = min(n, start + chunk_size)
-                chunk_file = work / f"chunk_{c:06d}.npy" if work is not None else None
+                chunk_file = chunk_path(work, c) if work is not None else None
                 vecs = _load_chunk(chunk_file, (stop - start, out.shape[1]))
                 if vecs is None:
                     vecs = enc.encode(list(names[start:stop]), batch_size=batch_size, use_cache=False)
@@ -67,6 +65,17 @@ def _encode_names(kb: Any, enc: Any, *, batch_size: int, work_dir: Optional[Path
         if lock is not None:
             lock.release()
     return out
+
+
+def work_record(kb: Any, enc: Any, chunk_size: int) -> Dict[str, Any]:
+    """What ``work.json`` records: the chunks in a work folder belong to this KB, encoder and chunking."""
+    return {"encoder_fingerprint": enc.fingerprint, "pooling": enc.pooling, "max_length": int(enc.max_length),
+            "kb_checksum": kb.checksum, "chunk_size": int(chunk_size), "n_names": len(kb.names)}
+
+
+def chunk_path(work: Path, chunk: int) -> Path:
+    """The file of chunk number ``chunk`` (names ``chunk * chunk_size`` onwards) in a work folder."""
+    return work / f"chunk_{chunk:06d}.npy"
 
 
 def _load_chunk(chunk_file: Optional[Path], shape: Tuple[int, int]) -> Optional[numpy.ndarray]:
