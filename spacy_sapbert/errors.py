@@ -114,6 +114,9 @@ class Warnings(metaclass=_CodedMessages):
     W600 = ("{n} of {total} annotated mentions have ids that are not in the knowledge base (e.g. {examples}); they "
             "were skipped. Check that the documents and the KB use the same identifiers.")
     W601 = ("{n} composite mentions (ids joined by '|' or '+') were skipped: a prototype stands for one concept.")
+    # ---- W615–W619: training the context encoder ----
+    W615 = ("{n} of {total} documents have no text and give no self-supervised context pairs (only PubTator / "
+            "JSONL / DocBin documents with their text can be searched for dictionary names).")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -360,6 +363,16 @@ class Errors(metaclass=_CodedMessages):
             "PubTator / JSONL file.")
     E614 = ("Cannot tune the context weights: {what}. Give a dev set whose mentions have ids in the KB and "
             "prototypes built for the same KB.")
+    # ---- E615–E634: training the context encoder ----
+    E615 = ("No unambiguous dictionary name of the knowledge base occurs in {what} ({docs} documents with text, "
+            "names of >= {min_chars} characters): self-supervised context pairs need raw text that mentions KB "
+            "names. Give documents with text (PubTator titles/abstracts), lower --min-chars, or use --source "
+            "supervised.")
+    E616 = ("Context training option {option} = {value!r} is not valid: {why}.")
+    E617 = ("Context training cannot use {setting} = {value!r}: {why}. Remove the override (context pairs are "
+            "contexts on one side and names on the other; the trainer's name-only paths do not apply).")
+    E618 = ("'{path}' is not a context pair set ({why}). Write one with spacy_sapbert.context.train_pairs."
+            "write_context_pairs, or let `spacy-sapbert train-context` make it.")
 
 
 __all__ = [
