@@ -371,6 +371,8 @@ class Errors(metaclass=_CodedMessages):
     E616 = ("Context training option {option} = {value!r} is not valid: {why}.")
     E617 = ("Context training cannot use {setting} = {value!r}: {why}. Remove the override (context pairs are "
             "contexts on one side and names on the other; the trainer's name-only paths do not apply).")
+    E619 = ("context_margin must be null (re-rank every mention) or a number >= 0 (re-rank only mentions whose "
+            "best name scores lie within it), got {value!r}.")
     E618 = ("'{path}' is not a context pair set ({why}). Write one with spacy_sapbert.context.train_pairs."
             "write_context_pairs, or let `spacy-sapbert train-context` make it.")
 
