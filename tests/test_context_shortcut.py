@@ -12,21 +12,10 @@ from spacy_sapbert.context import ContextWeights, PrototypeStore
 from spacy_sapbert.context.rerank import needs_context, rerank
 from spacy_sapbert.errors import ConfigError
 
+from test_context import _Enc, unit
 from test_context_linker import T1, T2, files, make_nlp  # noqa: F401  (the module's fixture, reused)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-class _Enc:
-    dim, pooling, max_length, fingerprint = 2, "mean", 64, "hand"
-
-    def settings(self):
-        return {"dim": 2, "pooling": "mean", "max_length": 64, "fingerprint": "hand", "name": "hand"}
-
-
-def unit(*xy):
-    v = np.asarray(xy, dtype=np.float32)
-    return v / np.linalg.norm(v)
 
 
 STORE = PrototypeStore.from_rows(np.stack([unit(1, 0), unit(0, 1)]), ["A", "B"], [0, 0], encoder=_Enc(),
