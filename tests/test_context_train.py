@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from spacy_sapbert.context import ContextEncoder
+from spacy_sapbert.context import ContextEncoder, PrototypeStore
 from spacy_sapbert.context.encoding import MARKERS, context_token_rows
 from spacy_sapbert.context.train import ContextTokens, context_config, train_context
 from spacy_sapbert.context.train_pairs import (context_mentions, dictionary_mentions, make_context_pairs,
@@ -193,8 +193,14 @@ def test_cli_train_context(kb, docs, tmp_path, tiny_bert_path):
     result = CliRunner().invoke(app, ["train-context", str(pubtator), "--kb", str(kb_dir), "--model",
                                       str(tiny_bert_path), "--output", str(out), "--source", "both",
                                       "--max-length", "24", "--name-max-length", "8", "--training.max_steps", "2",
-                                      "--training.batch_size", "4", "--training.device", "cpu"])
+                                      "--training.batch_size", "4", "--training.device", "cpu", "--dev", str(pubtator)])
     assert result.exit_code == 0, result.output
     assert "Context encoder:" in result.output and (out / "run" / "model").is_dir()
     meta = json.loads((out / "run" / "pairs" / "meta.json").read_text())
     assert meta["source"] == "both" and meta["counts"]["supervised"]["used"] == 4
+    # --dev: prototypes built with the trained encoder, weights tuned on the dev set
+    dev = json.loads((out / "dev_weights.json").read_text())
+    assert dev["dev_mentions"] == 4 and 0 <= dev["name_only_acc@1"] <= dev["best_acc@1"] <= 1
+    store = PrototypeStore.from_disk(out / "prototypes", device="cpu")
+    assert store.meta["encoder"]["fingerprint"] == ContextEncoder.from_disk(out / "run" / "model").fingerprint
+    assert "dev mentions: name-only strict acc@1" in result.output
