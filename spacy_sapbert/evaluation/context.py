@@ -46,11 +46,12 @@ def context_vectors(encoder: Any, docs: Sequence[Document], *, batch_size: int =
 
 def context_rankings(name_rankings: Sequence[Ranking], vectors: np.ndarray, has_context: Sequence[bool],
                      store: Any, weights: Any) -> List[Ranking]:
-    from ..context.rerank import rerank
+    from ..context.rerank import needs_context, rerank
 
     out = []
     for r, v, ok in zip(name_rankings, vectors, has_context):
-        concepts = rerank(list(r.concepts), v, store, weights) if ok else list(r.concepts)
+        use = ok and needs_context(list(r.concepts), store, getattr(weights, "margin", None))
+        concepts = rerank(list(r.concepts), v, store, weights) if use else list(r.concepts)
         out.append(Ranking(concepts=concepts))
     return out
 
