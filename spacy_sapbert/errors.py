@@ -11,6 +11,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E500–E599 / W500–W599: hardening (E500–E549: interruption, outputs, work folders, command-line input;
   E550–E599: untrusted bytes, integrity of saved folders, damaged files)
 - E600–E699 / W600–W699: context (prototypes, re-ranking, type priors)
+- E735–E759 / W735–W739: name languages, translation files, language restriction, cross-lingual pairs
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -114,6 +115,9 @@ class Warnings(metaclass=_CodedMessages):
     W600 = ("{n} of {total} annotated mentions have ids that are not in the knowledge base (e.g. {examples}); they "
             "were skipped. Check that the documents and the KB use the same identifiers.")
     W601 = ("{n} composite mentions (ids joined by '|' or '+') were skipped: a prototype stands for one concept.")
+    # ---- W735–W739: name languages, translations ----
+    W735 = ("{path}: {n} translated names of {ids} ids that are not concepts of the ontology were skipped (e.g. "
+            "{examples}). Check that the translation file belongs to the ontology release given with it.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -360,6 +364,28 @@ class Errors(metaclass=_CodedMessages):
             "PubTator / JSONL file.")
     E614 = ("Cannot tune the context weights: {what}. Give a dev set whose mentions have ids in the KB and "
             "prototypes built for the same KB.")
+
+    # ---- E735–E759: name languages, translation files, language restriction, cross-lingual pairs ----
+    E735 = ("Unknown language code '{value}'. Use an ISO 639-1 code ({iso}), a UMLS LAT code ({lat}) or 'und' "
+            "(unknown).")
+    E736 = ("'{path}': the KB's language table {found} is not one this version knows (expected a start of {known}). "
+            "Rebuild the KB with this version (`spacy-sapbert build-kb`).")
+    E737 = ("{path}: the translation file has no column '{missing}' (columns found: {found}). A Babelon TSV needs "
+            "the columns {needed} (in any order), named in its first line.")
+    E738 = ("{path}: line {line}: {what}. {fix}")
+    E739 = ("No name of the KB is in the languages {languages}; the KB's names are in: {available}. Pick languages "
+            "from that list (or null for all), or build the KB with languages (`build-kb --language`, "
+            "`--obo-language`, translation files).")
+    E740 = ("{path}: line {line}: UMLS language '{value}' has no ISO 639-1 code here (known LAT codes: {lat}). "
+            "Restrict --language to known languages, or report the code so it can be added.")
+    E741 = ("{path}: the translation file names no language (no '{column}' column and no '@xx' language tag in its "
+            "second header row). Pass the language (language='fr' in Python, --translation-language on the "
+            "command line).")
+    E742 = ("Unknown translation status '{value}'. Choose from: OFFICIAL, CANDIDATE (translation_status column of "
+            "Babelon files).")
+    E743 = ("No cross-lingual pairs: no concept of the KB has names in two of the languages {languages} (languages "
+            "in the KB: {available}). Add translations to the KB (`build-kb ... -f babelon`) or set "
+            "pairs.cross_lingual = false.")
 
 
 __all__ = [
