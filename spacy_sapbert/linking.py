@@ -42,9 +42,12 @@ def build_index_dir(
     kind: str = "auto",
     rescore: Optional[int] = None,
     connectivity: Optional[int] = None,
+    languages: Optional[Sequence[str]] = None,
 ) -> ConceptIndex:
     """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
-    ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``compact`` (see :mod:`spacy_sapbert.index`)."""
+    ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``compact`` (see :mod:`spacy_sapbert.index`).
+    ``languages``: the index searches only the names in these languages by default (every name is
+    still indexed: :meth:`ConceptIndex.set_languages` changes it without a rebuild)."""
     from .encoding.torch_encoder import Encoder
     from .kb import KnowledgeBase
 
@@ -55,6 +58,8 @@ def build_index_dir(
 
         raise ConfigError(Errors.E003.format(path=output))
     kb = KnowledgeBase.from_disk(kb_dir)
+    if languages:
+        kb.row_language_mask(languages)  # an unknown code fails before the encoding (E735)
     enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device, precision=precision)
     options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
                                                   ("ef_search", ef_search), ("rescore", rescore),
@@ -65,6 +70,7 @@ def build_index_dir(
                                num_threads=num_threads, show_progress=show_progress, **options)
     index.meta["model"] = enc.name
     index.meta["kb_path"] = str(kb_dir.resolve())
+    index.set_languages(languages)
     with atomic_dir(output, overwrite=overwrite) as tmp:
         index.to_disk(tmp)
     import shutil
@@ -111,6 +117,7 @@ def load_linking_nlp(
     nlp = spacy.blank("en")
     config = dict(overrides, model=str(model), pooling=meta["pooling"], max_length=int(meta["max_length"]),
                   device=device)
+    config.setdefault("languages", meta.get("languages"))  # the default that build-index recorded
     linker = nlp.add_pipe("sapbert_linker", config=config)
     linker.set_resources(enc, index, path=path)
     return nlp, True

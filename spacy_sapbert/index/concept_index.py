@@ -68,6 +68,7 @@ class ConceptIndex:
         self.kb = kb
         self.meta = meta
         self.ef_search = int(meta.get("ef_search", DEFAULT_EF_SEARCH))
+        self.languages: Optional[Tuple[str, ...]] = tuple(meta["languages"]) if meta.get("languages") else None
         if backend is None:
             backend = HnswBackend(hnsw, self.ef_search) if hnsw is not None else ExactBackend(vectors)
         self._backend = backend
@@ -106,6 +107,17 @@ class ConceptIndex:
         self.ef_search = int(ef_search)
         self.meta["ef_search"] = self.ef_search
         self._backend.set_ef(self.ef_search)
+
+    def set_languages(self, languages: Optional[Collection[str]]) -> None:
+        """Search only the names in ``languages`` (ISO 639-1 / UMLS LAT codes, ``und``: unknown) from now
+        on; None: all names. A row mask over the same index, nothing rebuilt; saved with the index."""
+        from ..kb.languages import language_codes
+
+        codes = language_codes(languages) if languages else None
+        if codes:
+            self._filter(None, False, codes)  # E739 now if no name is in these languages
+        self.languages = codes
+        self.meta["languages"] = list(codes) if codes else None
 
     # ---- building -----------------------------------------------------------------------
     @classmethod
@@ -265,17 +277,19 @@ class ConceptIndex:
         *,
         semantic_types: Optional[Collection[str]] = None,
         require_definition: bool = False,
+        languages: Optional[Collection[str]] = None,
     ) -> List[List[Tuple[str, float]]]:
         """The ``k`` best concepts per query as ``[(concept_id, score), ...]``, best first.
 
         A concept's score is its best name's score; ties go to the smaller concept id. With
         ``semantic_types`` only concepts having one of those types are searched (unknown types
-        are an error); with ``require_definition`` only concepts with a definition.
+        are an error); with ``require_definition`` only concepts with a definition; with
+        ``languages`` (default: :attr:`languages`, see :meth:`set_languages`) only names in them.
         """
         vectors = self._check_queries(vectors)
         if k < 1:
             raise ConfigError(Errors.E111.format(what="k", minimum=1, value=k))
-        row_mask, allowed = self._filter(semantic_types, require_definition)
+        row_mask, allowed = self._filter(semantic_types, require_definition, languages or self.languages)
         n_allowed = len(self) if row_mask is None else int(row_mask.sum())
         results: List[List[Tuple[str, float]]] = [[] for _ in range(vectors.shape[0])]
         pending = list(range(vectors.shape[0]))
@@ -354,13 +368,13 @@ class ConceptIndex:
         if unknown:
             raise ConfigError(Errors.E113.format(unknown=unknown, known=sorted(known)[:20]))
 
-    def _filter(self, semantic_types: Optional[Collection[str]], require_definition: bool
-                ) -> Tuple[Optional[numpy.ndarray], Optional[numpy.ndarray]]:
+    def _filter(self, semantic_types: Optional[Collection[str]], require_definition: bool,
+                languages: Optional[Collection[str]] = None) -> Tuple[Optional[numpy.ndarray], Optional[numpy.ndarray]]:
         """``(row mask, concept mask)`` of a filter (None, None without one), from the KB's
-        vectorised masks: no Python call per concept or row."""
-        if not semantic_types and not require_definition:
+        vectorised masks: no Python call per concept or row. ``languages`` masks rows only."""
+        if not semantic_types and not require_definition and not languages:
             return None, None
-        key = (self.kb.checksum, frozenset(semantic_types or ()), bool(require_definition))
+        key = (self.kb.checksum, frozenset(semantic_types or ()), bool(require_definition), frozenset(languages or ()))
         if key not in self._masks:
             kb, wanted = self.kb, key[1]
             cmask = numpy.ones(len(kb), dtype=bool)
@@ -370,6 +384,12 @@ class ConceptIndex:
             if require_definition:
                 cmask &= kb.concept_definition_mask()
             row_mask = kb.rows_of_concept_mask(cmask, csr=self._row_csr()[1:])  # the CSR this index caches
+            if languages:
+                row_mask = row_mask & kb.row_language_mask(languages)
+                if not row_mask.any():
+                    raise EmptyResultError(Errors.E739.format(languages=sorted(languages),
+                                                              available=kb.language_counts()))
+            cmask = cmask if wanted or require_definition else None
             self._masks = {k: v for k, v in self._masks.items() if k[0] == key[0]}
             self._masks[key] = (row_mask, cmask)
         return self._masks[key]
