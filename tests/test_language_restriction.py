@@ -10,7 +10,7 @@ from spacy.tokens import Span
 from spacy_sapbert.errors import ConfigError, EmptyResultError
 from spacy_sapbert.index import ConceptIndex
 from spacy_sapbert.kb import Concept, KnowledgeBase
-from spacy_sapbert.training.pairs import write_kb_pairs
+from spacy_sapbert.training.pairs import PairSet, write_kb_pairs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -178,3 +178,24 @@ def test_pair_settings_in_the_training_config():
     assert cfg.pairs.cross_lingual and cfg.pairs.languages == ["es", "en"]
     with pytest.raises(ConfigError, match=r"\[SB-E735\]"):
         load_config(overrides={"pairs.languages": ["spanish"]})
+
+
+def test_pretrain_with_cross_lingual_pairs_runs_the_existing_trainer(tiny_bert_path, tmp_path):
+    from spacy_sapbert.training.config import load_config
+    from spacy_sapbert.training.run import pretrain
+
+    kb = KnowledgeBase.from_concepts([
+        Concept(f"C{i}", f"disease {i}", (f"enfermedad {i}", f"maladie {i}"), languages=(("en",), ("es",), ("fr",)))
+        for i in range(6)])
+    config = load_config(overrides={"pairs.cross_lingual": True, "pairs.languages": ["en", "es"],
+                                    "training.batch_size": 4, "training.max_steps": 2, "training.device": "cpu",
+                                    "model.pooling": "mean"})
+    result = pretrain(kb, str(tiny_bert_path), tmp_path / "run", config=config)
+    assert result.steps == 2 and (result.model_path / "config.json").is_file()
+    pairs = [(a, b) for a, b, _ in PairSet(tmp_path / "run" / "pairs").iter_pairs(kb)]
+    assert len(pairs) == 6 and all({a.split()[0], b.split()[0]} == {"disease", "enfermedad"} for a, b in pairs)
+    # a resume with other pair settings is refused
+    other = load_config(overrides={"pairs.cross_lingual": False, "training.batch_size": 4, "training.max_steps": 2,
+                                   "training.device": "cpu", "model.pooling": "mean"})
+    with pytest.raises(ConfigError, match=r"\[SB-E208\].*pairs.cross_lingual"):
+        pretrain(kb, str(tiny_bert_path), tmp_path / "run", config=other, resume=True)
