@@ -26,6 +26,7 @@ from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, M
 from .build import _build_hnsw, _encode_names
 from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_write, ensure_path, get_logger
+from .filters import FilterMixin
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_EXPANSION_SEARCH,
                       DEFAULT_RESCORE, CompactBackend)
@@ -59,7 +60,7 @@ def choose_kind(n_names: int, kind: str = "auto", exact: Optional[bool] = None) 
     return "hnsw" if n_names < COMPACT_MIN_NAMES else "compact"
 
 
-class ConceptIndex:
+class ConceptIndex(FilterMixin):
     """Nearest-name search over a KB's name vectors. Build with :meth:`build` (encodes the names) or
     :meth:`from_vectors`, load with :meth:`from_disk`. ``meta`` holds what the index was built with."""
 
@@ -107,17 +108,6 @@ class ConceptIndex:
         self.ef_search = int(ef_search)
         self.meta["ef_search"] = self.ef_search
         self._backend.set_ef(self.ef_search)
-
-    def set_languages(self, languages: Optional[Collection[str]]) -> None:
-        """Search only the names in ``languages`` (ISO 639-1 / UMLS LAT codes, ``und``: unknown) from now
-        on; None: all names. A row mask over the same index, nothing rebuilt; saved with the index."""
-        from ..kb.languages import language_codes
-
-        codes = language_codes(languages) if languages else None
-        if codes:
-            self._filter(None, False, codes)  # E739 now if no name is in these languages
-        self.languages = codes
-        self.meta["languages"] = list(codes) if codes else None
 
     # ---- building -----------------------------------------------------------------------
     @classmethod
@@ -355,44 +345,6 @@ class ConceptIndex:
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ConfigError(Errors.E110.format(shape=list(vectors.shape), dim=self.dim))
         return numpy.ascontiguousarray(vectors, dtype=numpy.float32)
-
-    # ---- filters ------------------------------------------------------------------------
-    def known_types(self) -> frozenset:
-        if self._known_types is None:
-            self._known_types = frozenset(self.kb.all_types())
-        return self._known_types
-
-    def check_types(self, semantic_types: Collection[str]) -> None:
-        known = self.known_types()
-        unknown = sorted(set(semantic_types) - known)
-        if unknown:
-            raise ConfigError(Errors.E113.format(unknown=unknown, known=sorted(known)[:20]))
-
-    def _filter(self, semantic_types: Optional[Collection[str]], require_definition: bool,
-                languages: Optional[Collection[str]] = None) -> Tuple[Optional[numpy.ndarray], Optional[numpy.ndarray]]:
-        """``(row mask, concept mask)`` of a filter (None, None without one), from the KB's
-        vectorised masks: no Python call per concept or row. ``languages`` masks rows only."""
-        if not semantic_types and not require_definition and not languages:
-            return None, None
-        key = (self.kb.checksum, frozenset(semantic_types or ()), bool(require_definition), frozenset(languages or ()))
-        if key not in self._masks:
-            kb, wanted = self.kb, key[1]
-            cmask = numpy.ones(len(kb), dtype=bool)
-            if wanted:
-                self.check_types(wanted)
-                cmask &= kb.concept_type_mask(wanted)
-            if require_definition:
-                cmask &= kb.concept_definition_mask()
-            row_mask = kb.rows_of_concept_mask(cmask, csr=self._row_csr()[1:])  # the CSR this index caches
-            if languages:
-                row_mask = row_mask & kb.row_language_mask(languages)
-                if not row_mask.any():
-                    raise EmptyResultError(Errors.E739.format(languages=sorted(languages),
-                                                              available=kb.language_counts()))
-            cmask = cmask if wanted or require_definition else None
-            self._masks = {k: v for k, v in self._masks.items() if k[0] == key[0]}
-            self._masks[key] = (row_mask, cmask)
-        return self._masks[key]
 
     # ---- compatibility and serialisation ------------------------------------------------
     def check_compatible(self, enc: Any, *, path: Any = "<memory>") -> None:
