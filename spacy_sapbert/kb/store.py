@@ -297,11 +297,12 @@ class KnowledgeBase(MaskMixin):
     def _name_languages(self, ci: int, raw: Sequence[str]) -> Tuple[Tuple[str, ...], ...]:
         """Per raw name, the languages of its row (a row's languages are those of every concept
         naming it); ``()`` when none of the concept's rows has a language."""
-        bits = self.row_languages()
+        base = self._base_row_bits()  # rows added by add_alias (beyond the base) are unknown
         rows = self._rows_of(ci)
-        if not any(int(bits[r]) for r in rows):
+        bits = [int(base[r]) if r < len(base) else 0 for r in rows]
+        if not any(bits):
             return ()
-        by_name = {self.names[r]: int(bits[r]) for r in rows}
+        by_name = {self.names[r]: b for r, b in zip(rows, bits)}
         return tuple(codes_of_bits(by_name.get(normalize_name(name), 0)) for name in raw)
 
     def _alt_ids_of(self, ci: int) -> Tuple[str, ...]:
