@@ -14,6 +14,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E760–E779 / W760–W769: research workflow (pooling from the model folder, epoch schedules, config versions,
   dev evaluation and best-model selection)
 - E700–E719 / W700–W709: scale-out (link-corpus, Ray back-ends, build-index --ray)
+- E735–E759 / W735–W739: name languages, translation files, language restriction, cross-lingual pairs
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -129,6 +130,9 @@ class Warnings(metaclass=_CodedMessages):
     # ---- W615–W619: training the context encoder ----
     W615 = ("{n} of {total} documents have no text and give no self-supervised context pairs (only PubTator / "
             "JSONL / DocBin documents with their text can be searched for dictionary names).")
+    # ---- W735–W739: name languages, translations ----
+    W735 = ("{path}: {n} translated names of {ids} ids that are not concepts of the ontology were skipped (e.g. "
+            "{examples}). Check that the translation file belongs to the ontology release given with it.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -431,6 +435,28 @@ class Errors(metaclass=_CodedMessages):
             "best name scores lie within it), got {value!r}.")
     E618 = ("'{path}' is not a context pair set ({why}). Write one with spacy_sapbert.context.train_pairs."
             "write_context_pairs, or let `spacy-sapbert train-context` make it.")
+
+    # ---- E735–E759: name languages, translation files, language restriction, cross-lingual pairs ----
+    E735 = ("Unknown language code '{value}'. Use an ISO 639-1 code ({iso}), a UMLS LAT code ({lat}) or 'und' "
+            "(unknown).")
+    E736 = ("'{path}': the KB's language table {found} is not one this version knows (expected a start of {known}). "
+            "Rebuild the KB with this version (`spacy-sapbert build-kb`).")
+    E737 = ("{path}: the translation file has no column '{missing}' (columns found: {found}). A Babelon TSV needs "
+            "the columns {needed} (in any order), named in its first line.")
+    E738 = ("{path}: line {line}: {what}. {fix}")
+    E739 = ("No name of the KB is in the languages {languages}; the KB's names are in: {available}. Pick languages "
+            "from that list (or null for all), or build the KB with languages (`build-kb --language`, "
+            "`--obo-language`, translation files).")
+    E740 = ("{path}: line {line}: UMLS language '{value}' has no ISO 639-1 code here (known LAT codes: {lat}). "
+            "Restrict --language to known languages, or report the code so it can be added.")
+    E741 = ("{path}: the translation file names no language (no '{column}' column and no '@xx' language tag in its "
+            "second header row). Pass the language (language='fr' in Python, --translation-language on the "
+            "command line).")
+    E742 = ("Unknown translation status '{value}'. Choose from: OFFICIAL, CANDIDATE (translation_status column of "
+            "Babelon files).")
+    E743 = ("No cross-lingual pairs: no concept of the KB has names in two of the languages {languages} (languages "
+            "in the KB: {available}). Add translations to the KB (`build-kb ... -f babelon`) or set "
+            "pairs.cross_lingual = false.")
 
 
 __all__ = [

@@ -34,6 +34,7 @@ from .context.store import PrototypeStore
 from .abbreviations import long_forms, make_detector
 from .abbreviations import mention_text as _mention_text
 from .kb.concept import normalize_name
+from .kb.languages import language_codes
 from .encoding.onnx_encoder import load_saved_encoder, write_export_for
 from .util import ensure_path, get_logger
 
@@ -56,6 +57,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "resolve_abbreviations": True,
     "filter_for_definitions": False,
     "semantic_types": [],
+    "languages": None,
     "spans_key": None,
     "labels": [],
     "extension_name": "kb_ents",
@@ -91,6 +93,7 @@ def make_sapbert_linker(
     resolve_abbreviations: bool,
     filter_for_definitions: bool,
     semantic_types: List[str],
+    languages: Optional[List[str]],
     spans_key: Optional[str],
     labels: List[str],
     extension_name: str,
@@ -115,7 +118,8 @@ def make_sapbert_linker(
     saved pipeline: ``onnx``, ONNX Runtime on the CPU, the same vectors about twice as fast; ``torch``;
     ``auto``: ONNX Runtime when the pipeline holds an ONNX export, onnxruntime is installed, the
     device is the CPU and the precision fp32, else PyTorch), ``semantic_types`` (applied before
-    the top-k cut), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only
+    the top-k cut), ``languages`` (search only the KB names in these languages, ISO 639-1 codes such as
+    ``["es", "en"]``, on the same index; ``None``: all names), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only
     spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
     ``extension_name`` (the Span attribute written), ``ef_search`` (graph search depth of an hnsw or compact index; ``None``: the value the index
     was built with, 200 for hnsw and 256 for compact by default),
@@ -135,7 +139,8 @@ def make_sapbert_linker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
         max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
-        filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, spans_key=spans_key,
+        filter_for_definitions=filter_for_definitions, semantic_types=semantic_types, languages=languages,
+        spans_key=spans_key,
         labels=labels, extension_name=extension_name, ef_search=ef_search, set_kb_id=set_kb_id,
         reuse_name_vectors=reuse_name_vectors, skip_non_alnum=skip_non_alnum, resources=resources,
         resources_path=resources_path, context_weight=context_weight,
@@ -154,6 +159,8 @@ class SapbertLinker(Pipe):
         self.cfg.update(cfg)
         self.cfg["semantic_types"] = list(self.cfg["semantic_types"] or [])
         self.cfg["labels"] = list(self.cfg["labels"] or [])
+        if self.cfg["languages"]:
+            self.cfg["languages"] = list(language_codes(self.cfg["languages"]))
         _validate_cfg(self.cfg)
         self.encoder: Optional[CachedEncoder] = None
         self.index: Optional[ConceptIndex] = None
@@ -178,6 +185,7 @@ class SapbertLinker(Pipe):
             index.set_ef(self.cfg["ef_search"])
         if self.cfg["semantic_types"]:
             index.check_types(self.cfg["semantic_types"])
+        index.set_languages(self.cfg["languages"])  # E735 / E739 here, not at the first doc
         self.encoder, self.index = encoder, index
         self.set_prototypes(self.prototypes)
 

@@ -47,12 +47,15 @@ def build_index_dir(
     actors: int = 2,
     gpus_per_actor: float = 0.0,
     address: Optional[str] = None,
+    languages: Optional[Sequence[str]] = None,
 ) -> ConceptIndex:
     """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
     ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``compact`` (see :mod:`spacy_sapbert.index`).
     With ``ray`` the names are encoded in chunks of ``chunk_size`` on ``actors`` Ray actors
     (``gpus_per_actor`` GPUs each; the cluster at ``address``, else a local Ray) into the work folder,
-    then the index is built here from those chunks (see :mod:`spacy_sapbert.index.ray_build`)."""
+    then the index is built here from those chunks (see :mod:`spacy_sapbert.index.ray_build`).
+    ``languages``: the index searches only the names in these languages by default (every name is
+    still indexed: :meth:`ConceptIndex.set_languages` changes it without a rebuild)."""
     from .encoding.torch_encoder import Encoder
     from .kb import KnowledgeBase
 
@@ -69,6 +72,8 @@ def build_index_dir(
         if address:
             check_address(address)
     kb = KnowledgeBase.from_disk(kb_dir)
+    if languages:
+        kb.row_language_mask(languages)  # an unknown code fails before the encoding (E735)
     enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device, precision=precision)
     options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
                                                   ("ef_search", ef_search), ("rescore", rescore),
@@ -88,6 +93,7 @@ def build_index_dir(
                                **options)
     index.meta["model"] = enc.name
     index.meta["kb_path"] = str(kb_dir.resolve())
+    index.set_languages(languages)
     with atomic_dir(output, overwrite=overwrite) as tmp:
         index.to_disk(tmp)
     import shutil
@@ -134,6 +140,7 @@ def load_linking_nlp(
     nlp = spacy.blank("en")
     config = dict(overrides, model=str(model), pooling=meta["pooling"], max_length=int(meta["max_length"]),
                   device=device)
+    config.setdefault("languages", meta.get("languages"))  # the default that build-index recorded
     linker = nlp.add_pipe("sapbert_linker", config=config)
     linker.set_resources(enc, index, path=path)
     return nlp, True

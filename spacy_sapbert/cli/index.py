@@ -33,6 +33,9 @@ def build_index_command(
     ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Graph search depth (default: hnsw 200, compact 256)."),
     work_dir: Optional[Path] = typer.Option(None, "--work-dir",
                                             help="Folder for encoded chunks; a rerun resumes from them (default: beside the output)."),
+    languages: Optional[str] = typer.Option(None, "--languages",
+                                            help="Search only the names in these languages by default, comma-separated ISO 639-1 codes "
+                                                 "(e.g. es,en); every name is still indexed, and the linker's `languages` setting overrides it."),
     threads: int = typer.Option(1, "--threads", help="Graph build threads; 1 gives the same graph every run."),
     ray: bool = typer.Option(False, "--ray", help="Encode the names on Ray actors (the [ray] extra), then build here."),
     actors: int = typer.Option(2, "--actors", min=1, help="--ray: encoder actors."),
@@ -54,7 +57,8 @@ def build_index_command(
                             ef_construction=ef_construction, ef_search=ef_search, work_dir=work_dir,
                             num_threads=threads, overwrite=overwrite, kind=kind, rescore=rescore,
                             connectivity=connectivity, ray=ray, actors=actors, gpus_per_actor=gpus_per_actor,
-                            address=address)
+                            address=address,
+                            languages=[x.strip() for x in languages.split(",") if x.strip()] if languages else None)
     meta = index.meta
     typer.echo(f"Indexed {meta['n_names']:,} names of {meta['n_concepts']:,} concepts ({meta['kind']}, "
                f"dim {meta['dim']}) in {time.perf_counter() - start:.1f} s -> {output}")

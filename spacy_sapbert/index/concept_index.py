@@ -26,6 +26,7 @@ from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, M
 from .build import _build_hnsw, _encode_names
 from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_write, ensure_path, get_logger
+from .filters import FilterMixin
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_EXPANSION_SEARCH,
                       DEFAULT_RESCORE, CompactBackend)
@@ -59,7 +60,7 @@ def choose_kind(n_names: int, kind: str = "auto", exact: Optional[bool] = None) 
     return "hnsw" if n_names < COMPACT_MIN_NAMES else "compact"
 
 
-class ConceptIndex:
+class ConceptIndex(FilterMixin):
     """Nearest-name search over a KB's name vectors. Build with :meth:`build` (encodes the names) or
     :meth:`from_vectors`, load with :meth:`from_disk`. ``meta`` holds what the index was built with."""
 
@@ -68,6 +69,7 @@ class ConceptIndex:
         self.kb = kb
         self.meta = meta
         self.ef_search = int(meta.get("ef_search", DEFAULT_EF_SEARCH))
+        self.languages: Optional[Tuple[str, ...]] = tuple(meta["languages"]) if meta.get("languages") else None
         if backend is None:
             backend = HnswBackend(hnsw, self.ef_search) if hnsw is not None else ExactBackend(vectors)
         self._backend = backend
@@ -265,17 +267,19 @@ class ConceptIndex:
         *,
         semantic_types: Optional[Collection[str]] = None,
         require_definition: bool = False,
+        languages: Optional[Collection[str]] = None,
     ) -> List[List[Tuple[str, float]]]:
         """The ``k`` best concepts per query as ``[(concept_id, score), ...]``, best first.
 
         A concept's score is its best name's score; ties go to the smaller concept id. With
         ``semantic_types`` only concepts having one of those types are searched (unknown types
-        are an error); with ``require_definition`` only concepts with a definition.
+        are an error); with ``require_definition`` only concepts with a definition; with
+        ``languages`` (default: :attr:`languages`, see :meth:`set_languages`) only names in them.
         """
         vectors = self._check_queries(vectors)
         if k < 1:
             raise ConfigError(Errors.E111.format(what="k", minimum=1, value=k))
-        row_mask, allowed = self._filter(semantic_types, require_definition)
+        row_mask, allowed = self._filter(semantic_types, require_definition, languages or self.languages)
         n_allowed = len(self) if row_mask is None else int(row_mask.sum())
         results: List[List[Tuple[str, float]]] = [[] for _ in range(vectors.shape[0])]
         pending = list(range(vectors.shape[0]))
@@ -341,38 +345,6 @@ class ConceptIndex:
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ConfigError(Errors.E110.format(shape=list(vectors.shape), dim=self.dim))
         return numpy.ascontiguousarray(vectors, dtype=numpy.float32)
-
-    # ---- filters ------------------------------------------------------------------------
-    def known_types(self) -> frozenset:
-        if self._known_types is None:
-            self._known_types = frozenset(self.kb.all_types())
-        return self._known_types
-
-    def check_types(self, semantic_types: Collection[str]) -> None:
-        known = self.known_types()
-        unknown = sorted(set(semantic_types) - known)
-        if unknown:
-            raise ConfigError(Errors.E113.format(unknown=unknown, known=sorted(known)[:20]))
-
-    def _filter(self, semantic_types: Optional[Collection[str]], require_definition: bool
-                ) -> Tuple[Optional[numpy.ndarray], Optional[numpy.ndarray]]:
-        """``(row mask, concept mask)`` of a filter (None, None without one), from the KB's
-        vectorised masks: no Python call per concept or row."""
-        if not semantic_types and not require_definition:
-            return None, None
-        key = (self.kb.checksum, frozenset(semantic_types or ()), bool(require_definition))
-        if key not in self._masks:
-            kb, wanted = self.kb, key[1]
-            cmask = numpy.ones(len(kb), dtype=bool)
-            if wanted:
-                self.check_types(wanted)
-                cmask &= kb.concept_type_mask(wanted)
-            if require_definition:
-                cmask &= kb.concept_definition_mask()
-            row_mask = kb.rows_of_concept_mask(cmask, csr=self._row_csr()[1:])  # the CSR this index caches
-            self._masks = {k: v for k, v in self._masks.items() if k[0] == key[0]}
-            self._masks[key] = (row_mask, cmask)
-        return self._masks[key]
 
     # ---- compatibility and serialisation ------------------------------------------------
     def check_compatible(self, enc: Any, *, path: Any = "<memory>") -> None:

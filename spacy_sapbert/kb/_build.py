@@ -15,6 +15,7 @@ import numpy as np
 from ..util import get_logger
 from ._strings import pack_strings
 from .concept import Concept, normalize_name
+from .languages import language_bits, language_codes
 
 logger = get_logger("kb")
 
@@ -32,30 +33,44 @@ ARRAY_NAMES: Tuple[str, ...] = (
     "row_ptr", "row_concepts",
     "crow_ptr", "crow_rows",
 )
+# uint64 [n_rows]: each name row's languages (kb/languages.py); KB format 2. Not in ARRAY_NAMES: a KB of
+# format 1 has none (all names unknown), and a KB without any language keeps the checksum it had.
+LANG_ARRAY = "name_lang"
 
 
-# A concept while building: (canonical_name, aliases, types, definition, alt_ids); a plain tuple
-# takes a fraction of the memory of a Concept instance, which matters at UMLS scale.
-_Record = Tuple[str, Tuple[str, ...], Tuple[str, ...], Optional[str], Tuple[str, ...]]
+# A concept while building: (canonical_name, aliases, types, definition, alt_ids, language bits per name
+# (canonical first; empty: all unknown)); a plain tuple takes a fraction of the memory of a Concept
+# instance, which matters at UMLS scale.
+_Record = Tuple[str, Tuple[str, ...], Tuple[str, ...], Optional[str], Tuple[str, ...], Tuple[int, ...]]
+
+
+def _bits(c: Concept) -> Tuple[int, ...]:
+    if not c.languages:
+        return ()
+    return tuple(language_bits(language_codes(codes)) for codes in c.name_languages())
 
 
 def _record(c: Concept) -> _Record:
-    return (c.canonical_name, tuple(c.aliases), tuple(c.types), c.definition or None, tuple(c.alt_ids))
+    return (c.canonical_name, tuple(c.aliases), tuple(c.types), c.definition or None, tuple(c.alt_ids), _bits(c))
 
 
 def _merge(old: _Record, new: Concept) -> _Record:
-    canonical, aliases, types, definition, alt_ids = old
-    merged = dict.fromkeys(aliases)
-    for name in new.names():
-        if name != canonical:
-            merged.setdefault(name)
-    return (canonical, tuple(merged), tuple(dict.fromkeys(types + tuple(new.types))),
-            definition or new.definition or None, tuple(dict.fromkeys(alt_ids + tuple(new.alt_ids))))
+    canonical, aliases, types, definition, alt_ids, bits = old
+    names = (canonical, *aliases)
+    merged: Dict[str, int] = dict(zip(names, bits or (0,) * len(names)))
+    new_bits = _bits(new)
+    for name, b in zip(new.names(), new_bits or (0,) * len(new.names())):
+        merged[name] = merged.get(name, 0) | b
+    merged_bits = tuple(merged.values())
+    return (canonical, tuple(n for n in merged if n != canonical), tuple(dict.fromkeys(types + tuple(new.types))),
+            definition or new.definition or None, tuple(dict.fromkeys(alt_ids + tuple(new.alt_ids))),
+            merged_bits if any(merged_bits) else ())
 
 
 def checksum_arrays(arrays: Dict[str, np.ndarray]) -> str:
     h = hashlib.sha256()
-    for key in ARRAY_NAMES:
+    lang = arrays.get(LANG_ARRAY)
+    for key in ARRAY_NAMES + ((LANG_ARRAY,) if lang is not None and np.any(lang) else ()):
         arr = np.ascontiguousarray(arrays[key])
         h.update(f"{key}:{arr.dtype.str}:{arr.shape}\n".encode())
         h.update(memoryview(arr).cast("B") if arr.size else b"")
@@ -81,8 +96,9 @@ def build_arrays(concepts: Iterable[Concept]) -> Dict[str, np.ndarray]:
     name_to_row: Dict[str, int] = {}
     crow_ptr = array("q", [0])
     crow_rows = array("q")
+    row_bits = array("Q")
     for ci, cid in enumerate(cids):
-        canonical, c_aliases, c_types, definition, alt_ids = by_id.pop(cid)
+        canonical, c_aliases, c_types, definition, alt_ids, bits = by_id.pop(cid)
         canon.append(canonical)
         aliases.extend(c_aliases)
         alias_ptr.append(len(aliases))
@@ -92,10 +108,14 @@ def build_arrays(concepts: Iterable[Concept]) -> Dict[str, np.ndarray]:
             if alt != cid:
                 alts.append((alt, ci))
         local: Dict[int, None] = {}
-        for raw in (canonical, *c_aliases):
+        for raw, b in zip((canonical, *c_aliases), bits or _zeros(1 + len(c_aliases))):
             norm = normalize_name(raw)
             if norm:
-                local.setdefault(name_to_row.setdefault(norm, len(name_to_row)))
+                row = name_to_row.setdefault(norm, len(name_to_row))
+                if row == len(row_bits):
+                    row_bits.append(0)
+                row_bits[row] |= b
+                local.setdefault(row)
         crow_rows.extend(local)
         crow_ptr.append(len(crow_rows))
         if not local:
@@ -137,6 +157,8 @@ def build_arrays(concepts: Iterable[Concept]) -> Dict[str, np.ndarray]:
     rank = np.empty(len(names), dtype=np.int64)
     rank[order] = np.arange(len(names), dtype=np.int64)
     arrays["name_blob"], arrays["name_off"] = pack_strings((names[i] for i in order), sep=True)
+    arrays[LANG_ARRAY] = np.frombuffer(row_bits, dtype=np.uint64)[order] if len(order) else np.zeros(0, np.uint64)
+    del row_bits
     del names
     rows = rank[np.frombuffer(crow_rows, dtype=np.int64)] if len(crow_rows) else np.zeros(0, np.int64)
     arrays["crow_ptr"] = np.frombuffer(crow_ptr, dtype=np.int64).copy()
@@ -152,8 +174,12 @@ def build_arrays(concepts: Iterable[Concept]) -> Dict[str, np.ndarray]:
     return arrays
 
 
+def _zeros(n: int) -> Tuple[int, ...]:
+    return (0,) * n
+
+
 def compact_offsets(arr: np.ndarray) -> np.ndarray:
     return arr.astype(np.uint32) if arr.size == 0 or int(arr[-1]) < 2**32 else arr.astype(np.int64)
 
 
-__all__ = ["ARRAY_NAMES", "TYPE_SEP", "build_arrays", "checksum_arrays", "compact_offsets"]
+__all__ = ["ARRAY_NAMES", "LANG_ARRAY", "TYPE_SEP", "build_arrays", "checksum_arrays", "compact_offsets"]

@@ -6,7 +6,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from ._build import TYPE_SEP
+from ._build import LANG_ARRAY, TYPE_SEP
+from .languages import codes_of_bits, count_languages, rows_in_languages
 
 
 class MaskMixin:
@@ -48,6 +49,30 @@ class MaskMixin:
     def concept_definition_mask(self) -> np.ndarray:
         """bool [n_concepts]: concept j has a definition."""
         return np.diff(np.asarray(self._a["def_off"]).astype(np.int64)) > 0
+
+    # ---- name languages ----------------------------------------------------------------
+    def _base_row_bits(self) -> np.ndarray:
+        return np.asarray(self._a[LANG_ARRAY], dtype=np.uint64)
+
+    def row_languages(self) -> np.ndarray:
+        """uint64 [n_rows]: each name row's language bits (:mod:`~spacy_sapbert.kb.languages`); rows
+        added with ``add_alias`` are unknown (0)."""
+        base = self._base_row_bits()
+        extra = len(self.names) - len(base)
+        return base if not extra else np.concatenate([base, np.zeros(extra, dtype=np.uint64)])
+
+    def languages_of_row(self, row: int) -> Tuple[str, ...]:
+        """ISO 639-1 codes of name row ``row`` (``()``: unknown)."""
+        return codes_of_bits(int(self.row_languages()[row]))
+
+    def language_counts(self) -> Dict[str, int]:
+        """Name rows per language code (``und``: rows without a language)."""
+        return count_languages(self.row_languages())
+
+    def row_language_mask(self, languages: Iterable[str]) -> np.ndarray:
+        """bool [n_rows]: name row i is in one of ``languages`` (ISO 639-1 or UMLS LAT codes; ``und``
+        selects the rows of unknown language). An unknown code is E735."""
+        return rows_in_languages(self.row_languages(), languages)
 
     def rows_of_concept_mask(self, cmask: np.ndarray, *, csr: Optional[Tuple[np.ndarray, np.ndarray]] = None
                              ) -> np.ndarray:

@@ -24,7 +24,9 @@ class Concept:
 
     ``aliases`` holds the synonyms as written in the source (not normalised, canonical name
     excluded, no duplicates); ``alt_ids`` are other identifiers of the same concept (MEDIC's
-    OMIM/MeSH alternates, OBO ``alt_id``) that the KB resolves to ``concept_id``.
+    OMIM/MeSH alternates, OBO ``alt_id``) that the KB resolves to ``concept_id``. ``languages``:
+    empty (every name's language unknown) or one tuple of ISO 639-1 codes per name of ``names()``
+    (canonical first), e.g. ``(("en",), ("en", "fr"))``; see :mod:`spacy_sapbert.kb.languages`.
     """
 
     concept_id: str
@@ -33,10 +35,16 @@ class Concept:
     types: Tuple[str, ...] = ()
     definition: Optional[str] = None
     alt_ids: Tuple[str, ...] = field(default=())
+    languages: Tuple[Tuple[str, ...], ...] = field(default=())
 
     def names(self) -> Tuple[str, ...]:
         """Canonical name first, then aliases, as written."""
         return (self.canonical_name, *self.aliases)
+
+    def name_languages(self) -> Tuple[Tuple[str, ...], ...]:
+        """One tuple of language codes per name of ``names()`` (``()`` where unknown)."""
+        n = 1 + len(self.aliases)
+        return tuple(self.languages[:n]) + ((),) * max(0, n - len(self.languages))
 
 
 __all__ = ["Concept", "normalize_name"]

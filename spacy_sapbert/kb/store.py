@@ -26,16 +26,18 @@ import numpy as np
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError, Warnings
 from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
-from ._build import ARRAY_NAMES, TYPE_SEP, build_arrays, checksum_arrays
+from ._build import ARRAY_NAMES, LANG_ARRAY, TYPE_SEP, build_arrays, checksum_arrays
 from ._masks import MaskMixin
 from ._strings import StrArray
 from ._views import AliasView, ConceptView, Names
 from .concept import Concept, normalize_name
+from .languages import LANGUAGES, codes_of_bits
 
 logger = get_logger("kb")
 
 FORMAT = "spacy_sapbert.kb"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: name languages (name_lang.npy, "languages" in kb.json); 1 still loads (all "und")
+READ_VERSIONS = (1, 2)
 META_FILE = "kb.json"
 ADDITIONS_FILE = "additions.jsonl"
 
@@ -58,6 +60,8 @@ class KnowledgeBase(MaskMixin):
 
     def __init__(self, arrays: Dict[str, np.ndarray], *, source: str = "custom",
                  sources: Optional[List[Dict[str, object]]] = None, checksum: Optional[str] = None) -> None:
+        if LANG_ARRAY not in arrays:  # format 1: every name's language unknown
+            arrays = dict(arrays, **{LANG_ARRAY: np.zeros(len(arrays["name_off"]) - 1, dtype=np.uint64)})
         self._a = arrays
         self.source = source
         self._base_checksum = checksum or checksum_arrays(arrays)
@@ -99,14 +103,16 @@ class KnowledgeBase(MaskMixin):
         with atomic_dir(path, overwrite=overwrite) as tmp:
             for key in ARRAY_NAMES:
                 np.save(tmp / f"{key}.npy", np.asarray(self._a[key]), allow_pickle=False)
+            np.save(tmp / f"{LANG_ARRAY}.npy", self._base_row_bits(), allow_pickle=False)
             meta = {"format": FORMAT, "version": FORMAT_VERSION, "source": self.source,
                     "checksum": self._base_checksum, "n_concepts": len(self),
-                    "n_names": len(self._base_names), "sources": self.sources}
+                    "n_names": len(self._base_names), "sources": self.sources,
+                    "languages": list(LANGUAGES), "name_languages": self.language_counts()}
             if self._ops:
                 with atomic_write(tmp / ADDITIONS_FILE) as fh:
                     for cid, name in self._ops:
                         fh.write(json.dumps([cid, name], ensure_ascii=False) + "\n")
-            meta["files"] = file_records(tmp, [f"{key}.npy" for key in ARRAY_NAMES]
+            meta["files"] = file_records(tmp, [f"{key}.npy" for key in ARRAY_NAMES + (LANG_ARRAY,)]
                                          + ([ADDITIONS_FILE] if self._ops else []))
             with atomic_write(tmp / META_FILE) as fh:
                 json.dump(meta, fh, indent=2, ensure_ascii=False)
@@ -128,13 +134,17 @@ class KnowledgeBase(MaskMixin):
             raise DataFormatError(Errors.E010.format(path=path, why=f"{META_FILE} is missing")) from None
         except (ValueError, UnicodeDecodeError) as err:
             raise DataFormatError(Errors.E010.format(path=path, why=f"{META_FILE} is not valid JSON: {err}")) from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") not in READ_VERSIONS:
             raise DataFormatError(Errors.E010.format(path=path, why=f"{META_FILE} is not format {FORMAT} v{FORMAT_VERSION}"))
-        for key in ARRAY_NAMES:
+        keys = ARRAY_NAMES + ((LANG_ARRAY,) if meta["version"] >= 2 else ())
+        for key in keys:
             if not (path / f"{key}.npy").exists():
                 raise DataFormatError(Errors.E010.format(path=path, why=f"{key}.npy is missing"))
+        table = meta.get("languages", [])
+        if meta["version"] >= 2 and (not isinstance(table, list) or tuple(table) != LANGUAGES[:len(table)]):
+            raise DataFormatError(Errors.E736.format(path=path, found=table, known=list(LANGUAGES)))
         check_kb_files(path, meta)
-        arrays = {key: _load_array(path / f"{key}.npy") for key in ARRAY_NAMES}
+        arrays = {key: _load_array(path / f"{key}.npy") for key in keys}
         kb = cls(arrays, source=meta["source"], sources=meta.get("sources"), checksum=meta["checksum"])
         kb._path = path.resolve()
         additions = path / ADDITIONS_FILE
@@ -282,7 +292,18 @@ class KnowledgeBase(MaskMixin):
         definition = StrArray(a["def_blob"], a["def_off"])[ci]
         return Concept(concept_id=self._cids[ci], canonical_name=canon, aliases=tuple(aliases),
                        types=tuple(types.split(TYPE_SEP)) if types else (), definition=definition or None,
-                       alt_ids=self._alt_ids_of(ci))
+                       alt_ids=self._alt_ids_of(ci), languages=self._name_languages(ci, (canon, *aliases)))
+
+    def _name_languages(self, ci: int, raw: Sequence[str]) -> Tuple[Tuple[str, ...], ...]:
+        """Per raw name, the languages of its row (a row's languages are those of every concept
+        naming it); ``()`` when none of the concept's rows has a language."""
+        base = self._base_row_bits()  # rows added by add_alias (beyond the base) are unknown
+        rows = self._rows_of(ci)
+        bits = [int(base[r]) if r < len(base) else 0 for r in rows]
+        if not any(bits):
+            return ()
+        by_name = {self.names[r]: b for r, b in zip(rows, bits)}
+        return tuple(codes_of_bits(by_name.get(normalize_name(name), 0)) for name in raw)
 
     def _alt_ids_of(self, ci: int) -> Tuple[str, ...]:
         ptr = self._a["calt_ptr"]

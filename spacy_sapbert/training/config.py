@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..errors import ConfigError, Errors, Warnings
 from ..util import PathLike
@@ -43,6 +43,8 @@ class ModelSettings:
 class PairSettings:
     max_pairs_per_concept: Optional[int] = 50
     seed: int = 0
+    cross_lingual: bool = False  # only pairs of a concept's names in two languages (translation pairs)
+    languages: Optional[List[str]] = None  # only names in these languages (ISO 639-1); null: all
 
 
 @dataclass
@@ -193,6 +195,10 @@ class TrainConfig:
                                                  f"(0: keep the best overall dev acc@1), not {t.select_unseen_weight!r}"))
         if t.epochs == 0 and t.max_steps == 0:
             raise ConfigError(Errors.E212.format(path=source, what="set training.epochs or training.max_steps"))
+        if self.pairs.languages is not None:
+            from ..kb.languages import language_codes
+
+            self.pairs.languages = list(language_codes(self.pairs.languages))  # E735 for an unknown code
         cap = self.pairs.max_pairs_per_concept
         if cap is not None and (not isinstance(cap, int) or cap < 1):
             raise ConfigError(Errors.E212.format(path=source, what=f"pairs.max_pairs_per_concept must be >= 1 or null, not {cap!r}"))

@@ -121,6 +121,32 @@ def _kb_pair_chunks(ptr: np.ndarray, rows: np.ndarray, concept_ids: Sequence[str
         yield out
 
 
+def _rows_in(ptr: np.ndarray, rows: np.ndarray, keep: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The concept → rows CSR with only the rows where ``keep`` is True."""
+    ptr, rows = np.asarray(ptr, dtype=np.int64), np.asarray(rows)
+    kept = keep[rows]
+    sums = np.concatenate([[0], np.cumsum(kept)])
+    return sums[ptr].astype(np.int64), rows[kept]
+
+
+def _cross_lingual_chunks(ptr: np.ndarray, rows: np.ndarray, bits: np.ndarray, concept_ids: Sequence[str],
+                          cap: Optional[int], seed: int, chunk: int) -> Iterator[np.ndarray]:
+    """``_kb_pair_chunks`` without a cap, keeping the pairs of two rows that both have a language and
+    share none; then at most ``cap`` per concept (seeded per-concept sample, kept in order)."""
+    for block in _kb_pair_chunks(ptr, rows, concept_ids, None, seed, chunk):
+        a, b = bits[block[:, 0]], bits[block[:, 1]]
+        block = block[(a != 0) & (b != 0) & ((a & b) == 0)]
+        if cap is not None and len(block):
+            labels, first, counts = np.unique(block[:, 2], return_index=True, return_counts=True)
+            keep = np.ones(len(block), dtype=bool)
+            for label, start, n in zip(*(x[counts > cap].tolist() for x in (labels, first, counts))):
+                chosen = np.zeros(n, dtype=bool)
+                chosen[_concept_rng(seed, concept_ids[label]).sample(range(n), cap)] = True
+                keep[start:start + n] = chosen
+            block = block[keep]
+        yield block
+
+
 def write_kb_pairs(
     kb: Any,
     path: PathLike,
@@ -129,25 +155,42 @@ def write_kb_pairs(
     seed: int = 0,
     overwrite: bool = False,
     show_progress: bool = False,
+    cross_lingual: bool = False,
+    languages: Optional[Sequence[str]] = None,
 ) -> "PairSet":
     """Synonym pairs of every concept of ``kb`` (its normalised, deduplicated names), at most
     ``max_pairs_per_concept`` per concept, sampled with a per-concept seeded RNG (so the result
     does not depend on the order concepts are visited). Concepts with one name give nothing.
-    Written ``_CONCEPT_CHUNK`` concepts at a time with numpy (no Python object per pair)."""
+    Written ``_CONCEPT_CHUNK`` concepts at a time with numpy (no Python object per pair).
+
+    ``languages`` (ISO 639-1 codes): only names in these languages. ``cross_lingual``: only pairs
+    of names in different languages (translation pairs: rows that share no language, both known;
+    as in the SapBERT authors' cross-lingual self-alignment), the cap applied after that choice."""
     from tqdm import tqdm
 
     path = ensure_path(path)
     n_names = len(kb.names)
     ptr, rows = kb.concept_row_csr()  # labels are positions in kb.concept_ids: no id → label map in RAM
-    n_concepts_used = int(np.count_nonzero(np.diff(ptr) >= 2))
+    if languages:
+        ptr, rows = _rows_in(ptr, rows, kb.row_language_mask(languages))
+    if cross_lingual:
+        chunks = _cross_lingual_chunks(ptr, rows, kb.row_languages(), kb.concept_ids, max_pairs_per_concept, seed,
+                                       _CONCEPT_CHUNK // 10)
+    else:
+        chunks = _kb_pair_chunks(ptr, rows, kb.concept_ids, max_pairs_per_concept, seed, _CONCEPT_CHUNK)
+    n_concepts_used = 0
     count = 0
     with atomic_dir(path, overwrite=overwrite) as tmp:
         with open(tmp / PAIRS_FILE, "wb") as fh, tqdm(total=len(ptr) - 1, desc="pairs", unit="concept",
                                                        disable=not show_progress) as bar:
-            for block in _kb_pair_chunks(ptr, rows, kb.concept_ids, max_pairs_per_concept, seed, _CONCEPT_CHUNK):
+            for block in chunks:
                 fh.write(block.tobytes())
                 count += len(block)
+                n_concepts_used += len(np.unique(block[:, 2]))  # a block holds whole concepts
                 bar.update(min(_CONCEPT_CHUNK, bar.total - bar.n))
+        if count == 0 and cross_lingual:
+            raise EmptyResultError(Errors.E743.format(languages=list(languages or []) or "all",
+                                                      available=kb.language_counts()))
         if count == 0:
             raise EmptyResultError(Errors.E200.format(n=len(kb)))
         (tmp / TEXTS_FILE).write_text("", encoding="utf8")
@@ -161,6 +204,8 @@ def write_kb_pairs(
             "kb_checksum": kb.checksum,
             "max_pairs_per_concept": max_pairs_per_concept,
             "seed": seed,
+            "cross_lingual": bool(cross_lingual),
+            "languages": list(languages) if languages else None,
         }
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf8")
     logger.info("%d pairs from %d concepts written to %s", count, n_concepts_used, path)

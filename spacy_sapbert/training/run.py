@@ -50,8 +50,10 @@ def _pairs(output: Path, config: TrainConfig, kb: Any, write: Any) -> PairSet:
     pairs = PairSet(folder)
     pairs.check_kb(kb)
     wanted = {"max_pairs_per_concept": config.pairs.max_pairs_per_concept, "seed": config.pairs.seed}
+    if pairs.meta.get("kind") == "kb":
+        wanted.update(cross_lingual=config.pairs.cross_lingual, languages=config.pairs.languages)
     for key, value in wanted.items():
-        if pairs.meta.get(key) != value:
+        if pairs.meta.get(key, False if key == "cross_lingual" else None) != value:
             raise ConfigError(Errors.E208.format(path=output, field=f"pairs.{key}", theirs=pairs.meta.get(key), ours=value))
     return pairs
 
@@ -77,7 +79,7 @@ def pretrain(
         kb,
         lambda folder: write_kb_pairs(
             kb, folder, max_pairs_per_concept=config.pairs.max_pairs_per_concept, seed=config.pairs.seed,
-            show_progress=True,
+            show_progress=True, cross_lingual=config.pairs.cross_lingual, languages=config.pairs.languages,
         ),
     )
     return Trainer(config, kb, pairs, base_model, output, dev=dev).run(resume=resume)

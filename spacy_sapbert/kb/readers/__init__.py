@@ -6,6 +6,7 @@ from typing import Callable, Dict, Iterator
 
 from ...errors import ConfigError, Errors
 from ..concept import Concept
+from .babelon import read_babelon
 from .jsonl import read_jsonl, write_jsonl
 from .medic import normalize_medic_id, read_medic
 from .obo import SCOPES as SCOPES_ALL, read_obo
@@ -20,7 +21,10 @@ READERS: Dict[str, Reader] = {
     "medic": read_medic,
     "jsonl": read_jsonl,
     "tsv": read_tsv,
+    "babelon": read_babelon,
 }
+# formats whose concepts add names to the concepts of the other sources (ids checked against them)
+TRANSLATION_FORMATS = ("babelon",)
 FORMATS = tuple(READERS)
 
 
@@ -33,4 +37,4 @@ def get_reader(name: str) -> Reader:
 
 
 __all__ = ["READERS", "FORMATS", "get_reader", "read_umls", "read_obo", "read_medic", "read_jsonl",
-           "read_tsv", "write_jsonl", "normalize_medic_id", "SCOPES_ALL"]
+           "read_tsv", "read_babelon", "write_jsonl", "normalize_medic_id", "SCOPES_ALL", "TRANSLATION_FORMATS"]

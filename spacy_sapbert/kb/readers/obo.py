@@ -16,6 +16,7 @@ from typing import Collection, Dict, Iterator, List, Optional, Tuple
 from ...errors import ConfigError, DataFormatError, EmptyResultError, Errors, Warnings
 from ...util import PathLike, get_logger
 from ..concept import Concept
+from ..languages import UNKNOWN, language_code
 from ._io import as_set, iter_lines, require_file
 
 logger = get_logger("kb.obo")
@@ -50,7 +51,7 @@ def _strip_comment(value: str) -> str:
 
 
 def _concepts(term: Dict[str, List[Tuple[int, str]]], path, start: int, scopes: Collection[str],
-              map_xrefs: Optional[Collection[str]], keep_unmapped: bool) -> List[Concept]:
+              map_xrefs: Optional[Collection[str]], keep_unmapped: bool, language: Optional[str]) -> List[Concept]:
     if "id" not in term:
         raise DataFormatError(Errors.E006.format(path=path, line=start))
     obo_id = _strip_comment(term["id"][0][1])
@@ -87,8 +88,9 @@ def _concepts(term: Dict[str, List[Tuple[int, str]]], path, start: int, scopes: 
         elif not keep_unmapped:
             return []
     aliases = tuple(dict.fromkeys(synonyms))
+    languages = ((language,),) * (1 + len(aliases)) if language else ()
     return [Concept(concept_id=cid, canonical_name=name, aliases=aliases, definition=definition,
-                    alt_ids=alt_ids) for cid in ids]
+                    alt_ids=alt_ids, languages=languages) for cid in ids]
 
 
 def read_obo(
@@ -97,10 +99,14 @@ def read_obo(
     synonym_scopes: Collection[str] = DEFAULT_SCOPES,
     map_xrefs: Optional[Collection[str]] = None,
     keep_unmapped: bool = True,
+    language: Optional[str] = "en",
     show_progress: bool = False,
 ) -> Iterator[Concept]:
-    """Concepts from an OBO file (see the module doc for the options)."""
+    """Concepts from an OBO file (see the module doc for the options). ``language``: the language of
+    every name (ISO 639-1 or UMLS LAT code; None: unknown)."""
     path = require_file(path, "OBO file", "pass the .obo file of the ontology.")
+    lang = language_code(language) if language else None
+    lang = None if lang == UNKNOWN else lang
     scopes = {s.upper() for s in as_set(synonym_scopes)}
     bad = sorted(scopes - set(SCOPES))
     if bad:
@@ -113,7 +119,7 @@ def read_obo(
         stripped = line.strip()
         if stripped.startswith("["):
             if term is not None:
-                for concept in _concepts(term, path, start, scopes, prefixes, keep_unmapped):
+                for concept in _concepts(term, path, start, scopes, prefixes, keep_unmapped, lang):
                     count += 1
                     yield concept
             term = {} if stripped == "[Term]" else None
@@ -127,7 +133,7 @@ def read_obo(
                                                      fix="Fix the line or remove it."))
         term.setdefault(tag.strip(), []).append((lineno, value.strip()))
     if term is not None:
-        for concept in _concepts(term, path, start, scopes, prefixes, keep_unmapped):
+        for concept in _concepts(term, path, start, scopes, prefixes, keep_unmapped, lang):
             count += 1
             yield concept
     if count == 0:

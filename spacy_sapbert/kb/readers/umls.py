@@ -16,6 +16,7 @@ from typing import Collection, Dict, Iterator, List, Optional, Sequence, Set, Tu
 from ...errors import DataFormatError, EmptyResultError, Errors, MissingInputError
 from ...util import PathLike, ensure_path, get_logger
 from ..concept import Concept
+from ..languages import UMLS_LAT, language_codes
 from ._io import as_set, iter_lines, require_file
 
 logger = get_logger("kb.umls")
@@ -115,7 +116,8 @@ def read_umls(
 ) -> Iterator[Concept]:
     """Concepts from a UMLS META folder (or its MRCONSO.RRF).
 
-    languages: LAT values to keep (None or empty: all). sabs / exclude_sabs: source vocabularies to
+    languages: LAT values (or ISO 639-1 codes) to keep (None or empty: all); each name is tagged with
+    its language as an ISO 639-1 code (``kb.languages``); a LAT value without one is E740. sabs / exclude_sabs: source vocabularies to
     keep / drop. keep_suppressed: also keep rows with SUPPRESS != N. semantic_types: keep only CUIs with
     one of these TUIs or STY names (needs MRSTY.RRF; kept concepts list all their TUIs).
     definitions: first non-suppressed MRDEF definition.
@@ -124,7 +126,8 @@ def read_umls(
     """
     meta = _resolve_dir(path)
     layout = read_layout(meta)
-    langs = {x.upper() for x in as_set(languages)} if languages else None
+    wanted_langs = set(language_codes(as_set(languages))) if languages else None
+    lat_codes: Dict[str, str] = {}
     keep_sab = as_set(sabs) if sabs else None
     drop_sab = as_set(exclude_sabs) if exclude_sabs else set()
     wanted_types = as_set(semantic_types) if semantic_types else None
@@ -158,26 +161,31 @@ def read_umls(
             if rela in TRADENAME_RELAS and cui1 != cui2:
                 partners.setdefault(cui1, set()).add(cui2)
                 partners.setdefault(cui2, set()).add(cui1)
-    partner_names: Dict[str, List[str]] = {}
+    partner_names: Dict[str, Dict[str, Tuple[str, ...]]] = {}  # CUI -> its names -> their languages
     yielded: Set[str] = set()
 
-    def make(cui: str, rows: List[Tuple[int, str]]) -> Optional[Concept]:
+    def make(cui: str, rows: List[Tuple[int, str, str]]) -> Optional[Concept]:
         if wanted_types is not None and cui not in matched:
             return None
         rows.sort(key=lambda r: -r[0])  # stable: the first best-ranked row wins
-        names = list(dict.fromkeys(s for _, s in rows))
+        by_name: Dict[str, Tuple[str, ...]] = {}
+        for _, text, code in rows:
+            have = by_name.get(text, ())
+            by_name[text] = have if code in have else have + (code,)
+        names = list(by_name)
         if cui in partners:
-            partner_names[cui] = names
+            partner_names[cui] = by_name
             yielded.add(cui)
         return Concept(concept_id=cui, canonical_name=names[0], aliases=tuple(names[1:]),
-                       types=types.get(cui, ()), definition=defs.get(cui))
+                       types=types.get(cui, ()), definition=defs.get(cui), languages=tuple(by_name.values()))
 
     count = 0
     current: Optional[str] = None
-    rows: List[Tuple[int, str]] = []
+    rows: List[Tuple[int, str, str]] = []
     warned = False
-    for _, (cui, lat, ts, stt, ispref, sab, text, suppress) in _rows(
-            meta / "MRCONSO.RRF", layout["MRCONSO.RRF"], NEEDED["MRCONSO.RRF"], show_progress=show_progress):
+    mrconso = meta / "MRCONSO.RRF"
+    for lineno, (cui, lat, ts, stt, ispref, sab, text, suppress) in _rows(
+            mrconso, layout["MRCONSO.RRF"], NEEDED["MRCONSO.RRF"], show_progress=show_progress):
         if cui != current:
             if rows and current is not None:
                 concept = make(current, rows)
@@ -188,7 +196,12 @@ def read_umls(
                 logger.warning("MRCONSO.RRF is not sorted by CUI; repeated CUIs are merged by the KB.")
                 warned = True
             current, rows = cui, []
-        if langs is not None and lat.upper() not in langs:
+        code = lat_codes.get(lat)
+        if code is None:
+            if lat.upper() not in UMLS_LAT:
+                raise DataFormatError(Errors.E740.format(path=mrconso, line=lineno, value=lat, lat=", ".join(UMLS_LAT)))
+            code = lat_codes[lat] = UMLS_LAT[lat.upper()]
+        if wanted_langs is not None and code not in wanted_langs:
             continue
         if (keep_sab is not None and sab not in keep_sab) or sab in drop_sab:
             continue
@@ -197,18 +210,21 @@ def read_umls(
         if not text.strip():
             continue
         rank = (ts == "P") * 4 + (stt == "PF") * 2 + (ispref == "Y")
-        rows.append((rank, text))
+        rows.append((rank, text, code))
     if rows and current is not None:
         concept = make(current, rows)
         if concept is not None:
             count += 1
             yield concept
     for cui in sorted(yielded):
-        extra = [n for p in sorted(partners[cui]) for n in partner_names.get(p, ())]
+        extra = {n: langs for p in sorted(partners[cui]) for n, langs in partner_names.get(p, {}).items()}
         if extra:
-            yield Concept(concept_id=cui, canonical_name=partner_names[cui][0], aliases=tuple(extra))
+            own = next(iter(partner_names[cui].items()))
+            yield Concept(concept_id=cui, canonical_name=own[0], aliases=tuple(n for n in extra if n != own[0]),
+                          languages=(own[1],) + tuple(langs for n, langs in extra.items() if n != own[0]))
+
     if count == 0:
-        filters = (f"languages={sorted(langs) if langs else 'all'}, sabs={sorted(keep_sab) if keep_sab else 'all'}, "
+        filters = (f"languages={sorted(wanted_langs) if wanted_langs else 'all'}, sabs={sorted(keep_sab) if keep_sab else 'all'}, "
                    f"exclude_sabs={sorted(drop_sab)}, keep_suppressed={keep_suppressed}, "
                    f"semantic_types={sorted(wanted_types) if wanted_types else 'all'}")
         raise EmptyResultError(Errors.E007.format(what=meta / "MRCONSO.RRF", filters=filters))
