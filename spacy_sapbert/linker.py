@@ -12,10 +12,7 @@ are truncated by the encoder; empty or whitespace-only spans get ``[]`` and ``kb
 """
 from __future__ import annotations
 
-import shutil
-import tempfile
 import warnings
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -35,7 +32,7 @@ from .abbreviations import long_forms, make_detector
 from .abbreviations import mention_text as _mention_text
 from .kb.concept import normalize_name
 from .kb.languages import language_codes
-from .encoding.onnx_encoder import load_saved_encoder, write_export_for
+from .linker_storage import LinkerStorage
 from .util import ensure_path, get_logger
 
 if TYPE_CHECKING:  # for annotations only
@@ -149,7 +146,7 @@ def make_sapbert_linker(
     )
 
 
-class SapbertLinker(Pipe):
+class SapbertLinker(LinkerStorage, Pipe):
     """Links spans to concepts with a SapBERT encoder and a :class:`ConceptIndex`."""
 
     def __init__(self, vocab: Vocab, name: str = "sapbert_linker", **cfg: Any) -> None:
@@ -365,93 +362,6 @@ class SapbertLinker(Pipe):
         if self._detector is None:
             self._detector = make_detector(self.vocab)
         return self._detector
-
-    # ---- serialisation ------------------------------------------------------------------
-    def to_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> None:
-        """Write encoder (safetensors + tokenizer), prototypes, and KB and index (or, with
-        ``resources="outside"``, the pointer to them) below ``path``."""
-        path = ensure_path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        if self.encoder is None or self.index is None:
-            return  # an uninitialised component has nothing to save; from_disk leaves it so
-        self.encoder.to_disk(path / "encoder")
-        if isinstance(self.encoder, Encoder) and self.cfg["runtime"] != "torch":
-            write_export_for(self.encoder, path / "encoder", required=self.cfg["runtime"] == "onnx")
-        if self.prototypes is not None:
-            self.prototypes.to_disk(path / "prototypes")
-        if self.cfg["resources"] == "outside":
-            self._save_pointer(path)
-            return
-        kb_dir = path / "kb"
-        if kb_dir.exists():
-            shutil.rmtree(kb_dir)
-        self.kb.to_disk(kb_dir)
-        self.index.to_disk(path / "index")
-
-    def from_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
-        from .kb import KnowledgeBase
-
-        from .resources import locate, read_pointer
-
-        path = ensure_path(path)
-        pointer = read_pointer(path)
-        if pointer is None and not (path / "index").exists():
-            return self
-        folder = path
-        if pointer is not None:
-            folder = locate(pointer, self.cfg["resources_path"], pipeline_path=path, component=self.name)
-        encoder = load_saved_encoder(path / "encoder", runtime=self.cfg["runtime"], device=self.cfg["device"],
-                                     precision=self.cfg["precision"])
-        kb = KnowledgeBase.from_disk(folder / "kb")
-        index = ConceptIndex.from_disk(folder / "index", kb)
-        if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
-            self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
-        self.set_resources(encoder, index, path=folder / "index")
-        self._resources_dir = folder if pointer is not None else None
-        return self
-
-    def export_resources(self, folder: Any, *, overwrite: bool = False) -> Path:
-        """Write the KB and index to the resources folder ``folder`` (``kb/`` + ``index/``) and use it
-        from now on: with ``resources="outside"`` the pipeline then saves only a pointer to it."""
-        from .resources import export_resources
-
-        if self.encoder is None or self.index is None:
-            raise ConfigError(Errors.E114.format(name=self.name))
-        self._resources_dir = export_resources(self.kb, self.index, folder, overwrite=overwrite)
-        return self._resources_dir
-
-    def _save_pointer(self, path: Path) -> None:
-        from .resources import check, pointer_for, write_pointer
-
-        folder = self._resources_dir
-        if folder is None and self.cfg["resources_path"]:
-            folder = ensure_path(self.cfg["resources_path"])
-            if not (folder / "index").exists():
-                self.export_resources(folder)
-        if folder is None:
-            raise ConfigError(Errors.E130.format(component=self.name))
-        pointer = pointer_for(folder.name, self.kb, ConceptIndex.read_meta(folder / "index"))
-        check(folder, pointer)  # the folder holds this linker's KB and index, not another's
-        write_pointer(path, pointer)
-
-    def to_bytes(self, *, exclude: Iterable[str] = ()) -> bytes:
-        from .linker_bytes import pack_folder
-
-        with tempfile.TemporaryDirectory() as tmp:
-            self.to_disk(tmp)
-            return pack_folder(Path(tmp))
-
-    def from_bytes(self, data: bytes, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
-        """Load bytes from :meth:`to_bytes`; only the file names ``to_disk`` writes are accepted (E550)."""
-        from .linker_bytes import checked_files, unpack_folder
-
-        checked_files(data)  # refuse a bad blob before making the folder
-        # the files stay on disk while this component lives: the KB is memory-mapped and an ONNX
-        # encoder reads its model file again in a forked process
-        tmp = Path(tempfile.mkdtemp(prefix="sapbert_linker_"))
-        weakref.finalize(self, shutil.rmtree, str(tmp), ignore_errors=True)
-        unpack_folder(data, tmp)
-        return self.from_disk(tmp)
 
 
 def _validate_cfg(cfg: Dict[str, Any]) -> None:

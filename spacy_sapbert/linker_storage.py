@@ -1,0 +1,116 @@
+"""Saving and loading the ``sapbert_linker`` component: ``to_disk``/``from_disk`` (encoder, prototypes, and KB +
+index or a pointer to them outside the pipeline), ``to_bytes``/``from_bytes`` (only the files ``to_disk`` writes),
+and :meth:`~LinkerStorage.export_resources`. A mixin of :class:`~spacy_sapbert.linker.SapbertLinker`, kept apart so
+that the component's linking code and its file handling can be read on their own."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any, Dict, Iterable, Optional
+
+from .context.store import PrototypeStore
+from .encoding.onnx_encoder import load_saved_encoder, write_export_for
+from .encoding.torch_encoder import CachedEncoder, Encoder
+from .errors import ConfigError, Errors
+from .index import ConceptIndex
+from .util import ensure_path
+
+
+class LinkerStorage:
+    """``to_disk``/``from_disk``/``to_bytes``/``from_bytes`` of the linker (see the module docstring)."""
+
+    name: str
+    cfg: Dict[str, Any]
+    encoder: Optional[CachedEncoder]
+    index: Optional[ConceptIndex]
+    prototypes: Any
+    _resources_dir: Optional[Path]
+    kb: Any  # the component's KB (a property of the component)
+
+    def to_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> None:
+        """Write encoder (safetensors + tokenizer), prototypes, and KB and index (or, with
+        ``resources="outside"``, the pointer to them) below ``path``."""
+        path = ensure_path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if self.encoder is None or self.index is None:
+            return  # an uninitialised component has nothing to save; from_disk leaves it so
+        self.encoder.to_disk(path / "encoder")
+        if isinstance(self.encoder, Encoder) and self.cfg["runtime"] != "torch":
+            write_export_for(self.encoder, path / "encoder", required=self.cfg["runtime"] == "onnx")
+        if self.prototypes is not None:
+            self.prototypes.to_disk(path / "prototypes")
+        if self.cfg["resources"] == "outside":
+            self._save_pointer(path)
+            return
+        kb_dir = path / "kb"
+        if kb_dir.exists():
+            shutil.rmtree(kb_dir)
+        self.kb.to_disk(kb_dir)
+        self.index.to_disk(path / "index")
+
+    def from_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
+        from .kb import KnowledgeBase
+
+        from .resources import locate, read_pointer
+
+        path = ensure_path(path)
+        pointer = read_pointer(path)
+        if pointer is None and not (path / "index").exists():
+            return self
+        folder = path
+        if pointer is not None:
+            folder = locate(pointer, self.cfg["resources_path"], pipeline_path=path, component=self.name)
+        encoder = load_saved_encoder(path / "encoder", runtime=self.cfg["runtime"], device=self.cfg["device"],
+                                     precision=self.cfg["precision"])
+        kb = KnowledgeBase.from_disk(folder / "kb")
+        index = ConceptIndex.from_disk(folder / "index", kb)
+        if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
+            self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
+        self.set_resources(encoder, index, path=folder / "index")
+        self._resources_dir = folder if pointer is not None else None
+        return self
+
+    def export_resources(self, folder: Any, *, overwrite: bool = False) -> Path:
+        """Write the KB and index to the resources folder ``folder`` (``kb/`` + ``index/``) and use it
+        from now on: with ``resources="outside"`` the pipeline then saves only a pointer to it."""
+        from .resources import export_resources
+
+        if self.encoder is None or self.index is None:
+            raise ConfigError(Errors.E114.format(name=self.name))
+        self._resources_dir = export_resources(self.kb, self.index, folder, overwrite=overwrite)
+        return self._resources_dir
+
+    def _save_pointer(self, path: Path) -> None:
+        from .resources import check, pointer_for, write_pointer
+
+        folder = self._resources_dir
+        if folder is None and self.cfg["resources_path"]:
+            folder = ensure_path(self.cfg["resources_path"])
+            if not (folder / "index").exists():
+                self.export_resources(folder)
+        if folder is None:
+            raise ConfigError(Errors.E130.format(component=self.name))
+        pointer = pointer_for(folder.name, self.kb, ConceptIndex.read_meta(folder / "index"))
+        check(folder, pointer)  # the folder holds this linker's KB and index, not another's
+        write_pointer(path, pointer)
+
+    def to_bytes(self, *, exclude: Iterable[str] = ()) -> bytes:
+        from .linker_bytes import pack_folder
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.to_disk(tmp)
+            return pack_folder(Path(tmp))
+
+    def from_bytes(self, data: bytes, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
+        """Load bytes from :meth:`to_bytes`; only the file names ``to_disk`` writes are accepted (E550)."""
+        from .linker_bytes import checked_files, unpack_folder
+
+        checked_files(data)  # refuse a bad blob before making the folder
+        # the files stay on disk while this component lives: the KB is memory-mapped and an ONNX
+        # encoder reads its model file again in a forked process
+        tmp = Path(tempfile.mkdtemp(prefix="sapbert_linker_"))
+        weakref.finalize(self, shutil.rmtree, str(tmp), ignore_errors=True)
+        unpack_folder(data, tmp)
+        return self.from_disk(tmp)
