@@ -10,11 +10,13 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E400–E499 / W400–W499: project, assets (UMLS download), NER
 - E500–E599 / W500–W599: hardening (E500–E549: interruption, outputs, work folders, command-line input;
   E550–E599: untrusted bytes, integrity of saved folders, damaged files)
-- E600–E699 / W600–W699: context (prototypes, re-ranking, type priors)
+- E600–E699 / W600–W699: context (E600–E614 prototypes, re-ranking, type priors; E615–E634 training the context
+  encoder); E650–E659: documentation, benchmark results files
+- E700–E719 / W700–W709: scale-out (link-corpus, Ray back-ends, build-index --ray)
+- E720–E734 / W720–W724: multilingual encoders and evaluation readers (brat, XL-BEL, CodiEsp)
+- E735–E759 / W735–W739: name languages, translation files, language restriction, cross-lingual pairs
 - E760–E779 / W760–W769: research workflow (pooling from the model folder, epoch schedules, config versions,
   dev evaluation and best-model selection)
-- E700–E719 / W700–W709: scale-out (link-corpus, Ray back-ends, build-index --ray)
-- E735–E759 / W735–W739: name languages, translation files, language restriction, cross-lingual pairs
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -102,6 +104,7 @@ class Warnings(metaclass=_CodedMessages):
     W503 = ("Work folder chunk '{path}' is damaged ({reason}); its names are encoded again.")
     W504 = ("Work folder '{path}' holds chunks of an earlier build with other settings ({reason}) and no process "
             "uses it; it is started afresh.")
+
     # ---- W550–W599: hardening ----
     W550 = ("'{path}' records no checksums of its files (written by an older version): they are not checked "
             "at load. Save the {what} again to add them.")
@@ -114,25 +117,30 @@ class Warnings(metaclass=_CodedMessages):
     W553 = ("Pipeline '{path}' links against another knowledge base than the one evaluated against (checksum "
             "{theirs} != {ours}): {missing} of {total} gold concepts are not in the pipeline's KB and cannot be "
             "found. Build the pipeline on the evaluation KB (`spacy-sapbert create-pipeline`) or evaluate with its KB.")
+
     # ---- W600–W699: context (prototypes, re-ranking, type priors) ----
     W600 = ("{n} of {total} annotated mentions have ids that are not in the knowledge base (e.g. {examples}); they "
             "were skipped. Check that the documents and the KB use the same identifiers.")
     W601 = ("{n} composite mentions (ids joined by '|' or '+') were skipped: a prototype stands for one concept.")
+
+    # ---- W615–W619: training the context encoder ----
+    W615 = ("{n} of {total} documents have no text and give no self-supervised context pairs (only PubTator / "
+            "JSONL / DocBin documents with their text can be searched for dictionary names).")
+
+    # ---- W700–W709: scale-out (link-corpus, Ray) ----
+    W700 = ("Ray is already started in this process ({current}); it is used as it is and --address '{address}' "
+            "only had its reachability checked. Call ray.shutdown() first to join another cluster.")
+
+    # ---- W735–W739: name languages, translations ----
+    W735 = ("{path}: {n} translated names of {ids} ids that are not concepts of the ontology were skipped (e.g. "
+            "{examples}). Check that the translation file belongs to the ontology release given with it.")
+
     # ---- W760–W769: research workflow ----
     W760 = ("'{path}' declares sentence-transformers pooling mode(s) {modes}, which the encoder does not have "
             "(only cls or mean): the {default} default is used. Pass the pooling explicitly (--pooling mean) to "
             "choose another one.")
     W761 = ("Config '{path}' is a version {version} config: {what}. Add [meta] version = {current} to the file once "
             "you have checked the setting (see configs/{task}.cfg).")
-    # ---- W700–W709: scale-out (link-corpus, Ray) ----
-    W700 = ("Ray is already started in this process ({current}); it is used as it is and --address '{address}' "
-            "only had its reachability checked. Call ray.shutdown() first to join another cluster.")
-    # ---- W615–W619: training the context encoder ----
-    W615 = ("{n} of {total} documents have no text and give no self-supervised context pairs (only PubTator / "
-            "JSONL / DocBin documents with their text can be searched for dictionary names).")
-    # ---- W735–W739: name languages, translations ----
-    W735 = ("{path}: {n} translated names of {ids} ids that are not concepts of the ontology were skipped (e.g. "
-            "{examples}). Check that the translation file belongs to the ontology release given with it.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -330,11 +338,6 @@ class Errors(metaclass=_CodedMessages):
     E510 = ("Cannot write '{path}' ({reason}). Check the path and its folder's permissions, or choose another "
             "output.")
 
-    # ---- E650–E659: documentation, benchmark results files ----
-    E650 = ("Benchmark results file '{path}' cannot be rendered: {what}. Rewrite it with "
-            "benchmarks/results_io.write_results (rerun the benchmark that wrote it), or delete it.")
-    E651 = ("'{path}' has no '{marker}' line: the generated benchmark tables go between the two marker lines "
-            "'{begin}' and '{end}'. Put both lines back (on their own) and rerun scripts/render_benchmarks.py.")
     # ---- E550–E599: hardening: untrusted bytes, integrity, damaged files ----
     E550 = ("Refusing the sapbert_linker bytes: {what}. Only bytes written by SapbertLinker.to_bytes / "
             "nlp.to_bytes are accepted; get the pipeline again from a source you trust.")
@@ -348,6 +351,7 @@ class Errors(metaclass=_CodedMessages):
             "`spacy-sapbert verify KB_FOLDER` to find the file, then rebuild the KB (`spacy-sapbert build-kb`).")
     E555 = ("'{path}' is not a folder verify knows: none of kb.json (knowledge base), sapbert_encoder.json "
             "(encoder), index_meta.json (index) or config.cfg (spaCy pipeline) is in it. Give one of those folders.")
+
     # ---- E600–E699: context (prototypes, re-ranking, type priors) ----
     E600 = ("The context encoder needs a PyTorch encoder, got {what}. ONNX Runtime cannot run the context encoder "
             "(its vocabulary gains the <ENT>/</ENT> markers): load the model with Encoder.load / runtime='torch'.")
@@ -379,28 +383,26 @@ class Errors(metaclass=_CodedMessages):
             "PubTator / JSONL file.")
     E614 = ("Cannot tune the context weights: {what}. Give a dev set whose mentions have ids in the KB and "
             "prototypes built for the same KB.")
-    # ---- E720–E734: multilingual encoders and evaluation readers (brat, XL-BEL, CodiEsp) ----
-    E720 = ("{path}: line {line}: {what}. A brat annotation file holds entity lines 'T1<TAB>TYPE START END<TAB>text' "
-            "(discontinuous: 'START END;START END') and note lines '#1<TAB>AnnotatorNotes T1<TAB>ID'; fix the line.")
-    E721 = ("{path}: line {line}: the text at {start}-{end} is '{found}', not the annotated '{mention}'. Check that "
-            "{text} is the text the annotations were made on (same encoding and line endings) and fix the offsets.")
-    E722 = ("{path}: the header lacks the column(s) {missing} that a {fmt} file needs (found: {found}). Name them "
-            "in the header (any order; {aliases}) or remove the header to read the columns by position.")
-    E723 = ("{path}: line {line}: {what}. {fix}")
-    E724 = ("{path}: the text file '{text}' the annotations refer to is missing. A brat folder keeps each "
-            "NAME.ann beside its NAME.txt; copy the .txt files next to the .ann files.")
-    E725 = ("Unknown language code {value!r}. Give an ISO 639 code such as 'es', 'fr', 'de', 'nl', 'en' (or the "
-            "three-letter 'spa', 'fre'), optionally with a region ('pt-br').")
-    E726 = ("{path}: no {what} found. Give a .ann file or a folder holding .ann files (searched recursively), "
-            "each with its .txt beside it.")
 
-    # ---- E760–E779: research workflow ----
-    E760 = ("Config '{path}': {what} must be a number of steps (e.g. 200) or of epochs (e.g. \"1 epoch\", "
-            "\"0.5 epochs\"), not {value!r}. Fix the file or the override (--training.eval_every \"1 epoch\").")
-    E761 = ("Config '{path}' is version {version}, newer than the config versions this package reads (up to "
-            "{current}). Upgrade the spacy_sapbert package, or write the config for version {current} (see "
-            "configs/{task}.cfg).")
-    E762 = ("Config '{path}': {what}. Fix the file or the override (spaCy style: --section.key value).")
+    # ---- E615–E634: training the context encoder ----
+    E615 = ("No unambiguous dictionary name of the knowledge base occurs in {what} ({docs} documents with text, "
+            "names of >= {min_chars} characters): self-supervised context pairs need raw text that mentions KB "
+            "names. Give documents with text (PubTator titles/abstracts), lower --min-chars, or use --source "
+            "supervised.")
+    E616 = ("Context training option {option} = {value!r} is not valid: {why}.")
+    E617 = ("Context training cannot use {setting} = {value!r}: {why}. Remove the override (context pairs are "
+            "contexts on one side and names on the other; the trainer's name-only paths do not apply).")
+    E619 = ("context_margin must be null (re-rank every mention) or a number >= 0 (re-rank only mentions whose "
+            "best name scores lie within it), got {value!r}.")
+    E618 = ("'{path}' is not a context pair set ({why}). Write one with spacy_sapbert.context.train_pairs."
+            "write_context_pairs, or let `spacy-sapbert train-context` make it.")
+
+    # ---- E650–E659: documentation, benchmark results files ----
+    E650 = ("Benchmark results file '{path}' cannot be rendered: {what}. Rewrite it with "
+            "benchmarks/results_io.write_results (rerun the benchmark that wrote it), or delete it.")
+    E651 = ("'{path}' has no '{marker}' line: the generated benchmark tables go between the two marker lines "
+            "'{begin}' and '{end}'. Put both lines back (on their own) and rerun scripts/render_benchmarks.py.")
+
     # ---- E700–E719: scale-out (link-corpus, Ray back-ends, build-index --ray) ----
     E700 = ("{what} needs Ray Data, which is not installed or broken ({reason}). Install the extra: "
             "`pip install \"spacy-sapbert[ray]\"` (ray[data]==2.60.0, pyarrow==25.0.1, pandas==2.3.3), or use "
@@ -423,18 +425,21 @@ class Errors(metaclass=_CodedMessages):
             "`pip install \"spacy-sapbert[ray]\"` (it pins pyarrow==25.0.1), or pass --output-format jsonl.")
     E709 = ("The Ray job failed while {what}: {reason}. Shards (or chunks) finished so far are kept; fix the cause "
             "and rerun the same command to resume.")
-    # ---- E615–E634: training the context encoder ----
-    E615 = ("No unambiguous dictionary name of the knowledge base occurs in {what} ({docs} documents with text, "
-            "names of >= {min_chars} characters): self-supervised context pairs need raw text that mentions KB "
-            "names. Give documents with text (PubTator titles/abstracts), lower --min-chars, or use --source "
-            "supervised.")
-    E616 = ("Context training option {option} = {value!r} is not valid: {why}.")
-    E617 = ("Context training cannot use {setting} = {value!r}: {why}. Remove the override (context pairs are "
-            "contexts on one side and names on the other; the trainer's name-only paths do not apply).")
-    E619 = ("context_margin must be null (re-rank every mention) or a number >= 0 (re-rank only mentions whose "
-            "best name scores lie within it), got {value!r}.")
-    E618 = ("'{path}' is not a context pair set ({why}). Write one with spacy_sapbert.context.train_pairs."
-            "write_context_pairs, or let `spacy-sapbert train-context` make it.")
+
+    # ---- E720–E734: multilingual encoders and evaluation readers (brat, XL-BEL, CodiEsp) ----
+    E720 = ("{path}: line {line}: {what}. A brat annotation file holds entity lines 'T1<TAB>TYPE START END<TAB>text' "
+            "(discontinuous: 'START END;START END') and note lines '#1<TAB>AnnotatorNotes T1<TAB>ID'; fix the line.")
+    E721 = ("{path}: line {line}: the text at {start}-{end} is '{found}', not the annotated '{mention}'. Check that "
+            "{text} is the text the annotations were made on (same encoding and line endings) and fix the offsets.")
+    E722 = ("{path}: the header lacks the column(s) {missing} that a {fmt} file needs (found: {found}). Name them "
+            "in the header (any order; {aliases}) or remove the header to read the columns by position.")
+    E723 = ("{path}: line {line}: {what}. {fix}")
+    E724 = ("{path}: the text file '{text}' the annotations refer to is missing. A brat folder keeps each "
+            "NAME.ann beside its NAME.txt; copy the .txt files next to the .ann files.")
+    E725 = ("Unknown language code {value!r}. Give an ISO 639 code such as 'es', 'fr', 'de', 'nl', 'en' (or the "
+            "three-letter 'spa', 'fre'), optionally with a region ('pt-br').")
+    E726 = ("{path}: no {what} found. Give a .ann file or a folder holding .ann files (searched recursively), "
+            "each with its .txt beside it.")
 
     # ---- E735–E759: name languages, translation files, language restriction, cross-lingual pairs ----
     E735 = ("Unknown language code '{value}'. Use an ISO 639-1 code ({iso}), a UMLS LAT code ({lat}) or 'und' "
@@ -457,6 +462,14 @@ class Errors(metaclass=_CodedMessages):
     E743 = ("No cross-lingual pairs: no concept of the KB has names in two of the languages {languages} (languages "
             "in the KB: {available}). Add translations to the KB (`build-kb ... -f babelon`) or set "
             "pairs.cross_lingual = false.")
+
+    # ---- E760–E779: research workflow ----
+    E760 = ("Config '{path}': {what} must be a number of steps (e.g. 200) or of epochs (e.g. \"1 epoch\", "
+            "\"0.5 epochs\"), not {value!r}. Fix the file or the override (--training.eval_every \"1 epoch\").")
+    E761 = ("Config '{path}' is version {version}, newer than the config versions this package reads (up to "
+            "{current}). Upgrade the spacy_sapbert package, or write the config for version {current} (see "
+            "configs/{task}.cfg).")
+    E762 = ("Config '{path}': {what}. Fix the file or the override (spaCy style: --section.key value).")
 
 
 __all__ = [
