@@ -243,3 +243,19 @@ def test_finetune_on_task_mentions_keeps_the_best_dev_model(tmp_path, tiny_bert_
     assert all(torch.equal(best[k], final[k]) for k in best)
     meta = json.loads((tmp_path / "ft" / "pairs" / "meta.json").read_text())
     assert meta["kind"] == "task" and meta["n_mentions"] == len(train)
+
+
+def test_a_run_recorded_before_a_setting_existed_still_resumes(tmp_path, tiny_bert_path, kb):
+    out = tmp_path / "run"
+    pretrain(kb, str(tiny_bert_path), out, config=_config(**{"training.max_steps": 1}))
+    run_file = out / "run.json"
+    recorded = json.loads(run_file.read_text(encoding="utf8"))
+    # as an older version wrote it: no [meta] section, no select_unseen_weight setting
+    del recorded["config"]["meta"]
+    del recorded["config"]["training"]["select_unseen_weight"]
+    run_file.write_text(json.dumps(recorded), encoding="utf8")
+    assert pretrain(kb, str(tiny_bert_path), out, config=_config(**{"training.max_steps": 2}), resume=True).steps == 2
+    # a new setting away from its default is still another run
+    with pytest.raises(ConfigError, match=r"\[SB-E208\].*select_unseen_weight"):
+        pretrain(kb, str(tiny_bert_path), out, resume=True,
+                 config=_config(**{"training.max_steps": 3, "training.select_unseen_weight": 0.5}))

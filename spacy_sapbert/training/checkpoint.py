@@ -58,14 +58,32 @@ def run_identity(config_dict: Dict[str, Any], base_model: str, kb_checksum: str,
     }
 
 
-def _first_difference(a: Any, b: Any, prefix: str = "") -> Optional[Tuple[str, Any, Any]]:
+_ABSENT = object()
+
+
+def _first_difference(a: Any, b: Any, prefix: str = "", defaults: Any = _ABSENT) -> Optional[Tuple[str, Any, Any]]:
+    """The first setting where the recorded run ``a`` and this run ``b`` differ, as (dotted key, a, b).
+    A setting that the recorded run lacks (a later version added it) is no difference when this run has it
+    at its default (``defaults`` mirrors ``b``), so a run started before an upgrade still resumes."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
-            diff = _first_difference(a.get(key), b.get(key), f"{prefix}{key}.")
+            sub = defaults.get(key, _ABSENT) if isinstance(defaults, dict) else _ABSENT
+            if key not in a and sub is not _ABSENT and json.dumps(b.get(key), sort_keys=True) == json.dumps(sub, sort_keys=True):
+                continue
+            diff = _first_difference(a.get(key), b.get(key), f"{prefix}{key}.", sub)
             if diff:
                 return diff
         return None
     return None if a == b else (prefix.rstrip("."), a, b)
+
+
+def _defaults() -> Dict[str, Any]:
+    """What each identity setting is at its default (for runs recorded before a setting existed)."""
+    from .config import TrainConfig
+
+    config = TrainConfig().to_dict()
+    return {"config": json.loads(json.dumps(
+        {s: {k: v for k, v in vals.items() if k not in RESUMABLE_SETTINGS} for s, vals in config.items()}))}
 
 
 def prepare_output(output: PathLike, identity: Dict[str, Any], *, resume: bool) -> Path:
@@ -77,7 +95,7 @@ def prepare_output(output: PathLike, identity: Dict[str, Any], *, resume: bool) 
             theirs = json.loads(run_file.read_text(encoding="utf8"))
         except ValueError:
             theirs = {}
-        diff = _first_difference(theirs, json.loads(json.dumps(identity)))
+        diff = _first_difference(theirs, json.loads(json.dumps(identity)), defaults=_defaults())
         if diff:
             raise ConfigError(Errors.E208.format(path=output, field=diff[0], theirs=diff[1], ours=diff[2]))
         if not resume:
