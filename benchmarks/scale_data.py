@@ -122,13 +122,13 @@ class Geometry:
             return float(numpy.linalg.norm(numpy.concatenate([a, b]).mean(0))), float(numpy.median((a * b).sum(1)))
 
         m, noise = MEAN_NORM, NAME_NOISE
-        for _ in range(3):
+        for _ in range(2):
             lo, hi = 0.0, 5.0
-            for _ in range(30):
+            for _ in range(20):
                 m = (lo + hi) / 2
                 lo, hi = (m, hi) if stats(m, noise)[0] < mean_norm else (lo, m)
             lo, hi = 0.0, 5.0
-            for _ in range(30):
+            for _ in range(20):
                 noise = (lo + hi) / 2
                 lo, hi = (noise, hi) if stats(m, noise)[1] > synonym_cos else (lo, noise)
         self.mean = (m * direction).astype(numpy.float32)

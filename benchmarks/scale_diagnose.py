@@ -98,6 +98,22 @@ def diagnose(index: Any, kb: Any, Q: numpy.ndarray, results: List[List[Any]], gt
             "top_row_found": round(float(found.mean()), 4)}
 
 
+def shape(X: Any, n_sample: int = 2000, k: int = 20, rows: int = 200_000) -> Dict[str, float]:
+    """What the vectors look like to a graph index: PCA participation ratio, dimensions holding 90 % of
+    the variance (over the first ``rows`` rows) and the median local intrinsic dimension (Levina-Bickel
+    MLE over the ``k`` nearest rows of ``n_sample`` sampled rows)."""
+    A = numpy.asarray(X[:rows], dtype=numpy.float64)
+    ev = numpy.sort(numpy.linalg.eigvalsh(numpy.cov((A - A.mean(0)).T)))[::-1].clip(min=0)
+    sample = numpy.random.default_rng(1).choice(X.shape[0], size=min(n_sample, X.shape[0]), replace=False)
+    _, s = exact_rows(X, numpy.asarray(X[numpy.sort(sample)], dtype=numpy.float32), k + 1)
+    d = numpy.sqrt(numpy.maximum(2.0 - 2.0 * s[:, 1:], 1e-12))
+    lid = (k - 1) / numpy.log(d[:, -1:] / d[:, :-1]).sum(1)
+    return {"participation_ratio": round(float(ev.sum() ** 2 / (ev ** 2).sum()), 1),
+            "dims_90": int(numpy.searchsorted(numpy.cumsum(ev) / ev.sum(), 0.90) + 1),
+            "local_id_median": round(float(numpy.median(lid)), 1),
+            "mean_norm": round(float(numpy.linalg.norm(A.mean(0))), 3)}
+
+
 def f16_ceiling(kb: Any, X32: numpy.ndarray, Q: numpy.ndarray, depth: int) -> Dict[str, float]:
     """Concept recall@1/@5 of exact search over float16-rounded vectors against exact search over float32."""
     r32, s32 = exact_rows(X32, Q, depth)

@@ -233,6 +233,7 @@ def main() -> None:
     gt_rows, gt_scores = exact_rows(X16, Q, depth)
     gt = [concepts_of(kb, gt_rows[i], gt_scores[i], 5) for i in range(len(Q))]
     spec = spectrum_figures(numpy.asarray(X32), kb, gt_scores, knn_sample(X32, 2000))
+    (OUT / "spectrum.json").write_text(json.dumps(spec))  # scale_data.py's 'spectrum' geometry reads it
     ceiling = f16_ceiling(kb, numpy.asarray(X32), Q, depth)
     figures: Dict[str, Any] = {"n_names": len(kb.names), "n_concepts": len(kb), "n_queries": len(Q),
                                "spectrum": spec, **ceiling}

@@ -116,6 +116,8 @@ def main() -> None:
     parser.add_argument("--note", action="append", default=[])
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="?", help=argparse.SUPPRESS)
+    parser.add_argument("--shape-only", action="store_true",
+                        help="Only add the shape of the prepared vectors (PCA, local intrinsic dimension) to the results.")
     opts = parser.parse_args()
     if opts.step:
         fn = {"build": build, "sweep": sweep}[opts.step]
@@ -124,6 +126,20 @@ def main() -> None:
     from results_io import RESULTS_DIR, table, write_results
 
     n, dim, geo = opts.names, opts.dim, opts.geometry
+    name = f"sweep_n{n}_d{dim}_{geo}"
+    old = RESULTS_DIR / "umls_scale_sweep.json"  # one file, a table per size and geometry: keep the others
+    previous = json.loads(old.read_text()) if old.exists() else {}
+    if opts.shape_only:
+        from scale_diagnose import shape
+
+        work = umls_scale._work(n, dim, geo)
+        X = numpy.load(work / json.loads((work / "prepared.json").read_text())["vectors_file"], mmap_mode="r")
+        figs = dict(previous.get("figures", {}))
+        figs[name] = dict(figs.get(name, {}), shape=shape(X))
+        print(figs[name]["shape"])
+        write_results("umls_scale_sweep", previous.get("tables", {}), notes=previous.get("notes", []), figures=figs,
+                      command=previous.get("command"))
+        return
     info = umls_scale._run_step("prepare", n, dim, opts.recall_queries, 10_000, False, geo)  # no pipeline
     print(f"prepared {n:,} x {dim} ({geo}): {info}", flush=True)
     rows, figures = [], {}
@@ -138,9 +154,6 @@ def main() -> None:
                          p["miss_tie"], p["miss_graph"], p["miss_other"], p["top_row_found"]])
     columns = ["connectivity", "expansion_search", "rescore", "q/s batch 256", "q/s batch 1", "recall@1", "recall@5",
                "miss: tie", "miss: graph", "miss: other", "top row found"]
-    name = f"sweep_n{n}_d{dim}_{geo}"
-    old = RESULTS_DIR / "umls_scale_sweep.json"  # one file, a table per size and geometry: keep the others
-    previous = json.loads(old.read_text()) if old.exists() else {}
     tables = dict(previous.get("tables", {}), **{name: table(columns, rows)})
     figs = dict(previous.get("figures", {}), **{name: dict(figures, prepared=info, geometry=geo)})
     notes = list(dict.fromkeys(list(previous.get("notes", [])) + [f"{name}: " + x for x in opts.note]))
