@@ -154,9 +154,12 @@ def main() -> None:
                          p["miss_tie"], p["miss_graph"], p["miss_other"], p["top_row_found"]])
     columns = ["connectivity", "expansion_search", "rescore", "q/s batch 256", "q/s batch 1", "recall@1", "recall@5",
                "miss: tie", "miss: graph", "miss: other", "top row found"]
+    previous = json.loads(old.read_text()) if old.exists() else {}  # again: another run may have written since
     tables = dict(previous.get("tables", {}), **{name: table(columns, rows)})
     figs = dict(previous.get("figures", {}), **{name: dict(figures, prepared=info, geometry=geo)})
-    notes = list(dict.fromkeys(list(previous.get("notes", [])) + [f"{name}: " + x for x in opts.note]))
+    command = "python " + " ".join(sys.argv)
+    notes = list(dict.fromkeys(list(previous.get("notes", [])) + [f"{name}: " + x for x in opts.note]
+                               + [f"{name}: command: {command}"]))
     path = write_results("umls_scale_sweep", tables, notes=notes, figures=figs)
     print(f"written {path}")
 
