@@ -19,12 +19,25 @@ ANN index:
 
 Vectors are written chunk by chunk as float16 into a ``.npy`` (memory-mapped), so 3M x 768 needs
 ~4.6 GB of disk and little RAM.
+
+Two geometries (``generate(..., geometry=...)``; every result says which it used):
+
+- ``isotropic`` (the first one, above): the offsets follow the flat power law ``i^-0.35`` over all
+  dimensions, so names fill the space almost isotropically: a PCA participation ratio of ~200 of 384
+  dimensions and a high local intrinsic dimension. Real embeddings are not like that, and graph
+  indexes are known to lose recall on such data.
+- ``spectrum``: the offsets follow the PCA spectrum measured on real MiniLM name vectors
+  (``umls_scale_real.py``: the eigenvalues in its results' figures; 768 dimensions stretch the
+  384-dimension spectrum over twice the indices), with the mean norm and the median synonym cosine of
+  the real names (``NAME_NOISE`` and the mean's norm calibrated here on 4,000 draws); the concept
+  structure (names per concept, variants, duplicates, shared names) is the same.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Dict, Iterator, Tuple
 
 import numpy
 
@@ -47,20 +60,79 @@ def spectrum(dim: int) -> numpy.ndarray:
     return (s / numpy.sqrt((s ** 2).sum())).astype(numpy.float32)
 
 
+GEOMETRIES = ("isotropic", "spectrum")
+HERE = Path(__file__).resolve().parent
+REAL_RESULTS = HERE / "results" / "umls_scale_real.json"
+REAL_CACHE = HERE / "output" / "umls_scale_real" / "spectrum.json"
+
+
+def real_shape() -> Dict[str, object]:
+    """The measured shape of real MiniLM name vectors (eigenvalues, mean norm, synonym cosine): from the
+    committed results of ``umls_scale_real.py``, else from its work folder."""
+    if REAL_RESULTS.exists():
+        spec = json.loads(REAL_RESULTS.read_text()).get("figures", {}).get("spectrum")
+        if spec:
+            return spec
+    if REAL_CACHE.exists():
+        return json.loads(REAL_CACHE.read_text())
+    raise SystemExit("no measured spectrum: run benchmarks/umls_scale_real.py first (geometry 'spectrum')")
+
+
+def real_spectrum(dim: int) -> numpy.ndarray:
+    """Square roots of the measured eigenvalues, stretched to ``dim`` indices, unit norm."""
+    ev = numpy.asarray(real_shape()["eigenvalues"], dtype=numpy.float64).clip(min=0)
+    pos = numpy.linspace(0, len(ev) - 1, dim)
+    s = numpy.sqrt(numpy.interp(pos, numpy.arange(len(ev)), ev))
+    return (s / numpy.sqrt((s ** 2).sum())).astype(numpy.float32)
+
+
 @dataclass
 class Geometry:
     dim: int
     mean: numpy.ndarray      # [dim]
     basis: numpy.ndarray     # [dim, dim] orthonormal
     scale: numpy.ndarray     # [dim] spectrum
+    name_noise: float = NAME_NOISE
+    kind: str = "isotropic"
 
     @classmethod
-    def make(cls, dim: int, seed: int) -> "Geometry":
+    def make(cls, dim: int, seed: int, kind: str = "isotropic") -> "Geometry":
+        if kind not in GEOMETRIES:
+            raise SystemExit(f"unknown geometry {kind!r}: one of {GEOMETRIES}")
         rng = numpy.random.default_rng(seed)
         q, _ = numpy.linalg.qr(rng.standard_normal((dim, dim)))
-        mean = rng.standard_normal(dim)
-        mean = (MEAN_NORM * mean / numpy.linalg.norm(mean)).astype(numpy.float32)
-        return cls(dim, mean, q.astype(numpy.float32), spectrum(dim))
+        direction = rng.standard_normal(dim)
+        direction = direction / numpy.linalg.norm(direction)
+        if kind == "isotropic":
+            return cls(dim, (MEAN_NORM * direction).astype(numpy.float32), q.astype(numpy.float32), spectrum(dim))
+        geo = cls(dim, (MEAN_NORM * direction).astype(numpy.float32), q.astype(numpy.float32), real_spectrum(dim),
+                  kind=kind)
+        shape = real_shape()
+        geo.calibrate(float(shape["mean_norm"]), float(shape["synonym_cos_median"]), direction)
+        return geo
+
+    def calibrate(self, mean_norm: float, synonym_cos: float, direction: numpy.ndarray) -> None:
+        """Set the mean's norm and the name noise so that normalised names have the measured mean norm
+        and two names of a concept the measured median cosine (bisection, 4,000 seeded draws each)."""
+        def stats(m: float, noise: float) -> Tuple[float, float]:
+            rng = numpy.random.default_rng(123)
+            c = (m * direction).astype(numpy.float32) + self.draw(rng, 2000)
+            a = _normalise(c + noise * self.draw(rng, 2000))
+            b = _normalise(c + noise * self.draw(rng, 2000))
+            return float(numpy.linalg.norm(numpy.concatenate([a, b]).mean(0))), float(numpy.median((a * b).sum(1)))
+
+        m, noise = MEAN_NORM, NAME_NOISE
+        for _ in range(2):
+            lo, hi = 0.0, 5.0
+            for _ in range(20):
+                m = (lo + hi) / 2
+                lo, hi = (m, hi) if stats(m, noise)[0] < mean_norm else (lo, m)
+            lo, hi = 0.0, 5.0
+            for _ in range(20):
+                noise = (lo + hi) / 2
+                lo, hi = (noise, hi) if stats(m, noise)[1] > synonym_cos else (lo, noise)
+        self.mean = (m * direction).astype(numpy.float32)
+        self.name_noise = float(noise)
 
     def draw(self, rng: numpy.random.Generator, n: int) -> numpy.ndarray:
         """``n`` unit-spread anisotropic offsets (expected squared norm 1)."""
@@ -94,15 +166,18 @@ class SyntheticKB:
     row_idx: numpy.ndarray
     centres_path: Path        # float16 [n_concepts, dim]: for drawing queries
     seed: int = 0
+    geometry: str = "isotropic"
 
     def vectors(self) -> numpy.ndarray:
         return numpy.load(self.vectors_path, mmap_mode="r")
 
 
-def generate(out_dir: Path, n_names: int, dim: int, *, seed: int = 0, chunk: int = 200_000) -> SyntheticKB:
+def generate(out_dir: Path, n_names: int, dim: int, *, seed: int = 0, chunk: int = 200_000,
+             geometry: str = "isotropic") -> SyntheticKB:
     """Write ``n_names`` synthetic name vectors (rows grouped by concept) into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    geo = Geometry.make(dim, seed)
+    geo = Geometry.make(dim, seed, geometry)
+    noise_scale = geo.name_noise / NAME_NOISE  # variants and duplicates scale with the name noise
     rng = numpy.random.default_rng(seed + 1)
     n_concepts = concepts_for(n_names)
     counts = names_per_concept(rng, n_concepts)
@@ -122,7 +197,7 @@ def generate(out_dir: Path, n_names: int, dim: int, *, seed: int = 0, chunk: int
         dup[0] = False
         # a near-duplicate concept sits next to the concept before it
         src = numpy.where(dup)[0] - 1
-        centres[dup] = centres[src] + DUPLICATE_NOISE * geo.draw(rng, int(dup.sum()))
+        centres[dup] = centres[src] + DUPLICATE_NOISE * noise_scale * geo.draw(rng, int(dup.sum()))
         centres = _normalise(centres)
         if prev_centre is not None and dup[0]:
             centres[0] = prev_centre
@@ -130,13 +205,14 @@ def generate(out_dir: Path, n_names: int, dim: int, *, seed: int = 0, chunk: int
         cen[c0:c1] = centres
         r0, r1 = starts[c0], starts[c1]
         owner = concept_of_row[r0:r1] - c0
-        names = centres[owner] + NAME_NOISE * geo.draw(rng, r1 - r0)
+        names = centres[owner] + geo.name_noise * geo.draw(rng, r1 - r0)
         # spelling variants (word order, plurals): close to the concept's previous name
         variant = rng.random(r1 - r0) < VARIANT_FRACTION
         variant[0] = False
         variant &= owner == numpy.roll(owner, 1)
         for _ in range(2):  # chains of variants stay near their first name
-            names[variant] = names[numpy.where(variant)[0] - 1] + VARIANT_NOISE * geo.draw(rng, int(variant.sum()))
+            names[variant] = (names[numpy.where(variant)[0] - 1]
+                              + VARIANT_NOISE * noise_scale * geo.draw(rng, int(variant.sum())))
         names = _normalise(names)
         vec[r0:r1] = names
     vec.flush()
@@ -151,7 +227,7 @@ def generate(out_dir: Path, n_names: int, dim: int, *, seed: int = 0, chunk: int
     row_idx = numpy.empty(int(row_ptr[-1]), dtype=numpy.int64)
     row_idx[row_ptr[:-1]] = concept_of_row
     row_idx[row_ptr[:-1][shared] + 1] = extra[shared]
-    return SyntheticKB(vectors_path, n_names, n_concepts, row_ptr, row_idx, centres_path, seed)
+    return SyntheticKB(vectors_path, n_names, n_concepts, row_ptr, row_idx, centres_path, seed, geometry)
 
 
 def _fit_total(counts: numpy.ndarray, total: int) -> numpy.ndarray:
@@ -173,13 +249,14 @@ def queries(kb: SyntheticKB, n: int, *, seed: int = 7) -> Tuple[numpy.ndarray, n
     centres = numpy.load(kb.centres_path, mmap_mode="r")
     names = kb.vectors()
     dim = centres.shape[1]
-    geo = Geometry.make(dim, kb.seed)
+    geo = Geometry.make(dim, kb.seed, kb.geometry)
     rows = numpy.sort(rng.choice(kb.n_names, size=n, replace=False))
     concepts = kb.row_idx[kb.row_ptr[rows]]
     variant = rng.random(n) < VARIANT_FRACTION
     base = numpy.where(variant[:, None], numpy.asarray(names[rows], dtype=numpy.float32),
                        numpy.asarray(centres[concepts], dtype=numpy.float32))
-    noise = numpy.where(variant[:, None], VARIANT_NOISE, NAME_NOISE).astype(numpy.float32)
+    scale = geo.name_noise / NAME_NOISE
+    noise = numpy.where(variant[:, None], VARIANT_NOISE * scale, geo.name_noise).astype(numpy.float32)
     q = _normalise(base + noise * geo.draw(rng, n))
     return q.astype(numpy.float32), concepts
 

@@ -39,6 +39,7 @@ import numpy
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from scale_diagnose import concepts_of, diagnose, exact_rows, recall  # noqa: E402  (benchmarks/ is on sys.path)
 OUT = HERE / "output" / "umls_scale"
 FILTER_TYPE = "T1"  # 10 % of the concepts
 GT_ROWS = 200
@@ -66,21 +67,23 @@ def _dir_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
-def _work(n: int, dim: int) -> Path:
-    return OUT / f"n{n}_d{dim}"
+def _work(n: int, dim: int, geometry: str = "isotropic") -> Path:
+    return OUT / (f"n{n}_d{dim}" if geometry == "isotropic" else f"n{n}_d{dim}_{geometry}")
 
 
 # ---------------------------------------------------------------- steps (each in its own process)
-def step_prepare(n: int, dim: int, n_recall: int, n_queries: int, pipeline: bool = True) -> Dict[str, Any]:
-    """Vectors, KB (jsonl → build_kb), encoder, queries and exact ground truth; reused when present."""
+def step_prepare(n: int, dim: int, n_recall: int, n_queries: int, pipeline: bool = True,
+                 geometry: str = "isotropic") -> Dict[str, Any]:
+    """Vectors (``scale_data`` geometry ``geometry``), KB (jsonl → build_kb), encoder, queries and exact
+    ground truth; reused when present."""
     import scale_data as sd
 
-    work = _work(n, dim)
+    work = _work(n, dim, geometry)
     done = work / "prepared.json"
     if done.exists():
         return json.loads(done.read_text())
     t0 = time.perf_counter()
-    kb_syn = sd.generate(work, n, dim, seed=0)
+    kb_syn = sd.generate(work, n, dim, seed=0, geometry=geometry)
     # KB: names "n000000123" sort like their rows, so kb.names[i] is row i of the vectors
     concept_rows: List[List[int]] = [[] for _ in range(kb_syn.n_concepts)]
     ptr, idx = kb_syn.row_ptr, kb_syn.row_idx
@@ -123,25 +126,14 @@ def step_prepare(n: int, dim: int, n_recall: int, n_queries: int, pipeline: bool
     allowed = {kb.concept_ids[int(c)] for c in numpy.flatnonzero(cmask)}
     for j, name in enumerate(("all", "filtered")):
         keep = None if j == 0 else allowed  # a shared name row also names a concept the filter drops
-        gt[name] = [_concepts_of(kb, best[j][i], best_s[j][i], 5, keep) for i in range(len(Q))]
+        gt[name] = [concepts_of(kb, best[j][i], best_s[j][i], 5, keep) for i in range(len(Q))]
     (work / "ground_truth.json").write_text(json.dumps(gt))
     info = {"n_names": n, "dim": dim, "n_concepts": len(kb), "filter_concepts": int(cmask.sum()),
             "filter_rows": int(row_mask.sum()), "prepare_s": round(time.perf_counter() - t0, 1),
             "vectors_mb": round((work / kb_syn.vectors_path.name).stat().st_size / 1e6, 1),
-            "vectors_file": kb_syn.vectors_path.name}
+            "vectors_file": kb_syn.vectors_path.name, "geometry": geometry}
     done.write_text(json.dumps(info))
     return info
-
-
-def _concepts_of(kb: Any, rows: numpy.ndarray, scores: numpy.ndarray, k: int, keep: Any = None) -> List[str]:
-    best: Dict[str, float] = {}
-    for r, s in zip(rows, scores):
-        if not numpy.isfinite(s):
-            continue
-        for cid in kb.concepts_of_row(int(r)):
-            if cid not in best and (keep is None or cid in keep):
-                best[cid] = float(s)
-    return [c for c, _ in sorted(best.items(), key=lambda it: (-it[1], it[0]))[:k]]
 
 
 def _make_encoder(path: Path, dim: int) -> None:
@@ -174,11 +166,12 @@ class _Fields:
         self.fingerprint, self.dim, self.pooling, self.max_length, self.name = "synthetic", dim, "cls", 25, "synthetic"
 
 
-def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True) -> Dict[str, Any]:
+def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True,
+               geometry: str = "isotropic") -> Dict[str, Any]:
     from spacy_sapbert.index import ConceptIndex
     from spacy_sapbert.kb import KnowledgeBase
 
-    work = _work(n, dim)
+    work = _work(n, dim, geometry)
     info = json.loads((work / "prepared.json").read_text())
     kb = KnowledgeBase.from_disk(work / "kb")
     if pipeline:
@@ -210,13 +203,13 @@ def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True)
 
 
 def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline: bool = True,
-               cores: int = 0) -> Dict[str, Any]:
+               cores: int = 0, geometry: str = "isotropic", diagnose_misses: bool = False) -> Dict[str, Any]:
     if cores:  # serve on this many cores (a bigger machine standing in for an ordinary one)
         os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:cores]))
         import torch
 
         torch.set_num_threads(cores)
-    work = _work(n, dim)
+    work = _work(n, dim, geometry)
     folder = work / (f"pipeline_{kind}" if pipeline else f"index_{kind}")
     if cold:
         _drop_cache(folder)
@@ -254,20 +247,19 @@ def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline:
     after = _status()
     out.update(rss_queries_mb=round(after["VmRSS"], 0), anon_queries_mb=round(after["RssAnon"], 0),
                file_queries_mb=round(after["RssFile"], 0))
-    out.update(_recall(results[:n_recall], gt["all"]))
+    out.update(recall(results[:n_recall], gt["all"]))
+    if diagnose_misses:  # the decomposition needs exact rows and scores, not only concepts
+        info = json.loads((work / "prepared.json").read_text())
+        X = numpy.load(work / info["vectors_file"], mmap_mode="r")
+        rows, scores = exact_rows(X, q[:n_recall], GT_ROWS)
+        out.update(diagnose(index, index.kb, q[:n_recall], results[:n_recall], rows, scores, gt["all"], X))
     t0 = time.perf_counter()
     filtered = []
     for start in range(0, n_recall, 256):
         filtered += index.search(q[start:min(n_recall, start + 256)], 5, semantic_types=[FILTER_TYPE])
     out["filter_qps_b256"] = round(n_recall / (time.perf_counter() - t0), 1)
-    out.update({f"filter_{k}": v for k, v in _recall(filtered, gt["filtered"]).items()})
+    out.update({f"filter_{k}": v for k, v in recall(filtered, gt["filtered"]).items()})
     return out
-
-
-def _recall(results: List[List[Any]], gt: List[List[str]]) -> Dict[str, float]:
-    r1 = numpy.mean([bool(r) and bool(g) and r[0][0] == g[0] for r, g in zip(results, gt)])
-    r5 = numpy.mean([len({c for c, _ in r} & set(g[:5])) / max(1, min(5, len(g))) for r, g in zip(results, gt)])
-    return {"recall1": round(float(r1), 4), "recall5": round(float(r5), 4)}
 
 
 STEPS = {"prepare": step_prepare, "build": step_build, "serve": step_serve}
@@ -307,6 +299,10 @@ def main() -> None:
                         help="Time ConceptIndex.from_disk instead of spacy.load of a pipeline (no spaCy or encoder needed).")
     parser.add_argument("--serve-cores", type=int, default=0,
                         help="Pin the load/query steps to this many cores (0: all), e.g. 2 on a bigger machine.")
+    parser.add_argument("--geometry", default="isotropic", choices=["isotropic", "spectrum"],
+                        help="Synthetic vectors' geometry (scale_data.py): isotropic (the first) or spectrum (real MiniLM's).")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="Add the top-1 miss decomposition (tie / graph / other, top row found; scale_diagnose.py).")
     parser.add_argument("--name", default="umls_scale", help="Results file name (benchmarks/results/NAME.json).")
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="?", help=argparse.SUPPRESS)
@@ -320,7 +316,7 @@ def main() -> None:
     for dim in opts.dims:
         for n in opts.names:
             pipeline = not opts.no_pipeline
-            info = _run_step("prepare", n, dim, opts.recall_queries, opts.queries, pipeline)
+            info = _run_step("prepare", n, dim, opts.recall_queries, opts.queries, pipeline, opts.geometry)
             print(f"prepared {n:,} x {dim}: {info}", flush=True)
             for kind in opts.kinds:
                 key = f"{kind}_n{n}_d{dim}"
@@ -328,23 +324,27 @@ def main() -> None:
                     mb = hnsw_file_mb(n, dim)
                     raw[key] = {"formula": True, "index_mb": round(mb, 0), "rss_queries_mb": round(mb, 0)}
                     rows.append(["hnswlib f32 (formula)", n, dim, None, round(mb, 0), None, None, round(mb, 0),
-                                 None, None, None, None, None, None, None])
+                                 None, None, None, None, None, None, None] + [None] * (4 if opts.diagnose else 0))
                     continue
-                fig = _run_step("build", n, dim, kind, opts.threads, pipeline)
+                fig = _run_step("build", n, dim, kind, opts.threads, pipeline, opts.geometry)
                 serve = ("serve", n, dim, kind, opts.recall_queries)
-                fig.update({f"cold_{k}": v for k, v in _run_step(*serve, True, pipeline, opts.serve_cores).items()})
-                fig.update(_run_step(*serve, False, pipeline, opts.serve_cores))
+                fig.update({f"cold_{k}": v for k, v in _run_step(*serve, True, pipeline, opts.serve_cores,
+                                                                 opts.geometry).items()})
+                fig.update(_run_step(*serve, False, pipeline, opts.serve_cores, opts.geometry, opts.diagnose))
                 raw[key] = fig
                 print(f"{key}: {fig}", flush=True)
                 label = {"compact": "compact (usearch i8 + f16 re-score, mmap)", "hnsw": "hnswlib f32 (today)",
                          "exact": "exact (torch)"}[kind]
                 rows.append([label, n, dim, fig["build_s"], fig["index_mb"], fig["cold_load_s"], fig["load_s"],
                              fig["rss_queries_mb"], fig["anon_queries_mb"], fig["qps_b256"], fig["qps_b1"],
-                             fig["recall1"], fig["recall5"], fig["filter_qps_b256"], fig["filter_recall1"]])
-    rows += _extrapolate(raw, opts.names, opts.dims)
+                             fig["recall1"], fig["recall5"], fig["filter_qps_b256"], fig["filter_recall1"]]
+                            + ([fig["miss_tie"], fig["miss_graph"], fig["miss_other"], fig["top_row_found"]]
+                               if opts.diagnose else []))
+    extra = ["miss: tie", "miss: graph", "miss: other", "top row found"] if opts.diagnose else []
+    rows += [r + [None] * len(extra) for r in _extrapolate(raw, opts.names, opts.dims)]
     columns = ["index", "names", "dim", "build s", "files MB", "load s cold", "load s warm",
                "RSS MB after queries", "of which anon MB", "q/s batch 256", "q/s batch 1", "recall@1", "recall@5",
-               "10% type filter q/s", "filter recall@1"]
+               "10% type filter q/s", "filter recall@1"] + extra
     path = write_results(opts.name, {"index_at_scale": table(columns, rows)}, notes=opts.note, figures=raw)
     print(f"\nwritten {path}")
     for r in [columns] + rows:

@@ -110,6 +110,18 @@ def format_cell(value: Any) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
 
 
+def _short(value: Any, limit: int = 64) -> Any:
+    """A figure for the page: lists of more than ``limit`` numbers (e.g. a spectrum) as their length, at
+    any depth; the JSON file keeps them whole."""
+    if isinstance(value, list) and len(value) > limit and all(_is_number(v) for v in value):
+        return f"[{len(value)} numbers]"
+    if isinstance(value, dict):
+        return {k: _short(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short(v, limit) for v in value]
+    return value
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -178,7 +190,7 @@ def render_results(doc: Mapping[str, Any]) -> List[str]:
         out.append("")
     figures = doc.get("figures") or {}
     if figures:
-        out.append("Other figures: " + "; ".join(f"{k} = {format_cell(v)}" for k, v in figures.items()) + ".")
+        out.append("Other figures: " + "; ".join(f"{k} = {format_cell(_short(v))}" for k, v in figures.items()) + ".")
         out.append("")
     return out
 

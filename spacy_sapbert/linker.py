@@ -119,7 +119,7 @@ def make_sapbert_linker(
     ``["es", "en"]``, on the same index; ``None``: all names), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only
     spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
     ``extension_name`` (the Span attribute written), ``ef_search`` (graph search depth of an hnsw or compact index; ``None``: the value the index
-    was built with, 200 for hnsw and 256 for compact by default),
+    was built with, 200 for hnsw and 512 for compact by default),
     ``set_kb_id`` (write ``kb_id_`` of the spans), ``reuse_name_vectors`` (a mention that is a KB
     name takes that name's vector from the index instead of running the encoder: same result, faster),
     ``skip_non_alnum`` (spans without a letter or digit, e.g. ``"."``, an emoji or a zero-width space,

@@ -53,18 +53,19 @@ class LinkerStorage:
     def from_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
         from .kb import KnowledgeBase
 
-        from .resources import locate, read_pointer
+        from .resources import find, read_pointer
 
         path = ensure_path(path)
         pointer = read_pointer(path)
         if pointer is None and not (path / "index").exists():
             return self
-        folder = path
-        if pointer is not None:
-            folder = locate(pointer, self.cfg["resources_path"], pipeline_path=path, component=self.name)
+        folder, kb = path, None
+        if pointer is not None:  # the KB the check opened is the one used
+            folder, kb = find(pointer, self.cfg["resources_path"], pipeline_path=path, component=self.name)
         encoder = load_saved_encoder(path / "encoder", runtime=self.cfg["runtime"], device=self.cfg["device"],
                                      precision=self.cfg["precision"])
-        kb = KnowledgeBase.from_disk(folder / "kb")
+        if kb is None:
+            kb = KnowledgeBase.from_disk(folder / "kb")
         index = ConceptIndex.from_disk(folder / "index", kb)
         if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
             self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])

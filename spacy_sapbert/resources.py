@@ -19,7 +19,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import ConfigError, Errors, MissingInputError
 from .util import atomic_dir, atomic_write, ensure_path
@@ -84,13 +84,18 @@ def candidates(pointer: Dict[str, Any], configured: Optional[str]) -> List[Path]
 def locate(pointer: Dict[str, Any], configured: Optional[str], *, pipeline_path: Any, component: str) -> Path:
     """The resources folder for ``pointer``: the first candidate holding ``kb/`` and ``index/`` whose
     KB checksum matches; a coded error saying what was tried otherwise."""
+    return find(pointer, configured, pipeline_path=pipeline_path, component=component)[0]
+
+
+def find(pointer: Dict[str, Any], configured: Optional[str], *, pipeline_path: Any, component: str) -> Tuple[Path, Any]:
+    """:func:`locate`, returning also the folder's KB as :func:`check` opened it (the caller needs it
+    next: opening it once is enough)."""
     tried = candidates(pointer, configured)
     mismatch: Optional[Exception] = None
     for folder in tried:
         if (folder / "kb").is_dir() and (folder / "index").is_dir():
             try:
-                check(folder, pointer)
-                return folder
+                return folder, check(folder, pointer)
             except MissingInputError as err:
                 mismatch = err
     if mismatch is not None:
@@ -100,19 +105,22 @@ def locate(pointer: Dict[str, Any], configured: Optional[str], *, pipeline_path:
                                                component=component))
 
 
-def check(folder: Path, pointer: Dict[str, Any]) -> None:
-    """Raise unless ``folder`` holds the KB and index ``pointer`` names (cheap: metadata only)."""
+def check(folder: Path, pointer: Dict[str, Any]) -> Any:
+    """Raise unless ``folder`` holds the KB and index ``pointer`` names (cheap: metadata only); returns
+    the folder's :class:`~spacy_sapbert.kb.KnowledgeBase`, opened for the check."""
     from .index import ConceptIndex
     from .kb import KnowledgeBase
 
-    kb_checksum = KnowledgeBase.from_disk(folder / "kb").checksum  # memory-mapped: milliseconds
+    kb = KnowledgeBase.from_disk(folder / "kb")  # memory-mapped: milliseconds
+    kb_checksum = kb.checksum
     index_meta = ConceptIndex.read_meta(folder / "index")
     files = {f: rec.get("sha256", "") for f, rec in sorted(index_meta["files"].items())}
     for field, found, expected in (("KB checksum", kb_checksum, pointer["kb_checksum"]),
                                    ("index files", files, pointer["index_files"])):
         if found != expected:
             raise MissingInputError(Errors.E128.format(path=folder, field=field, found=found, expected=expected))
+    return kb
 
 
 __all__ = ["POINTER_FILE", "ENV_VAR", "pointer_for", "export_resources", "write_pointer", "read_pointer", "locate",
-           "check", "candidates"]
+           "find", "check", "candidates"]

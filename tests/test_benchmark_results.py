@@ -98,3 +98,51 @@ def test_evaluate_ncbi_summary_rows(bench):
     rows = evaluate_ncbi.summary_rows({"reference": result})
     assert rows[0] == ["reference", "base MiniLM [CLS]", 945, 69.6, 78.6, 70.6, 76.1, "42.4 (231)", None, "69.6 / 78.5 / –"]
     assert rows[1][5:7] == [None, None] and rows[1][-1] == ""
+
+
+def test_scale_diagnose_ground_truth_and_miss_classes(bench):
+    import numpy
+
+    from spacy_sapbert.kb import Concept, KnowledgeBase
+
+    load, _, _ = bench
+    sd = load("scale_diagnose")
+    kb = KnowledgeBase.from_concepts([Concept("A", "alpha"), Concept("B", "beta"), Concept("C", "gamma")])
+    a, b, c = (kb.row_of_name(n) for n in ("alpha", "beta", "gamma"))
+    X = numpy.zeros((3, 3), dtype=numpy.float32)
+    X[a] = [1, 0, 0]
+    X[b] = [0.9995, 0.0316, 0]  # within 1e-3 of alpha for the query below: a tie
+    X[c] = [0, 0, 1]
+    X /= numpy.linalg.norm(X, axis=1, keepdims=True)
+    Q = numpy.array([[1, 0, 0]] * 3, dtype=numpy.float32)
+    rows, scores = sd.exact_rows(X, Q, 3, chunk=2)  # chunked: the merge across chunks is exercised
+    assert rows[0].tolist() == [a, b, c] and scores[0, 0] == pytest.approx(1.0)
+    gt = [sd.concepts_of(kb, rows[i], scores[i], 5) for i in range(3)]
+    assert gt[0] == ["A", "B", "C"]
+
+    class Fake:  # an index whose first-round rows per query are set by hand
+        def __init__(self, found):
+            self.kb, self.found = kb, found
+
+        def __len__(self):
+            return 3
+
+        def search_names(self, q, depth):
+            return numpy.array(self.found[: len(q)]), None
+
+    results = [[("B", 0.99)], [("C", 0.0)], [("C", 0.0)]]
+    found = [[b, c, -1], [c, b, -1], [a, c, -1]]  # the top row (alpha) found only for the last query
+    out = sd.diagnose(Fake(found), kb, Q, results, rows, scores, gt, X)
+    assert out == {"miss_tie": pytest.approx(1 / 3, abs=1e-4), "miss_graph": pytest.approx(1 / 3, abs=1e-4),
+                   "miss_other": pytest.approx(1 / 3, abs=1e-4), "top_row_found": pytest.approx(1 / 3, abs=1e-4)}
+    assert sd.recall([[("A", 1.0), ("B", 0.9)]] * 3, gt) == {"recall1": 1.0, "recall5": round(2 / 3, 4)}
+
+
+def test_long_number_lists_are_shortened_on_the_page(bench):
+    load, rendered, results = bench
+    io = load("results_io")
+    io.write_results("spectrum_demo", {"t": io.table(["a"], [[1]])}, results_dir=results,
+                     figures={"spectrum": {"eigenvalues": [0.5] * 300, "dims_90": 40}, "grid": [[0.1, "x"]] * 70})
+    page = rendered()
+    assert '"eigenvalues": "[300 numbers]", "dims_90": 40' in page and '[0.1, "x"]' in page
+    assert len(json.loads((results / "spectrum_demo.json").read_text())["figures"]["spectrum"]["eigenvalues"]) == 300

@@ -249,3 +249,31 @@ def test_name_vectors_are_the_encoded_names(kb, enc):
         assert index.name_vectors([]).shape == (0, enc.dim)
         with pytest.raises(ConfigError, match="SB-E111"):
             index.name_vectors([len(names)])
+
+
+def test_hnsw_to_disk_reuses_its_records_while_the_file_is_unchanged(kb, enc, tmp_path, monkeypatch):
+    import os
+
+    from spacy_sapbert.index import concept_index
+
+    hashed = []
+    real = concept_index.file_records
+    monkeypatch.setattr(concept_index, "file_records", lambda folder, names: hashed.append(folder) or real(folder, names))
+    index = ConceptIndex.build(kb, enc, kind="hnsw", show_progress=False)
+    index.to_disk(tmp_path / "a")
+    index.to_disk(tmp_path / "b")  # the same graph, saved again: linked from a, not re-hashed
+    assert hashed == [tmp_path / "a"]
+    back = ConceptIndex.from_disk(tmp_path / "a", kb)
+    back.to_disk(tmp_path / "c")  # loaded and saved: the load's records hold
+    back.to_disk(tmp_path / "a")  # into the folder it came from
+    assert hashed == [tmp_path / "a"]
+    for name in "abc":
+        meta = ConceptIndex.verify(tmp_path / name)  # full sha256 against the records written
+        assert meta["files"] == json.loads((tmp_path / "a" / META_FILE).read_text())["files"]
+    query = enc.encode(["grippe"])
+    assert ConceptIndex.from_disk(tmp_path / "c", kb).search(query, 3) == index.search(query, 3)
+    # the file it would link from changed since (same size, new mtime): written and hashed again
+    os.utime(tmp_path / "a" / "names.hnsw", ns=(1, 1))
+    back.to_disk(tmp_path / "d")
+    assert hashed == [tmp_path / "a", tmp_path / "d"]
+    ConceptIndex.verify(tmp_path / "d")

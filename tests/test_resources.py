@@ -160,3 +160,19 @@ def test_cli_builds_a_compact_index_and_an_outside_pipeline(tiny_bert_path, tmp_
     result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
                                  str(tmp_path / "bad"), "--device", "cpu", "--kind", "faiss"])
     assert result.exit_code != 0 and "SB-E124" in (result.output + str(result.exception))
+
+
+def test_outside_resources_open_the_kb_once_at_load(made, monkeypatch):
+    tmp_path, expected = made
+    opened = []
+    original = KnowledgeBase.from_disk.__func__
+
+    def counting(cls, path, **kwargs):
+        opened.append(path)
+        return original(cls, path, **kwargs)
+
+    monkeypatch.setattr(KnowledgeBase, "from_disk", classmethod(counting))
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "res"))
+    nlp = spacy.load(tmp_path / "outside")
+    assert opened == [tmp_path / "res" / "tiny_res" / "kb"]  # checked against the pointer and used: one open
+    assert [[c for c, _ in e] for e in _link(nlp)] == [[c for c, _ in e] for e in expected]

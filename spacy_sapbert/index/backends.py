@@ -21,6 +21,7 @@ import numpy
 
 from ..encoding.torch_encoder import fork_guard
 from ..errors import Errors, MissingInputError
+from .files import link_or_copy
 from .filtered import exact_topk, masked_search
 from .hnsw_file import check_hnsw_file
 
@@ -73,10 +74,30 @@ class ExactBackend:
 class HnswBackend:
     kind = "hnsw"
 
-    def __init__(self, hnsw: Any, ef_search: int) -> None:
+    def __init__(self, hnsw: Any, ef_search: int, *, source: Optional[Path] = None) -> None:
         self._hnsw = hnsw
         self.ef_search = ef_search
         hnsw.set_ef(ef_search)
+        # a file known to hold exactly this graph (loaded from or saved to), with its size and mtime then:
+        # saving again links it instead of re-serialising, and the index keeps its hash records
+        self._source: Optional[Tuple[Path, int, int]] = None
+        if source is not None:
+            self._remember(source)
+        self.reused_files = False
+
+    def _remember(self, path: Path) -> None:
+        st = path.stat()
+        self._source = (path, st.st_size, st.st_mtime_ns)
+
+    def _source_unchanged(self) -> bool:
+        if self._source is None:
+            return False
+        path, size, mtime = self._source
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        return st.st_size == size and st.st_mtime_ns == mtime
 
     def set_ef(self, ef: int) -> None:
         self.ef_search = ef
@@ -109,9 +130,19 @@ class HnswBackend:
                              dtype=numpy.float32)
 
     def save(self, folder: Path) -> List[str]:
+        """Write ``names.hnsw``; a graph loaded from (or saved to) a file that is unchanged since (same
+        size and mtime) is linked from it instead, and ``reused_files`` says so (its hashes still hold)."""
+        dst = folder / HNSW_FILE
+        self.reused_files = self._source_unchanged()
+        if self.reused_files:
+            src = self._source[0]  # type: ignore[index]
+            if src.resolve() != dst.resolve():
+                link_or_copy(src, dst)
+            return [HNSW_FILE]
         tmp = folder / f".{HNSW_FILE}.tmp"
         self._hnsw.save_index(str(tmp))
-        tmp.replace(folder / HNSW_FILE)
+        tmp.replace(dst)
+        self._remember(dst)
         return [HNSW_FILE]
 
     @classmethod
@@ -131,7 +162,7 @@ class HnswBackend:
         if hnsw.get_current_count() != n:
             raise MissingInputError(Errors.E107.format(
                 path=path, reason=f"{hnsw.get_current_count()} vectors, expected {n}"))
-        return cls(hnsw, int(meta.get("ef_search", 200)))
+        return cls(hnsw, int(meta.get("ef_search", 200)), source=path)
 
 
 __all__ = ["ExactBackend", "HnswBackend", "exact_topk", "HNSW_FILE", "VECTORS_FILE"]

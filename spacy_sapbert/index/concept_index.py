@@ -361,11 +361,12 @@ class ConceptIndex(FilterMixin):
         path.mkdir(parents=True, exist_ok=True)
         files = self._backend.save(path)
         known = self.meta.get("files", {})
-        if self.path is not None and all(known.get(f, {}).get("sha256") for f in files) and self.kind == "compact":
-            records = {f: known[f] for f in files}  # linked/copied from the folder it was loaded from
+        if getattr(self._backend, "reused_files", False) and all(known.get(f, {}).get("sha256") for f in files):
+            records = {f: known[f] for f in files}  # linked from a file already recorded: no re-hashing
         else:
             records = file_records(path, files)
-        meta = dict(self.meta, kind=self.kind, file=files[0], file_size=records[files[0]]["size"], files=records)
+        self.meta = dict(self.meta, files=records)
+        meta = dict(self.meta, kind=self.kind, file=files[0], file_size=records[files[0]]["size"])
         with atomic_write(path / META_FILE) as fh:
             json.dump(meta, fh, indent=2, sort_keys=True)
 

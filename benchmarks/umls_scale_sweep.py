@@ -1,0 +1,180 @@
+"""Benchmark: the compact index's search depth at UMLS scale, and where its top-1 misses come from.
+
+One build per graph degree (``--connectivity``), then a sweep of the search depth over it:
+``expansion_search`` (the graph's beam, ``ef``) x ``rescore`` (candidates re-scored exactly against the
+float16 vectors). For each point: q/s at batch 256 and batch 1 (``--threads`` threads), concept
+recall@1 / @5 against exact search over the same float16 vectors, and the miss decomposition of
+``scale_diagnose.py`` (tie / graph / other, and how often the graph returned exact search's best row).
+
+The vectors, KB and queries are ``umls_scale.py``'s (its ``prepare`` step, reused when present), made by
+the generator ``--geometry`` names (``scale_data.py``: ``isotropic``, the first one, or ``spectrum``,
+matched to real MiniLM name vectors).
+
+    python benchmarks/umls_scale_sweep.py --names 1000000 --dim 384 --geometry isotropic
+
+Results: benchmarks/results/umls_scale_sweep.json (one table per run kind, named by size and geometry).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import umls_scale  # noqa: E402  (benchmarks/ is on sys.path)
+from scale_diagnose import concepts_of, diagnose, exact_rows, recall  # noqa: E402
+
+
+def build(n: int, dim: int, geometry: str, connectivity: int, threads: int) -> Dict[str, Any]:
+    from spacy_sapbert.index import ConceptIndex
+    from spacy_sapbert.kb import KnowledgeBase
+
+    work = umls_scale._work(n, dim, geometry)
+    folder = work / f"sweep_compact_M{connectivity}"
+    done = folder / "build.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    info = json.loads((work / "prepared.json").read_text())
+    kb = KnowledgeBase.from_disk(work / "kb")
+    vectors = numpy.load(work / info["vectors_file"], mmap_mode="r")
+    t0 = time.perf_counter()
+    index = ConceptIndex.from_vectors(kb, vectors, umls_scale._Fields(dim), kind="compact", connectivity=connectivity,
+                                      num_threads=threads, show_progress=True)
+    index.to_disk(folder)
+    out = {"build_s": round(time.perf_counter() - t0, 1), "build_peak_mb": round(umls_scale._status()["VmHWM"], 0),
+           "index_mb": round(umls_scale._dir_mb(folder), 1)}
+    done.write_text(json.dumps(out))
+    return out
+
+
+def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs: List[int], rescores: List[int],
+          n_recall: int, n_single: int) -> List[Dict[str, Any]]:
+    import torch
+
+    from spacy_sapbert.index import ConceptIndex
+    from spacy_sapbert.kb import KnowledgeBase
+
+    torch.set_num_threads(threads)
+    work = umls_scale._work(n, dim, geometry)
+    kb = KnowledgeBase.from_disk(work / "kb")
+    t0 = time.perf_counter()
+    index = ConceptIndex.from_disk(work / f"sweep_compact_M{connectivity}", kb)
+    load_s = time.perf_counter() - t0
+    X = numpy.load(work / json.loads((work / "prepared.json").read_text())["vectors_file"], mmap_mode="r")
+    Q = numpy.load(work / "queries.npy")[:n_recall]
+    gt_file = work / f"exact_rows_{n_recall}.npz"
+    if not gt_file.exists():
+        r, s = exact_rows(X, Q, 200)
+        numpy.savez(gt_file, rows=r, scores=s)
+    gt_data = numpy.load(gt_file)
+    gt_rows, gt_scores = gt_data["rows"], gt_data["scores"]
+    gt = [concepts_of(kb, gt_rows[i], gt_scores[i], 5) for i in range(len(Q))]
+    backend = index._backend
+    out = []
+    for ef in efs:
+        for rescore in rescores:
+            backend.rescore = rescore
+            index.set_ef(ef)
+            t0 = time.perf_counter()
+            results: List[List[Any]] = []
+            for start in range(0, len(Q), 256):
+                results += index.search(Q[start:start + 256], 5)
+            qps256 = len(Q) / (time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            for i in range(n_single):
+                index.search(Q[i:i + 1], 5)
+            qps1 = n_single / (time.perf_counter() - t0)
+            fig = {"ef": ef, "rescore": rescore, "connectivity": connectivity, "qps_b256": round(qps256, 1),
+                   "qps_b1": round(qps1, 1), **recall(results, gt),
+                   **diagnose(index, kb, Q, results, gt_rows, gt_scores, gt, X)}
+            print(json.dumps(fig), file=sys.stderr, flush=True)
+            out.append(fig)
+    st = umls_scale._status()
+    out.append({"load_s": round(load_s, 2), "rss_mb": round(st["VmRSS"], 0), "anon_mb": round(st["RssAnon"], 0)})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--names", type=int, default=1_000_000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--geometry", default="isotropic", choices=["isotropic", "spectrum"])
+    parser.add_argument("--connectivity", type=int, nargs="+", default=[32])
+    parser.add_argument("--ef", type=int, nargs="+", default=[128, 256, 512, 1024])
+    parser.add_argument("--rescore", type=int, nargs="+", default=[32, 64, 128, 256])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--recall-queries", type=int, default=2000)
+    parser.add_argument("--single-queries", type=int, default=200)
+    parser.add_argument("--note", action="append", default=[])
+    parser.add_argument("--step", help=argparse.SUPPRESS)
+    parser.add_argument("args", nargs="?", help=argparse.SUPPRESS)
+    parser.add_argument("--shape-only", action="store_true",
+                        help="Only add the shape of the prepared vectors (PCA, local intrinsic dimension) to the results.")
+    opts = parser.parse_args()
+    if opts.step:
+        fn = {"build": build, "sweep": sweep}[opts.step]
+        print("RESULT " + json.dumps(fn(*json.loads(opts.args))), flush=True)
+        return
+    from results_io import RESULTS_DIR, table, write_results
+
+    n, dim, geo = opts.names, opts.dim, opts.geometry
+    name = f"sweep_n{n}_d{dim}_{geo}"
+    old = RESULTS_DIR / "umls_scale_sweep.json"  # one file, a table per size and geometry: keep the others
+    previous = json.loads(old.read_text()) if old.exists() else {}
+    if opts.shape_only:
+        from scale_diagnose import shape
+
+        work = umls_scale._work(n, dim, geo)
+        X = numpy.load(work / json.loads((work / "prepared.json").read_text())["vectors_file"], mmap_mode="r")
+        figs = dict(previous.get("figures", {}))
+        figs[name] = dict(figs.get(name, {}), shape=shape(X))
+        print(figs[name]["shape"])
+        write_results("umls_scale_sweep", previous.get("tables", {}), notes=previous.get("notes", []), figures=figs,
+                      command=previous.get("command"))
+        return
+    info = umls_scale._run_step("prepare", n, dim, opts.recall_queries, 10_000, False, geo)  # no pipeline
+    print(f"prepared {n:,} x {dim} ({geo}): {info}", flush=True)
+    rows, figures = [], {}
+    for conn in opts.connectivity:
+        b = _run(build, n, dim, geo, conn, opts.threads)
+        print(f"built M={conn}: {b}", flush=True)
+        points = _run(sweep, n, dim, geo, conn, opts.threads, opts.ef, opts.rescore, opts.recall_queries,
+                      opts.single_queries)
+        figures[f"M{conn}"] = {"build": b, "points": points[:-1], "serve": points[-1]}
+        for p in points[:-1]:
+            rows.append([conn, p["ef"], p["rescore"], p["qps_b256"], p["qps_b1"], p["recall1"], p["recall5"],
+                         p["miss_tie"], p["miss_graph"], p["miss_other"], p["top_row_found"]])
+    columns = ["connectivity", "expansion_search", "rescore", "q/s batch 256", "q/s batch 1", "recall@1", "recall@5",
+               "miss: tie", "miss: graph", "miss: other", "top row found"]
+    previous = json.loads(old.read_text()) if old.exists() else {}  # again: another run may have written since
+    tables = dict(previous.get("tables", {}), **{name: table(columns, rows)})
+    figs = dict(previous.get("figures", {}), **{name: dict(figures, prepared=info, geometry=geo)})
+    command = "python " + " ".join(sys.argv)
+    notes = list(dict.fromkeys(list(previous.get("notes", [])) + [f"{name}: " + x for x in opts.note]
+                               + [f"{name}: command: {command}"]))
+    path = write_results("umls_scale_sweep", tables, notes=notes, figures=figs)
+    print(f"written {path}")
+
+
+def _run(fn: Any, *args: Any) -> Any:
+    """One step in its own process (clean RSS and page-cache accounting)."""
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--step", fn.__name__, json.dumps(list(args))]
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    if result.returncode != 0:
+        raise SystemExit(f"step {fn.__name__} {args} failed (exit {result.returncode})")
+    return json.loads([ln for ln in result.stdout.splitlines() if ln.startswith("RESULT ")][-1][len("RESULT "):])
+
+
+if __name__ == "__main__":
+    main()
