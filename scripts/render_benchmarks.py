@@ -86,17 +86,20 @@ SUMMARY: Tuple[Figure, ...] = (
 
 
 def format_number(value: float) -> str:
-    """A number as a reader wants it: thousands separators, and a precision that fits its size (four
-    significant digits below 1, so recalls of 0.9895 and 0.9905 stay apart; two decimals below 100; whole
-    numbers above). The results files keep full precision."""
-    if isinstance(value, int) or value.is_integer() and abs(value) < 1e15:
-        return format(int(value), ",")
-    if math.isinf(value):
-        return "∞" if value > 0 else "-∞"
+    """A number as a reader wants it: thousands separators, and a figure that a benchmark rounded itself
+    (``73.0``, ``292.5``, ``0.9865``) as it was written; a longer one cut to the precision that fits its size
+    (four significant digits below 1, so recalls of 0.9895 and 0.9905 stay apart; two decimals below 100, one
+    above). The results files keep full precision."""
+    if isinstance(value, int) or math.isinf(value) or math.isnan(value):
+        return format(value, ",")
+    text = format(value, ",")
     size = abs(value)
+    decimals = text.partition(".")[2]
+    if "e" not in text and len(decimals) <= (4 if size < 1 else 2):
+        return text
     if size < 1:
         return format(value, ".4g")
-    return format(value, ",.2f" if size < 100 else ",.0f")
+    return format(value, ",.2f" if size < 100 else ",.1f")
 
 
 def format_cell(value: Any) -> str:
@@ -213,8 +216,9 @@ def _show(values: Mapping[str, Any], cell: Cell) -> str:
             shown.append(format_cell(value))
         elif cell.digits is not None:
             shown.append(format(value * cell.scale, f",.{cell.digits}f"))
-        else:
-            shown.append(format_number(value * cell.scale))
+        else:  # a whole number of hundreds or more reads better without its ".0" (1,598 mentions/s)
+            scaled = value * cell.scale
+            shown.append(format_number(int(scaled) if float(scaled).is_integer() and abs(scaled) >= 100 else scaled))
     return " / ".join(shown) + cell.unit
 
 

@@ -351,8 +351,9 @@ def test_docs_site_builds_strict_offline(tmp_path):
 
 
 @pytest.mark.parametrize("value,shown", [(0.6867724867724868, "0.6868"), (0.9895, "0.9895"), (0.9905, "0.9905"),
-                                         (12.3456, "12.35"), (2356.4, "2,356"), (1234567, "1,234,567"),
-                                         (4.0, "4"), (0.0001234, "0.0001234"), (-0.25, "-0.25")])
+                                         (12.3456, "12.35"), (2356.4, "2,356.4"), (292.5, "292.5"),
+                                         (18.60, "18.6"), (1234567, "1,234,567"), (2356.44, "2,356.44"), (2356.444, "2,356.4"),
+                                         (4.0, "4.0"), (73.0, "73.0"), (0.0001234, "0.0001234"), (-0.25, "-0.25")])
 def test_rendered_numbers_have_a_precision_that_fits_their_size(value, shown):
     assert render_benchmarks.format_cell(value) == shown
 
@@ -367,6 +368,8 @@ def test_readme_summary_is_rendered_from_results_files(tmp_path, capsys):
     assert render_benchmarks.main(args + ["--check"]) == 0, capsys.readouterr().err
     summary = render_benchmarks.render_summary(results)
     assert summary in readme.read_text(encoding="utf8")
+    # every figure of the summary finds its results file, table and rows (none silently left out)
+    assert summary.count("\n| ") == len(render_benchmarks.SUMMARY) + 1
     # a changed figure makes the committed README stale, and a render brings it back in line
     doc = json.loads((results / "kb_build.json").read_text(encoding="utf8"))
     load_ms = doc["tables"]["KB build and load"]["columns"].index("load ms")
