@@ -57,6 +57,7 @@ class Figure(NamedTuple):
 
 _ACC = dict(columns=("strict acc@1", "strict acc@5"), scale=100, digits=1)
 _SPLIT = ("overall", "seen", "unseen")
+_CORPUS = ("docs/s", "x one process")
 _FR_ES = ("fr acc@1", "es acc@1")
 _INDEX = ("files MB", "of which anon MB", "recall@1")
 _NCBI = "NCBI-disease test (gold spans) -> MEDIC"
@@ -69,6 +70,9 @@ SUMMARY: Tuple[Figure, ...] = (
            "link_ncbi", _NCBI,
            Cell("sapbert_linker, defaults", ("load s (cold)",), unit=" s"),
            Cell("scispaCy EntityLinker", ("load s (cold)",), unit=" s")),
+    Figure("`link-corpus` over {docs} abstracts, documents/s (× one process): two Ray actors vs one process",
+           "corpus_link", "link-corpus back-ends", Cell("ray 2 actors", _CORPUS),
+           Cell("local n_process=1", _CORPUS), baseline_name="`nlp.pipe`, one process"),
     Figure("open a KB of {concepts} concepts ({names} names)", "kb_build", "KB build and load",
            Cell("synthetic_", ("load ms",), unit=" ms"), Cell("synthetic_", ("scispaCy jsonl load s",), unit=" s"),
            baseline_name="scispaCy jsonl KB"),
