@@ -48,8 +48,13 @@ RESUMABLE_SETTINGS = {
 }
 
 
+def _identity_config(config_dict: Dict[str, Any]) -> Dict[str, Any]:
+    """The settings that make a run what it is (those a resumed run may change left out)."""
+    return {s: {k: v for k, v in vals.items() if k not in RESUMABLE_SETTINGS} for s, vals in config_dict.items()}
+
+
 def run_identity(config_dict: Dict[str, Any], base_model: str, kb_checksum: str, pairs_meta: Dict[str, Any]) -> Dict[str, Any]:
-    cfg = {s: {k: v for k, v in vals.items() if k not in RESUMABLE_SETTINGS} for s, vals in config_dict.items()}
+    cfg = _identity_config(config_dict)
     return {
         "base_model": str(base_model),
         "kb_checksum": kb_checksum,
@@ -81,9 +86,7 @@ def _defaults() -> Dict[str, Any]:
     """What each identity setting is at its default (for runs recorded before a setting existed)."""
     from .config import TrainConfig
 
-    config = TrainConfig().to_dict()
-    return {"config": json.loads(json.dumps(
-        {s: {k: v for k, v in vals.items() if k not in RESUMABLE_SETTINGS} for s, vals in config.items()}))}
+    return {"config": json.loads(json.dumps(_identity_config(TrainConfig().to_dict())))}
 
 
 def prepare_output(output: PathLike, identity: Dict[str, Any], *, resume: bool) -> Path:
