@@ -45,7 +45,7 @@ from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries  #
 from spacy_sapbert.evaluation.run import select_mentions  # noqa: E402
 from spacy_sapbert.kb.build import build_kb  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(os.environ.get("SPACY_SAPBERT_DATA", ROOT.parent / "shared" / "data"))  # the shared data folder
 OUT = ROOT / "benchmarks" / "output"
 K = 10
 
@@ -64,14 +64,28 @@ def subset_scores(golds, rankings, masks) -> Dict[str, Any]:
     return out
 
 
-def evaluate_set(label: str, docs, kb, dictionary, dense: DenseEncoder, ctx_enc, store, weights_by_name, rows, figures):
+def set_queries(label: str, setting: str, docs, options: InputOptions, cache=None) -> List[str]:
+    """The queries of ``docs`` in one setting; ``cache`` (a dict, e.g. read from a JSON file) holds them
+    under "label / setting" so that a machine without scispaCy can reuse resolved abbreviations."""
+    key = f"{label} / {setting}"
+    n = sum(len(d.mentions) for d in docs)
+    if cache is not None and key in cache and len(cache[key]) == n:
+        return list(cache[key])
+    queries = [q for q, _ in mention_queries(docs, options)]
+    if cache is not None:
+        cache[key] = queries
+    return queries
+
+
+def evaluate_set(label: str, docs, kb, dictionary, dense: DenseEncoder, ctx_enc, store, weights_by_name, rows, figures,
+                 query_cache=None, batch_size: int = 64):
     mentions = [m for d in docs for m in d.mentions]
     golds = [resolve_gold(kb, m.ids) for m in mentions]
     t = time.time()
-    vectors, ok = context_vectors(ctx_enc, docs, batch_size=64, show_progress=True)
+    vectors, ok = context_vectors(ctx_enc, docs, batch_size=batch_size, show_progress=True)
     ctx_seconds = time.time() - t
     for setting, options in (("as written", InputOptions()), ("abbreviations resolved", InputOptions(resolve_abbreviations=True))):
-        queries = [q for q, _ in mention_queries(docs, options)]
+        queries = set_queries(label, setting, docs, options, query_cache)
         t = time.time()
         name_only = dense.rank(queries, K)
         name_seconds = time.time() - t
@@ -90,11 +104,11 @@ def evaluate_set(label: str, docs, kb, dictionary, dense: DenseEncoder, ctx_enc,
             flush=True)
 
 
-def tune_on_dev(dev, kb, dense: DenseEncoder, ctx_enc, store) -> Tuple[ContextWeights, Dict[str, Any]]:
+def tune_on_dev(dev, kb, dense: DenseEncoder, ctx_enc, store, batch_size: int = 64) -> Tuple[ContextWeights, Dict[str, Any]]:
     """Weights with the best strict acc@1 on ``dev`` (as written) and the tuning figures."""
     dev_golds = [resolve_gold(kb, m.ids) for d in dev for m in d.mentions]
     dev_rank = dense.rank([q for q, _ in mention_queries(dev, InputOptions())], K)
-    dev_vecs, dev_ok = context_vectors(ctx_enc, dev, batch_size=64)
+    dev_vecs, dev_ok = context_vectors(ctx_enc, dev, batch_size=batch_size)
     keep = [i for i, g in enumerate(dev_golds) if g.in_kb and dev_ok[i]]
     tuned, grid = tune_weights([dev_rank[i].concepts for i in keep], dev_vecs[keep], store,
                                [dev_golds[i].ids for i in keep], step=0.1)
