@@ -11,8 +11,9 @@ written, no dictionary back-off, prototypes from the train split only).
    NCBI dev (every MEDIC name) picks the epoch.
 2. **Context encoders** from that name encoder (``spacy_sapbert.context.train``, multi-similarity +
    miner, 64 word pieces, ``--context-epochs``): *supervised* (the same train mentions in their
-   abstracts) and *both* (plus the self-supervised pairs: unambiguous exact MEDIC names found in the
-   same abstracts, half of them masked). The *untrained* context encoder is the name encoder with the
+   abstracts), *both* (plus the self-supervised pairs: unambiguous exact MEDIC names found in the
+   same abstracts, half of them masked) and *contexts* (supervised, plus two other mentions of the
+   concept in their own contexts as positives: KRISSBERT's mention-to-mention objective). The *untrained* context encoder is the name encoder with the
    ``<ENT>``/``</ENT>`` markers added.
 3. For each context encoder: prototypes = every train mention (NCBI train for NCBI, BC5CDR train for
    BC5CDR), weights tuned on NCBI dev, NCBI test (as written; abbreviations resolved as the linker's
@@ -47,6 +48,17 @@ from results_io import table, write_results  # noqa: E402
 
 NAME = "context_finetuned"
 QUERY_CACHE = "abbreviation_queries.json"
+
+
+def command_line() -> str:
+    """This run's command without its ``--note`` texts (they are in the results' notes)."""
+    words, skip = [], False
+    for word in sys.argv[1:]:
+        if skip or word == "--note":
+            skip = not skip
+            continue
+        words.append(word if " " not in word else repr(word))
+    return " ".join(["python benchmarks/context_finetuned.py", *words])
 
 
 def train_mentions() -> List[Any]:
@@ -133,16 +145,18 @@ def evaluation_sets(limit: Any = None) -> Dict[str, Any]:
             "bc5_dev": load_set(bc5 / "dev_corpus.txt", types=["Disease"], limit=limit)}
 
 
-def evaluate_encoder(label: str, ctx_enc: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
+def evaluate_encoder(label: str, load: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
                      margins: List[float], work: Path, query_cache: Dict[str, List[str]],
                      batch_size: int) -> Dict[str, Any]:
-    """Prototypes (every train mention), NCBI-dev weights, NCBI test and BC5CDR dev rows of one encoder."""
+    """Prototypes (every train mention), NCBI-dev weights, NCBI test and BC5CDR dev rows of the encoder
+    ``load()`` returns; saved to WORK/eval_<label>.json, which a rerun reuses (without loading it)."""
     from spacy_sapbert.context import build_prototypes
 
     saved = work / f"eval_{label}.json"
     if saved.is_file():
         return json.loads(saved.read_text(encoding="utf8"))
     t = time.time()
+    ctx_enc = load()
     ncbi_store = build_prototypes(sets["ncbi_protos"], kb, ctx_enc, show_progress=False)
     tuned, tuning = tune_on_dev(sets["ncbi_dev"], kb, dense, ctx_enc, ncbi_store, batch_size=batch_size)
     print(f"[{label}] tuned on NCBI dev: {tuning['best']} acc@1 {tuning['best_acc@1']:.4f}", flush=True)
@@ -162,14 +176,21 @@ def evaluate_encoder(label: str, ctx_enc: Any, sets: Dict[str, Any], kb: Any, di
 
 
 def kept_rows(results: Dict[str, Dict[str, Any]]) -> List[List[Any]]:
-    """Every encoder's rows, the name-only rows once (they repeat for every encoder)."""
-    seen, kept = set(), []
-    for v in results.values():
+    """Every encoder's rows, the name-only rows once (they repeat for every encoder); a name-only row that
+    differs from the first (an encoder evaluated in another session, e.g. with float16-rounded weights)
+    is kept as "name-only (<encoder> run)"."""
+    first: Dict[Any, List[Any]] = {}
+    kept = []
+    for label, v in results.items():
         for r in v["rows"]:
             if r[2] == "name-only":
-                if tuple(r[:4]) in seen:
+                key = tuple(r[:4])
+                if key not in first:
+                    first[key] = r
+                elif first[key][5:] == r[5:]:
                     continue
-                seen.add(tuple(r[:4]))
+                else:
+                    r = [*r[:2], f"name-only ({label} run)", *r[3:]]
             kept.append(r)
     return kept
 
@@ -226,12 +247,12 @@ def main() -> None:
     parser.add_argument("--context-epochs", type=int, default=4)
     parser.add_argument("--name-minutes", type=float, default=0, help="> 0: cap on the name run's wall time")
     parser.add_argument("--context-minutes", type=float, default=0, help="> 0: cap on each context run's wall time")
-    parser.add_argument("--variants", default="supervised,both")
+    parser.add_argument("--variants", default="supervised,both,contexts")
     parser.add_argument("--margins", default="0.0,0.02,0.05")
     parser.add_argument("--work", type=Path, default=OUT / NAME)
     parser.add_argument("--prepare", action="store_true", help="resolve abbreviations (needs scispaCy) and stop")
     parser.add_argument("--throughput-only", action="store_true", help="add linker speed to the results (spaCy)")
-    parser.add_argument("--note", action="append", default=[], help="--throughput-only: a note to add to the results")
+    parser.add_argument("--note", action="append", default=[], help="a note to add to the results")
     parser.add_argument("--repeat", type=int, default=3, help="--throughput-only: passes per system (best kept)")
     parser.add_argument("--name-model", default="", help="--throughput-only: the fine-tuned name encoder's folder")
     parser.add_argument("--render-only", action="store_true", help="only write the figures into docs/context.md")
@@ -298,7 +319,7 @@ def main() -> None:
         data["tables"]["summary"] = summary_table(data["tables"]["strict_acc"]["rows"], best)
         path = write_results(NAME, data["tables"], notes=data["notes"], figures=fig,
                              command=data["command"].split(" && ")[0]
-                             + f" && python benchmarks/context_finetuned.py --throughput-only --repeat {args.repeat}")
+                             + " && " + command_line())
         render_docs(path)
         return
 
@@ -313,14 +334,24 @@ def main() -> None:
                                      args.context_minutes)
     dictionary = Dictionary.from_kb(kb)
     batch = 512 if args.device.startswith("cuda") else 64
-    dense = DenseEncoder(Encoder.load(name["model"], pooling="mean", max_length=25, device=args.device),
-                         dictionary, name="fine-tuned MiniLM", batch_size=batch, cache_dir=work / "cache",
-                         show_progress=False)
+
+    class LazyDense:  # MEDIC's names are encoded only when an encoder's evaluation is not saved yet
+        def __getattr__(self, attr: str) -> Any:
+            if "_dense" not in self.__dict__:
+                self._dense = DenseEncoder(Encoder.load(name["model"], pooling="mean", max_length=25,
+                                                        device=args.device), dictionary, name="fine-tuned MiniLM",
+                                           batch_size=batch, cache_dir=work / "cache", show_progress=False)
+            return getattr(self._dense, attr)
+
+    dense = LazyDense()
     results: Dict[str, Dict[str, Any]] = {}
     for label in ["untrained", *trained]:
-        enc = (ContextEncoder.load(name["model"], pooling="mean", max_length=64, device=args.device)
-               if label == "untrained" else ContextEncoder.from_disk(trained[label]["model"], device=args.device))
-        results[label] = evaluate_encoder(label, enc, sets, kb, dictionary, dense, margins, work, query_cache, batch)
+        def load(label: str = label) -> Any:
+            if label == "untrained":
+                return ContextEncoder.load(name["model"], pooling="mean", max_length=64, device=args.device)
+            return ContextEncoder.from_disk(trained[label]["model"], device=args.device)
+
+        results[label] = evaluate_encoder(label, load, sets, kb, dictionary, dense, margins, work, query_cache, batch)
     best = max(results, key=lambda k: (results[k]["tuning"]["best_acc@1"], k == "untrained"))
     figures = {"name_encoder": name, "context_encoders": trained, "picked_on_ncbi_dev": best,
                "encoders": {k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in results.items()}}
@@ -330,13 +361,15 @@ def main() -> None:
     notes = [f"name encoder: all-MiniLM-L6-v2 fine-tuned {args.name_epochs} epochs on {name['train_mentions']} "
              "NCBI-disease + BC5CDR-disease train mentions (MEDIC 2012), NCBI dev picked step "
              f"{name['model_step']}; exact search over every MEDIC name; top-{K} concepts re-ranked",
-             f"context encoders trained {args.context_epochs} epochs from the name encoder on {args.device}; "
-             "prototypes: every train mention (NCBI train for NCBI, BC5CDR train for BC5CDR)",
+             "context encoders trained from the name encoder on " + ", ".join(
+                 f"{k}: {v['epochs']} epochs ({v['steps']} steps, {v['pairs']} pairs)" for k, v in trained.items())
+             + f" ({args.device}); prototypes: every train mention (NCBI train for NCBI, BC5CDR train for BC5CDR)",
              "weights tuned on NCBI dev per encoder, applied unchanged to BC5CDR-disease dev (every document); "
              "nothing is tuned on a scored set; composite gold mentions left out; strict acc@1 (one concept)",
-             "abbreviations resolved: scispaCy's detector in context, computed once by --prepare"]
+             "abbreviations resolved: scispaCy's detector in context, computed once by --prepare",
+             *args.note]
     path = write_results(NAME + ("_smoke" if args.smoke else ""), tables, notes=notes, figures=figures,
-                         results_dir=work if args.smoke else None)
+                         results_dir=work if args.smoke else None, command=command_line())
     print("written", path, flush=True)
 
 

@@ -44,6 +44,8 @@ VARIANTS = {
     "supervised": {"source": "supervised", "mask_probability": 0.0},
     "self-supervised": {"source": "self", "mask_probability": 0.5},
     "both": {"source": "both", "mask_probability": 0.5},
+    # KRISSBERT's mention-to-mention positives: other annotated mentions of the concept, in their contexts
+    "contexts": {"source": "supervised", "mask_probability": 0.0, "contexts_per_mention": 2},
 }
 
 

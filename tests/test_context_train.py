@@ -87,6 +87,26 @@ def test_supervised_pairs_pair_each_context_with_names_of_its_concept(kb, docs, 
     assert {cid for pairs_ in by_text.values() for _, cid in pairs_} == {"D001", "D002", "D003"}
 
 
+def test_context_pairs_pair_mentions_of_one_concept_only(kb, docs, tmp_path):
+    pairs = make_context_pairs(docs, kb, tmp_path / "p", source="supervised", contexts_per_mention=3)
+    assert pairs.meta["contexts_per_mention"] == 3
+    n_names = pairs.meta["n_kb_names"]
+    rows = np.asarray(pairs.pairs)
+    both = rows[(rows[:, 0] >= n_names) & (rows[:, 1] >= n_names)]
+    # D002 has two mentions (MI, mitral regurgitation): each is the other's positive; D001 and D003 have one
+    assert len(both) == 2 and len(rows) == len(both) + pairs.meta["n_mentions"]
+    assert {(int(a), int(b)) for a, b, _ in both} == {(n_names + 2, n_names + 3), (n_names + 3, n_names + 2)}
+    assert len({int(label) for _, _, label in both}) == 1
+    texts = {pairs.texts[int(a) - n_names] for a, _, _ in both}
+    assert all("MI" in t or "mitral regurgitation" in t for t in texts)
+    again = make_context_pairs(docs, kb, tmp_path / "q", source="supervised", contexts_per_mention=3)
+    assert np.array_equal(np.asarray(again.pairs), rows)
+    none = make_context_pairs(docs, kb, tmp_path / "r", source="supervised")
+    assert none.meta["contexts_per_mention"] == 0 and len(np.asarray(none.pairs)) == none.meta["n_mentions"]
+    with pytest.raises(ConfigError, match="SB-E616"):
+        make_context_pairs(docs, kb, tmp_path / "s", contexts_per_mention=-1)
+
+
 def test_both_sources_masking_and_seeded_sampling(kb, docs, tmp_path):
     def build(name, seed):
         return make_context_pairs(docs, kb, tmp_path / name, source="both", names_per_mention=1,
@@ -144,7 +164,7 @@ def test_a_few_steps_change_the_weights_and_save_a_loadable_context_encoder(kb, 
     config = context_config(overrides={"model.max_length": 24, "training.max_steps": 3, "training.batch_size": 4,
                                        "training.lr": 1e-3, "training.device": "cpu", "miner.enabled": False})
     result = train_context(docs, kb, str(tiny_bert_path), tmp_path / "out", config=config, source="both",
-                           mask_probability=0.5, name_max_length=8)
+                           mask_probability=0.5, name_max_length=8, contexts_per_mention=1)
     assert result.steps == 3 and result.final_loss is not None and np.isfinite(result.final_loss)
     trained = ContextEncoder.from_disk(result.model_path, device="cpu")
     base = ContextEncoder.load(str(tmp_path / "out" / "base"), pooling="mean", max_length=24, device="cpu")
@@ -155,6 +175,9 @@ def test_a_few_steps_change_the_weights_and_save_a_loadable_context_encoder(kb, 
     assert trained.encoder.tokenizer.convert_tokens_to_ids(MARKERS[0]) == base.encoder.tokenizer.convert_tokens_to_ids(MARKERS[0])
     with pytest.raises(ConfigError, match="SB-E209"):  # the run exists: resume or a new folder
         train_context(docs, kb, str(tiny_bert_path), tmp_path / "out", config=config)
+    with pytest.raises(ConfigError, match="SB-E208"):  # resuming with other pairs is refused
+        train_context(docs, kb, str(tiny_bert_path), tmp_path / "out", config=config, source="both",
+                      mask_probability=0.5, name_max_length=8, resume=True)
 
 
 @pytest.mark.parametrize("override,value", [("training.hard_negatives", 2), ("training.pretokenize", True),

@@ -29,6 +29,8 @@ def train_context_command(
     mask_probability: float = typer.Option(0.0, "--mask-probability", help="Share of mentions whose words are "
                                                                            "masked (0 keeps them)."),
     names_per_mention: int = typer.Option(1, "--names-per-mention", help="Concept names paired with each mention."),
+    contexts_per_mention: int = typer.Option(0, "--contexts-per-mention", help="Other mentions of the same concept "
+                                             "paired with each mention (context-to-context positives; 0: none)."),
     min_chars: int = typer.Option(3, "--min-chars", help="Shortest dictionary name matched (self-supervision)."),
     max_length: int = typer.Option(64, "--max-length", help="Word pieces per mention in context."),
     pooling: str = typer.Option("mean", "--pooling", help="mean or cls."),
@@ -62,7 +64,7 @@ def train_context_command(
     docs = [d for path in documents for d in read_documents(path, types=types or None)]
     what = ", ".join(str(p) for p in documents)
     result = train_context(docs, kb, model, output, config=config, source=source, names_per_mention=names_per_mention,
-                           mask_probability=mask_probability, min_chars=min_chars, name_max_length=name_max_length,
+                           contexts_per_mention=contexts_per_mention, mask_probability=mask_probability, min_chars=min_chars, name_max_length=name_max_length,
                            resume=resume, what=what)
     typer.echo(f"Trained {result.steps} steps ({result.pairs_seen} pairs, {result.train_seconds / 60:.1f} min); "
                f"final loss {result.final_loss if result.final_loss is None else round(result.final_loss, 4)}")

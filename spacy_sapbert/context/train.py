@@ -123,11 +123,13 @@ def prepare_base(model: str, folder: PathLike, *, pooling: str, max_length: int)
 
 def train_context(docs: Sequence[Any], kb: Any, base_model: str, output: PathLike, *,
                   config: Optional[TrainConfig] = None, source: str = "both", names_per_mention: int = 1,
-                  mask_probability: float = 0.0, min_chars: int = 3, name_max_length: int = 25,
-                  resume: bool = False, what: str = "the documents") -> TrainResult:
+                  contexts_per_mention: int = 0, mask_probability: float = 0.0, min_chars: int = 3,
+                  name_max_length: int = 25, resume: bool = False, what: str = "the documents") -> TrainResult:
     """Train a context encoder from ``base_model`` (the name encoder, typically) on pairs made from
-    ``docs`` (see ``train_pairs.py``; ``source`` supervised, self or both) into ``output`` (module
-    doc); the model is ``result.model_path``. ``config`` defaults to :func:`context_config`."""
+    ``docs`` (see ``train_pairs.py``; ``source`` supervised, self or both; ``contexts_per_mention``
+    other contexts of the same concept as positives besides ``names_per_mention`` names) into
+    ``output`` (module doc); the model is ``result.model_path``. ``config`` defaults to
+    :func:`context_config`."""
     config = config or context_config()
     check_context_config(config)
     output = ensure_path(output)
@@ -142,15 +144,16 @@ def train_context(docs: Sequence[Any], kb: Any, base_model: str, output: PathLik
 
         mask_token = AutoTokenizer.from_pretrained(str(base)).mask_token or "[MASK]"
         make_context_pairs(docs, kb, folder, source=source, names_per_mention=names_per_mention,
-                           mask_probability=mask_probability, mask_token=mask_token, min_chars=min_chars,
-                           seed=config.pairs.seed, what=what)
+                           contexts_per_mention=contexts_per_mention, mask_probability=mask_probability,
+                           mask_token=mask_token, min_chars=min_chars, seed=config.pairs.seed, what=what)
     pairs = PairSet(folder)
     pairs.check_kb(kb)
-    wanted = {"source": source, "names_per_mention": names_per_mention, "mask_probability": mask_probability,
-              "min_chars": min_chars, "seed": config.pairs.seed}
+    wanted = {"source": source, "names_per_mention": names_per_mention, "contexts_per_mention": contexts_per_mention,
+              "mask_probability": mask_probability, "min_chars": min_chars, "seed": config.pairs.seed}
+    recorded = {"contexts_per_mention": 0, **pairs.meta}  # pair sets written before the option had none
     for key, value in wanted.items():
-        if pairs.meta.get(key) != value:
-            raise ConfigError(Errors.E208.format(path=run, field=f"pairs.{key}", theirs=pairs.meta.get(key),
+        if recorded.get(key) != value:
+            raise ConfigError(Errors.E208.format(path=run, field=f"pairs.{key}", theirs=recorded.get(key),
                                                  ours=value))
     logger.info("context pairs: %s", {k: pairs.meta[k] for k in ("n_pairs", "n_mentions", "n_concepts", "masked")})
     trainer = ContextTrainer(config, kb, pairs, str(base), run, name_max_length=name_max_length)

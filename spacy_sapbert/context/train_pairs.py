@@ -134,16 +134,39 @@ def context_mentions(docs: Sequence[Any], kb: Any, source: str, *, min_chars: in
     return mentions, concepts, counts
 
 
+def _check_count(option: str, value: Any, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ConfigError(Errors.E616.format(option=option, value=value, why=f"an integer >= {low}"))
+
+
+def _context_rows(concepts: Sequence[str], per_mention: int, seed: int, n_names: int,
+                  label_of: Dict[str, int]) -> List[Tuple[int, int, int]]:
+    """Context-to-context pairs: each mention with up to ``per_mention`` other mentions of its concept
+    (seeded sample), so that the loss pulls contexts of one concept together, as prototypes are compared."""
+    by_concept: Dict[str, List[int]] = {}
+    for i, cid in enumerate(concepts):
+        by_concept.setdefault(cid, []).append(i)
+    rows: List[Tuple[int, int, int]] = []
+    for i, cid in enumerate(concepts):
+        others = [j for j in by_concept[cid] if j != i]
+        rng = random.Random(f"{seed}:context:{i}:{cid}")
+        picked = sorted(rng.sample(others, per_mention)) if len(others) > per_mention else others
+        rows += [(n_names + i, n_names + j, label_of[cid]) for j in picked]
+    return rows
+
+
 def write_context_pairs(kb: Any, mentions: Sequence[MentionInText], concepts: Sequence[str], path: PathLike, *,
-                        names_per_mention: int = 1, mask_probability: float = 0.0, mask_token: str = "[MASK]",
-                        seed: int = 0, overwrite: bool = False, extra: Optional[Dict[str, Any]] = None) -> Any:
+                        names_per_mention: int = 1, contexts_per_mention: int = 0, mask_probability: float = 0.0,
+                        mask_token: str = "[MASK]", seed: int = 0, overwrite: bool = False,
+                        extra: Optional[Dict[str, Any]] = None) -> Any:
     """Write the pair set of ``mentions`` (``(text, start, end)``) and their ``concepts`` (KB ids) to
-    ``path`` (atomically) and return it as a :class:`~spacy_sapbert.training.PairSet`."""
+    ``path`` (atomically) and return it as a :class:`~spacy_sapbert.training.PairSet`: each context
+    with ``names_per_mention`` names of its concept and with ``contexts_per_mention`` other contexts of
+    it (KRISSBERT's mention-to-mention positives; 0: none)."""
     from ..training.pairs import PairSet
 
-    if not isinstance(names_per_mention, int) or isinstance(names_per_mention, bool) or names_per_mention < 1:
-        raise ConfigError(Errors.E616.format(option="names_per_mention", value=names_per_mention,
-                                             why="an integer >= 1"))
+    _check_count("names_per_mention", names_per_mention, 1)
+    _check_count("contexts_per_mention", contexts_per_mention, 0)
     if not isinstance(mask_probability, (int, float)) or not 0.0 <= mask_probability <= 1.0:
         raise ConfigError(Errors.E616.format(option="mask_probability", value=mask_probability,
                                              why="a number in [0, 1] (0: keep the mention's words, 1: always mask)"))
@@ -170,10 +193,14 @@ def write_context_pairs(kb: Any, mentions: Sequence[MentionInText], concepts: Se
                 fh.write(pack_context(text, start, end, mask_token=mask_token if mask else None) + "\n")
                 label = bisect_left(concept_ids, cid)
                 rows += [(n_names + i, int(row), label) for row in picked]
+        if contexts_per_mention:
+            labels = {cid: bisect_left(concept_ids, cid) for cid in set(concepts)}
+            rows += _context_rows(concepts, contexts_per_mention, seed, n_names, labels)
         np.asarray(rows, dtype="<i8").reshape(-1, 3).tofile(tmp / PAIRS_FILE)
         meta = {"format": 1, "kind": "context", "n_pairs": len(rows), "n_kb_names": n_names,
                 "n_texts": len(mentions), "n_mentions": len(mentions), "n_concepts": len(set(concepts)),
                 "masked": masked, "kb_checksum": kb.checksum, "names_per_mention": names_per_mention,
+                "contexts_per_mention": contexts_per_mention,
                 "mask_probability": mask_probability, "mask_token": mask_token, "seed": seed, **(extra or {})}
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf8")
     logger.info("%d context pairs from %d mentions (%d masked) written to %s", len(rows), len(mentions), masked, path)
@@ -181,13 +208,13 @@ def write_context_pairs(kb: Any, mentions: Sequence[MentionInText], concepts: Se
 
 
 def make_context_pairs(docs: Sequence[Any], kb: Any, path: PathLike, *, source: str = "both",
-                       names_per_mention: int = 1, mask_probability: float = 0.0, mask_token: str = "[MASK]",
-                       min_chars: int = 3, seed: int = 0, overwrite: bool = False,
+                       names_per_mention: int = 1, contexts_per_mention: int = 0, mask_probability: float = 0.0,
+                       mask_token: str = "[MASK]", min_chars: int = 3, seed: int = 0, overwrite: bool = False,
                        what: str = "the documents") -> Any:
     """:func:`context_mentions` then :func:`write_context_pairs`; the counts go into ``meta.json``."""
     mentions, concepts, counts = context_mentions(docs, kb, source, min_chars=min_chars, what=what)
     return write_context_pairs(kb, mentions, concepts, path, names_per_mention=names_per_mention,
-                               mask_probability=mask_probability, mask_token=mask_token, seed=seed,
+                               contexts_per_mention=contexts_per_mention, mask_probability=mask_probability, mask_token=mask_token, seed=seed,
                                overwrite=overwrite, extra={"source": source, "min_chars": min_chars,
                                                            "counts": counts})
 
