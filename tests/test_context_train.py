@@ -215,11 +215,12 @@ def test_cli_train_context(kb, docs, tmp_path, tiny_bert_path):
     out = tmp_path / "ctx"
     result = CliRunner().invoke(app, ["train-context", str(pubtator), "--kb", str(kb_dir), "--model",
                                       str(tiny_bert_path), "--output", str(out), "--source", "both",
-                                      "--max-length", "24", "--name-max-length", "8", "--training.max_steps", "2",
+                                      "--contexts-per-mention", "1", "--max-length", "24", "--name-max-length", "8", "--training.max_steps", "2",
                                       "--training.batch_size", "4", "--training.device", "cpu", "--dev", str(pubtator)])
     assert result.exit_code == 0, result.output
     assert "Context encoder:" in result.output and (out / "run" / "model").is_dir()
     meta = json.loads((out / "run" / "pairs" / "meta.json").read_text())
+    assert meta["contexts_per_mention"] == 1
     assert meta["source"] == "both" and meta["counts"]["supervised"]["used"] == 4
     # --dev: prototypes built with the trained encoder, weights tuned on the dev set
     dev = json.loads((out / "dev_weights.json").read_text())

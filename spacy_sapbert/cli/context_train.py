@@ -64,8 +64,8 @@ def train_context_command(
     docs = [d for path in documents for d in read_documents(path, types=types or None)]
     what = ", ".join(str(p) for p in documents)
     result = train_context(docs, kb, model, output, config=config, source=source, names_per_mention=names_per_mention,
-                           contexts_per_mention=contexts_per_mention, mask_probability=mask_probability, min_chars=min_chars, name_max_length=name_max_length,
-                           resume=resume, what=what)
+                           contexts_per_mention=contexts_per_mention, mask_probability=mask_probability,
+                           min_chars=min_chars, name_max_length=name_max_length, resume=resume, what=what)
     typer.echo(f"Trained {result.steps} steps ({result.pairs_seen} pairs, {result.train_seconds / 60:.1f} min); "
                f"final loss {result.final_loss if result.final_loss is None else round(result.final_loss, 4)}")
     typer.echo(f"Context encoder: {result.model_path}")

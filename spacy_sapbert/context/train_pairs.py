@@ -144,14 +144,19 @@ def _context_rows(concepts: Sequence[str], per_mention: int, seed: int, n_names:
     """Context-to-context pairs: each mention with up to ``per_mention`` other mentions of its concept
     (seeded sample), so that the loss pulls contexts of one concept together, as prototypes are compared."""
     by_concept: Dict[str, List[int]] = {}
+    position: List[int] = []
     for i, cid in enumerate(concepts):
-        by_concept.setdefault(cid, []).append(i)
+        group = by_concept.setdefault(cid, [])
+        position.append(len(group))
+        group.append(i)
     rows: List[Tuple[int, int, int]] = []
     for i, cid in enumerate(concepts):
-        others = [j for j in by_concept[cid] if j != i]
+        group, own = by_concept[cid], position[i]
+        n_others = len(group) - 1
         rng = random.Random(f"{seed}:context:{i}:{cid}")
-        picked = sorted(rng.sample(others, per_mention)) if len(others) > per_mention else others
-        rows += [(n_names + i, n_names + j, label_of[cid]) for j in picked]
+        # positions among the others (own skipped): O(per_mention) however many mentions the concept has
+        picked = sorted(rng.sample(range(n_others), per_mention)) if n_others > per_mention else range(n_others)
+        rows += [(n_names + i, n_names + group[q if q < own else q + 1], label_of[cid]) for q in picked]
     return rows
 
 
