@@ -128,7 +128,9 @@ class CompactBackend:
         """Exact scores of the candidate rows; the ``k`` best per query by (-score, row)."""
         n_q, depth = cand.shape
         valid = cand >= 0
-        gathered = numpy.asarray(self._X[cand[valid]], dtype=numpy.float32)
+        # each row once per batch, in file order (sequential page-ins of the memory map), then per pair
+        rows, pair = numpy.unique(cand[valid], return_inverse=True)
+        gathered = numpy.asarray(self._X[rows], dtype=numpy.float32)[pair]
         qrow = numpy.repeat(numpy.arange(n_q), valid.sum(1))
         exact = numpy.einsum("ij,ij->i", gathered, vectors[qrow])
         if not (numpy.abs(exact) <= _SCORE_LIMIT).all():  # also false for NaN
@@ -136,6 +138,11 @@ class CompactBackend:
         scores = numpy.full(cand.shape, -numpy.inf, dtype=numpy.float32)
         scores[valid] = exact
         return top_k(cand, scores, k)
+
+    @property
+    def natural_depth(self) -> int:
+        """Rows a search re-scores anyway: asking for fewer saves nothing."""
+        return self.rescore
 
     def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
         if row_mask is None:
