@@ -30,7 +30,7 @@ from ..util import PathLike, atomic_write, ensure_path, get_logger
 from .filters import FilterMixin
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_EXPANSION_SEARCH,
-                      DEFAULT_RESCORE, CompactBackend)
+                      DEFAULT_RESCORE, CompactBackend, resolve_candidate_dims)
 
 logger = get_logger("index")
 
@@ -132,6 +132,7 @@ class ConceptIndex(FilterMixin):
         connectivity: int = DEFAULT_CONNECTIVITY,
         expansion_add: int = DEFAULT_EXPANSION_ADD,
         rescore: int = DEFAULT_RESCORE,
+        candidate_dims: Optional[int] = None,
     ) -> "ConceptIndex":
         """Encode every KB name with ``enc`` and index the vectors (see :meth:`from_vectors`).
 
@@ -146,6 +147,7 @@ class ConceptIndex(FilterMixin):
         if n == 0:
             raise EmptyResultError(Errors.E106)
         kind = choose_kind(n, kind, exact)
+        resolve_candidate_dims(candidate_dims, int(enc.dim))  # E581 before the encoding, not after
         t0 = time.perf_counter()
         out = None
         if kind == "compact":
@@ -156,7 +158,7 @@ class ConceptIndex(FilterMixin):
         index = cls.from_vectors(kb, vectors, enc, kind=kind, M=M, ef_construction=ef_construction,
                                  ef_search=ef_search, num_threads=num_threads, seed=seed, show_progress=show_progress,
                                  candidate_dtype=candidate_dtype, connectivity=connectivity,
-                                 expansion_add=expansion_add, rescore=rescore)
+                                 expansion_add=expansion_add, rescore=rescore, candidate_dims=candidate_dims)
         index.meta["encode_seconds"] = round(encode_s, 3)
         index.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
         logger.info("indexed %d names (%s) in %.1f s", n, kind, index.meta["build_seconds"])
@@ -180,10 +182,12 @@ class ConceptIndex(FilterMixin):
         connectivity: int = DEFAULT_CONNECTIVITY,
         expansion_add: int = DEFAULT_EXPANSION_ADD,
         rescore: int = DEFAULT_RESCORE,
+        candidate_dims: Optional[int] = None,
     ) -> "ConceptIndex":
         """Index name vectors computed elsewhere (row ``i`` = ``kb.names[i]``, L2-normalised, float32
         or float16, may be memory-mapped). ``enc`` gives the fields the index checks queries against:
-        ``fingerprint``, ``dim``, ``pooling``, ``max_length`` (and ``name``)."""
+        ``fingerprint``, ``dim``, ``pooling``, ``max_length`` (and ``name``). ``candidate_dims``
+        (compact): PCA dimensions of the candidate graph, None: half from 256 dimensions up, 0: all."""
         n = len(kb.names)
         if vectors.ndim != 2 or vectors.shape[0] != n or vectors.shape[1] != int(enc.dim):
             raise ConfigError(Errors.E125.format(shape=list(vectors.shape), n=n, dim=int(enc.dim)))
@@ -195,6 +199,7 @@ class ConceptIndex(FilterMixin):
                 raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=value))
         if candidate_dtype not in CANDIDATE_DTYPES:
             raise ConfigError(Errors.E124.format(value=candidate_dtype, choices=", ".join(CANDIDATE_DTYPES)))
+        dims = resolve_candidate_dims(candidate_dims, int(enc.dim))  # E581 before any work
         if ef_search is None:
             ef_search = DEFAULT_EXPANSION_SEARCH if kind == "compact" else DEFAULT_EF_SEARCH
         t0 = time.perf_counter()
@@ -223,10 +228,11 @@ class ConceptIndex(FilterMixin):
             backend = HnswBackend(hnsw, int(ef_search))
         else:
             meta.update(candidate_dtype=candidate_dtype, connectivity=int(connectivity),
-                        expansion_add=int(expansion_add), rescore=int(rescore))
+                        expansion_add=int(expansion_add), rescore=int(rescore), candidate_dims=dims)
             backend = CompactBackend.build(vectors, dtype=candidate_dtype, connectivity=connectivity,
                                            expansion_add=expansion_add, expansion_search=int(ef_search),
-                                           rescore=rescore, num_threads=num_threads, show_progress=show_progress)
+                                           rescore=rescore, num_threads=num_threads, show_progress=show_progress,
+                                           candidate_dims=dims, seed=seed)
         meta["graph_seconds"] = meta["build_seconds"] = round(time.perf_counter() - t0, 3)
         return cls(kb, meta, backend=backend)
 
