@@ -6,7 +6,7 @@
    which is what makes usearch scale the vectors into the int8 range), opened with
    ``Index.restore(path, view=True)``: nothing is read at load, the pages a query touches are read
    on demand and stay in the page cache, which the OS can reclaim. Half the dimensions halve the
-   graph's bytes per visited node, the search's cost (``umls_scale_sweep``: ~1.7x the queries/s at
+   graph's bytes per visited node, the search's cost (``umls_scale_sweep``: 2.1-2.8x the queries/s at
    the same recall at 200k names); the exact re-scoring below makes up for the projection.
 2. Re-scoring: the ``rescore`` best candidates per query are scored exactly against the float16 name
    vectors, a memory-mapped ``.npy`` (only the rows touched are paged in), so scores are true
