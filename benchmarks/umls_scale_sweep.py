@@ -90,15 +90,7 @@ def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs:
             if rescore is not None:
                 backend.rescore = rescore
             index.set_ef(ef)
-            t0 = time.perf_counter()
-            results: List[List[Any]] = []
-            for start in range(0, len(Q), 256):
-                results += index.search(Q[start:start + 256], 5)
-            qps256 = len(Q) / (time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            for i in range(n_single):
-                index.search(Q[i:i + 1], 5)
-            qps1 = n_single / (time.perf_counter() - t0)
+            results, qps256, qps1 = _timed(index, Q, n_single)
             fig = {"index": kind, "ef": ef, "rescore": rescore, "connectivity": connectivity, "qps_b256": round(qps256, 1),
                    "qps_b1": round(qps1, 1), **recall(results, gt),
                    **diagnose(index, kb, Q, results, gt_rows, gt_scores, gt, X)}
@@ -107,6 +99,19 @@ def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs:
     st = umls_scale._status()
     out.append({"load_s": round(load_s, 2), "rss_mb": round(st["VmRSS"], 0), "anon_mb": round(st["RssAnon"], 0)})
     return out
+
+
+def _timed(index: Any, Q: numpy.ndarray, n_single: int) -> Any:
+    """Top-5 concepts of every query (batches of 256), q/s at batch 256, q/s of the first ``n_single`` one by one."""
+    t0 = time.perf_counter()
+    results: List[List[Any]] = []
+    for start in range(0, len(Q), 256):
+        results += index.search(Q[start:start + 256], 5)
+    qps256 = len(Q) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for i in range(n_single):
+        index.search(Q[i:i + 1], 5)
+    return results, qps256, n_single / (time.perf_counter() - t0)
 
 
 def _truth(work: Path, kb: Any, n_recall: int) -> Any:
@@ -159,17 +164,9 @@ def faiss_sweep(n: int, dim: int, geometry: str, spec: str, threads: int, params
     out = []
     for p in params:
         faiss.ParameterSpace().set_index_parameters(fi, p)
-        t0 = time.perf_counter()
-        results: List[List[Any]] = []
-        for start in range(0, len(Q), 256):
-            results += index.search(Q[start:start + 256], 5)
-        qps256 = len(Q) / (time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        for i in range(n_single):
-            index.search(Q[i:i + 1], 5)
+        results, qps256, qps1 = _timed(index, Q, n_single)
         fig = {"index": f"faiss {spec}", "params": p, "rescore": rescore, "build_s": round(build_s, 1),
-               "qps_b256": round(qps256, 1), "qps_b1": round(n_single / (time.perf_counter() - t0), 1),
-               **recall(results, gt)}
+               "qps_b256": round(qps256, 1), "qps_b1": round(qps1, 1), **recall(results, gt)}
         print(json.dumps(fig), file=sys.stderr, flush=True)
         out.append(fig)
     return out

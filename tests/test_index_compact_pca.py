@@ -14,21 +14,13 @@ from spacy_sapbert.index import META_FILE, ConceptIndex
 from spacy_sapbert.index.compact import (PROJECTION_FILE, CompactBackend, default_candidate_dims, fit_projection,
                                          resolve_candidate_dims)
 from spacy_sapbert.kb import Concept, KnowledgeBase
+from test_index_compact import _Enc as _Enc32, _unit
 
 DIM = 64
 
 
-class _Enc:
-    fingerprint = "synthetic"
+class _Enc(_Enc32):
     dim = DIM
-    pooling = "cls"
-    max_length = 25
-    name = "synthetic"
-
-
-def _unit(arr):
-    arr = numpy.asarray(arr, dtype=numpy.float32)
-    return arr / numpy.linalg.norm(arr, axis=1, keepdims=True)
 
 
 @pytest.fixture(scope="module")
