@@ -2,7 +2,7 @@
 
 1. Candidates: a usearch HNSW graph over int8 copies of the name vectors projected on their first
    ``candidate_dims`` principal axes (default: half the dimensions from 256 dimensions up; the axes,
-   fitted on a sample of the names, are ``candidates.pca.npy``, a few hundred KB; cosine metric,
+   fitted on a sample of the names, are ``candidates.pca.npy``, <= 1.2 MB at 768 dims; cosine metric,
    which is what makes usearch scale the vectors into the int8 range), opened with
    ``Index.restore(path, view=True)``: nothing is read at load, the pages a query touches are read
    on demand and stay in the page cache, which the OS can reclaim. Half the dimensions halve the
@@ -34,7 +34,9 @@ MIN_CANDIDATE_DIMS = 8
 PCA_SAMPLE = 50_000  # names the principal axes are fitted on
 DEFAULT_CONNECTIVITY = 32
 DEFAULT_EXPANSION_ADD = 200
-DEFAULT_EXPANSION_SEARCH = 512  # umls_scale_sweep: >= 0.99 recall@1 and @5 at 200k names needs 512
+# umls_scale_sweep (PCA-192 graph, 384-d): >= 0.99 recall@1 and @5 at 200k names from 384, 512 for a margin;
+# at 1M names 512 gives 0.988 / 0.978 and 768 0.994 / 0.987 (docs/scale.md)
+DEFAULT_EXPANSION_SEARCH = 512
 DEFAULT_RESCORE = 64
 CANDIDATE_DTYPES = ("i8", "f16")
 _SCORE_LIMIT = 1.02  # inner products of unit vectors; float16 rounding stays far below this
@@ -81,7 +83,8 @@ def _load_projection(path: Path, dim: int, dims: int) -> numpy.ndarray:
     except (ValueError, OSError, EOFError) as err:
         raise MissingInputError(Errors.E580.format(path=path, why=str(err) or type(err).__name__)) from err
     if P.shape != (dim, dims) or P.dtype != numpy.float32:
-        raise MissingInputError(Errors.E580.format(path=path, why=f"shape {P.shape} {P.dtype}, expected ({dim}, {dims}) float32"))
+        why = f"shape {P.shape} {P.dtype}, expected ({dim}, {dims}) float32"
+        raise MissingInputError(Errors.E580.format(path=path, why=why))
     if not numpy.isfinite(P).all() or not (numpy.abs(P) <= 1.0 + 1e-3).all():
         raise MissingInputError(Errors.E580.format(path=path, why="values that are not unit-axis coordinates"))
     return P
