@@ -167,11 +167,16 @@ class _Fields:
 
 
 def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True,
-               geometry: str = "isotropic") -> Dict[str, Any]:
+               geometry: str = "isotropic", reuse: bool = False) -> Dict[str, Any]:
+    """Build the index of ``kind`` (and a pipeline holding it); with ``reuse`` an index folder already
+    there with its build record (``build_KIND.json``) is kept and its record returned."""
     from spacy_sapbert.index import ConceptIndex
     from spacy_sapbert.kb import KnowledgeBase
 
     work = _work(n, dim, geometry)
+    record = work / f"build_{kind}.json"
+    if reuse and record.exists() and (work / f"index_{kind}").exists() and (not pipeline or (work / f"pipeline_{kind}").exists()):
+        return json.loads(record.read_text())
     info = json.loads((work / "prepared.json").read_text())
     kb = KnowledgeBase.from_disk(work / "kb")
     if pipeline:
@@ -188,6 +193,7 @@ def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True,
     build_s = time.perf_counter() - t0
     peak = _status()["VmHWM"]
     out = {"build_s": round(build_s, 1), "build_peak_mb": round(peak, 0), "index_mb": round(_dir_mb(index_dir), 1)}
+    record.write_text(json.dumps(out))
     if not pipeline:
         return out
     import spacy
@@ -303,6 +309,8 @@ def main() -> None:
                         help="Synthetic vectors' geometry (scale_data.py): isotropic (the first) or spectrum (real MiniLM's).")
     parser.add_argument("--diagnose", action="store_true",
                         help="Add the top-1 miss decomposition (tie / graph / other, top row found; scale_diagnose.py).")
+    parser.add_argument("--reuse-builds", action="store_true",
+                        help="Keep an index (and pipeline) a previous run built for the same size, kind and geometry.")
     parser.add_argument("--name", default="umls_scale", help="Results file name (benchmarks/results/NAME.json).")
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="?", help=argparse.SUPPRESS)
@@ -326,7 +334,7 @@ def main() -> None:
                     rows.append(["hnswlib f32 (formula)", n, dim, None, round(mb, 0), None, None, round(mb, 0),
                                  None, None, None, None, None, None, None] + [None] * (4 if opts.diagnose else 0))
                     continue
-                fig = _run_step("build", n, dim, kind, opts.threads, pipeline, opts.geometry)
+                fig = _run_step("build", n, dim, kind, opts.threads, pipeline, opts.geometry, opts.reuse_builds)
                 serve = ("serve", n, dim, kind, opts.recall_queries)
                 fig.update({f"cold_{k}": v for k, v in _run_step(*serve, True, pipeline, opts.serve_cores,
                                                                  opts.geometry).items()})
@@ -351,24 +359,27 @@ def main() -> None:
         print(" | ".join("" if v is None else str(v) for v in r))
 
 
-def _extrapolate(raw: Dict[str, Dict[str, Any]], names: List[int], dims: List[int]) -> List[List[Any]]:
-    """10M names from the two largest measured sizes (linear in n for files and RSS)."""
+def _extrapolate(raw: Dict[str, Dict[str, Any]], names: List[int], dims: List[int],
+                 targets: tuple = (3_000_000, 10_000_000)) -> List[List[Any]]:
+    """3M and 10M names from the two largest measured sizes (linear in n for build time, files, load and
+    RSS); sizes measured already are skipped."""
     out = []
-    target = 10_000_000
     for dim in dims:
-        for kind in ("compact",):
-            pts = sorted((n, raw[f"{kind}_n{n}_d{dim}"]) for n in names if f"{kind}_n{n}_d{dim}" in raw)
-            if len(pts) < 2 or pts[-1][0] >= target:
+        pts = sorted((n, raw[f"compact_n{n}_d{dim}"]) for n in names if f"compact_n{n}_d{dim}" in raw)
+        for target in targets:
+            if target in names:
                 continue
-            (n0, a), (n1, b) = pts[-2], pts[-1]
+            if len(pts) >= 2 and pts[-1][0] < target:
+                (n0, a), (n1, b) = pts[-2], pts[-1]
 
-            def lin(key: str) -> float:
-                return round(a[key] + (b[key] - a[key]) * (target - n0) / (n1 - n0), 1)
+                def lin(key: str) -> float:
+                    return round(a[key] + (b[key] - a[key]) * (target - n0) / (n1 - n0), 1)
 
-            out.append([f"{kind} (extrapolated)", target, dim, lin("build_s"), lin("index_mb"), None, lin("load_s"),
-                        lin("rss_queries_mb"), lin("anon_queries_mb"), None, None, None, None, None, None])
-        out.append(["hnswlib f32 (formula)", target, dim, None, round(hnsw_file_mb(target, dim), 0), None, None,
-                    round(hnsw_file_mb(target, dim), 0), None, None, None, None, None, None, None])
+                out.append(["compact (extrapolated)", target, dim, lin("build_s"), lin("index_mb"), None,
+                            lin("load_s"), lin("rss_queries_mb"), lin("anon_queries_mb"), None, None, None, None,
+                            None, None])
+            out.append(["hnswlib f32 (formula)", target, dim, None, round(hnsw_file_mb(target, dim), 0), None, None,
+                        round(hnsw_file_mb(target, dim), 0), None, None, None, None, None, None, None])
     return out
 
 

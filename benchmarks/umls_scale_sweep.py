@@ -1,6 +1,7 @@
 """Benchmark: the compact index's search depth at UMLS scale, and where its top-1 misses come from.
 
-One build per graph degree (``--connectivity``), then a sweep of the search depth over it:
+One build per graph degree (``--connectivity``; ``32:192``: a compact index whose candidate graph searches
+192 PCA dimensions), then a sweep of the search depth over it:
 ``expansion_search`` (the graph's beam, ``ef``) x ``rescore`` (candidates re-scored exactly against the
 float16 vectors). For each point: q/s at batch 256 and batch 1 (``--threads`` threads), concept
 recall@1 / @5 against exact search over the same float16 vectors, and the miss decomposition of
@@ -11,6 +12,12 @@ the generator ``--geometry`` names (``scale_data.py``: ``isotropic``, the first 
 matched to real MiniLM name vectors).
 
     python benchmarks/umls_scale_sweep.py --names 1000000 --dim 384 --geometry isotropic
+
+Other systems on the same queries, same threads: ``--hnsw 32`` (hnswlib float32, today's index) and
+``--faiss 'HNSW32,SQ8'`` (a faiss index as the candidate stage, re-scored against the same float16 file).
+
+    python benchmarks/umls_scale_sweep.py --names 200000 --dim 384 --geometry spectrum --table systems \
+        --connectivity 32 32:192 48 --hnsw 32 --faiss HNSW32,SQ8 --ef 256 384 512 --rescore 64
 
 Results: benchmarks/results/umls_scale_sweep.json (one table per run kind, named by size and geometry).
 """
@@ -33,12 +40,19 @@ import umls_scale  # noqa: E402  (benchmarks/ is on sys.path)
 from scale_diagnose import concepts_of, diagnose, exact_rows, recall  # noqa: E402
 
 
-def build(n: int, dim: int, geometry: str, connectivity: int, threads: int) -> Dict[str, Any]:
+def _folder(work: Path, kind: str, connectivity: int, dims: int) -> Path:
+    return work / (f"sweep_{kind}_M{connectivity}" + (f"_pca{dims}" if dims else ""))
+
+
+def build(n: int, dim: int, geometry: str, connectivity: int, threads: int, kind: str = "compact",
+          dims: int = 0) -> Dict[str, Any]:
+    """One index of ``kind`` (``compact``: usearch, ``hnsw``: hnswlib float32) of graph degree ``connectivity``;
+    ``dims``: the compact candidate graph's PCA dimensions (0: all)."""
     from spacy_sapbert.index import ConceptIndex
     from spacy_sapbert.kb import KnowledgeBase
 
     work = umls_scale._work(n, dim, geometry)
-    folder = work / f"sweep_compact_M{connectivity}"
+    folder = _folder(work, kind, connectivity, dims)
     done = folder / "build.json"
     if done.exists():
         return json.loads(done.read_text())
@@ -46,8 +60,8 @@ def build(n: int, dim: int, geometry: str, connectivity: int, threads: int) -> D
     kb = KnowledgeBase.from_disk(work / "kb")
     vectors = numpy.load(work / info["vectors_file"], mmap_mode="r")
     t0 = time.perf_counter()
-    index = ConceptIndex.from_vectors(kb, vectors, umls_scale._Fields(dim), kind="compact", connectivity=connectivity,
-                                      num_threads=threads, show_progress=True)
+    index = ConceptIndex.from_vectors(kb, vectors, umls_scale._Fields(dim), kind=kind, connectivity=connectivity,
+                                      M=connectivity, num_threads=threads, show_progress=True, candidate_dims=dims)
     index.to_disk(folder)
     out = {"build_s": round(time.perf_counter() - t0, 1), "build_peak_mb": round(umls_scale._status()["VmHWM"], 0),
            "index_mb": round(umls_scale._dir_mb(folder), 1)}
@@ -56,7 +70,7 @@ def build(n: int, dim: int, geometry: str, connectivity: int, threads: int) -> D
 
 
 def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs: List[int], rescores: List[int],
-          n_recall: int, n_single: int) -> List[Dict[str, Any]]:
+          n_recall: int, n_single: int, kind: str = "compact", dims: int = 0) -> List[Dict[str, Any]]:
     import torch
 
     from spacy_sapbert.index import ConceptIndex
@@ -66,33 +80,18 @@ def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs:
     work = umls_scale._work(n, dim, geometry)
     kb = KnowledgeBase.from_disk(work / "kb")
     t0 = time.perf_counter()
-    index = ConceptIndex.from_disk(work / f"sweep_compact_M{connectivity}", kb)
+    index = ConceptIndex.from_disk(_folder(work, kind, connectivity, dims), kb)
     load_s = time.perf_counter() - t0
-    X = numpy.load(work / json.loads((work / "prepared.json").read_text())["vectors_file"], mmap_mode="r")
-    Q = numpy.load(work / "queries.npy")[:n_recall]
-    gt_file = work / f"exact_rows_{n_recall}.npz"
-    if not gt_file.exists():
-        r, s = exact_rows(X, Q, 200)
-        numpy.savez(gt_file, rows=r, scores=s)
-    gt_data = numpy.load(gt_file)
-    gt_rows, gt_scores = gt_data["rows"], gt_data["scores"]
-    gt = [concepts_of(kb, gt_rows[i], gt_scores[i], 5) for i in range(len(Q))]
+    X, Q, gt_rows, gt_scores, gt = _truth(work, kb, n_recall)
     backend = index._backend
     out = []
     for ef in efs:
-        for rescore in rescores:
-            backend.rescore = rescore
+        for rescore in (rescores if kind == "compact" else [None]):
+            if rescore is not None:
+                backend.rescore = rescore
             index.set_ef(ef)
-            t0 = time.perf_counter()
-            results: List[List[Any]] = []
-            for start in range(0, len(Q), 256):
-                results += index.search(Q[start:start + 256], 5)
-            qps256 = len(Q) / (time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            for i in range(n_single):
-                index.search(Q[i:i + 1], 5)
-            qps1 = n_single / (time.perf_counter() - t0)
-            fig = {"ef": ef, "rescore": rescore, "connectivity": connectivity, "qps_b256": round(qps256, 1),
+            results, qps256, qps1 = _timed(index, Q, n_single)
+            fig = {"index": kind, "ef": ef, "rescore": rescore, "connectivity": connectivity, "qps_b256": round(qps256, 1),
                    "qps_b1": round(qps1, 1), **recall(results, gt),
                    **diagnose(index, kb, Q, results, gt_rows, gt_scores, gt, X)}
             print(json.dumps(fig), file=sys.stderr, flush=True)
@@ -102,14 +101,93 @@ def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs:
     return out
 
 
+def _timed(index: Any, Q: numpy.ndarray, n_single: int) -> Any:
+    """Top-5 concepts of every query (batches of 256), q/s at batch 256, q/s of the first ``n_single`` one by one."""
+    t0 = time.perf_counter()
+    results: List[List[Any]] = []
+    for start in range(0, len(Q), 256):
+        results += index.search(Q[start:start + 256], 5)
+    qps256 = len(Q) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for i in range(n_single):
+        index.search(Q[i:i + 1], 5)
+    return results, qps256, n_single / (time.perf_counter() - t0)
+
+
+def _truth(work: Path, kb: Any, n_recall: int) -> Any:
+    """Vectors, queries, exact rows / scores and concepts of the first ``n_recall`` queries (cached)."""
+    X = numpy.load(work / json.loads((work / "prepared.json").read_text())["vectors_file"], mmap_mode="r")
+    Q = numpy.load(work / "queries.npy")[:n_recall]
+    gt_file = work / f"exact_rows_{n_recall}.npz"
+    if not gt_file.exists():
+        r, s = exact_rows(X, Q, 200)
+        numpy.savez(gt_file, rows=r, scores=s)
+    gt_data = numpy.load(gt_file)
+    gt_rows, gt_scores = gt_data["rows"], gt_data["scores"]
+    return X, Q, gt_rows, gt_scores, [concepts_of(kb, gt_rows[i], gt_scores[i], 5) for i in range(len(Q))]
+
+
+def faiss_sweep(n: int, dim: int, geometry: str, spec: str, threads: int, params: List[str], rescore: int,
+                n_recall: int, n_single: int) -> List[Dict[str, Any]]:
+    """A faiss index (``index_factory`` ``spec``, inner product, trained on 100k rows) as the candidate
+    stage of the compact index: its candidates re-scored against the same float16 file, aggregated by
+    ``ConceptIndex``. Built here (not kept), timed on ``threads`` threads."""
+    import faiss
+    import torch
+
+    from spacy_sapbert.index import ConceptIndex
+    from spacy_sapbert.index.compact import CompactBackend
+    from spacy_sapbert.kb import KnowledgeBase
+
+    faiss.omp_set_num_threads(threads)
+    torch.set_num_threads(threads)
+    work = umls_scale._work(n, dim, geometry)
+    kb = KnowledgeBase.from_disk(work / "kb")
+    X, Q, gt_rows, gt_scores, gt = _truth(work, kb, n_recall)
+    t0 = time.perf_counter()
+    fi = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
+    pick = numpy.sort(numpy.random.default_rng(0).choice(n, min(n, 100_000), replace=False))
+    fi.train(numpy.asarray(X[pick], dtype=numpy.float32))
+    for start in range(0, n, 100_000):
+        fi.add(numpy.asarray(X[start:start + 100_000], dtype=numpy.float32))
+    build_s = time.perf_counter() - t0
+
+    class _Graph:
+        expansion_search = 0
+
+    class FaissCandidates(CompactBackend):
+        def _candidates(self, vectors: numpy.ndarray, depth: int) -> numpy.ndarray:
+            return fi.search(vectors, depth)[1].astype(numpy.int64)
+
+    meta = {"n_names": n, "dim": dim, "kind": "compact"}
+    index = ConceptIndex(kb, meta, backend=FaissCandidates(_Graph(), X, rescore=rescore, expansion_search=0))
+    out = []
+    for p in params:
+        faiss.ParameterSpace().set_index_parameters(fi, p)
+        results, qps256, qps1 = _timed(index, Q, n_single)
+        fig = {"index": f"faiss {spec}", "params": p, "rescore": rescore, "build_s": round(build_s, 1),
+               "qps_b256": round(qps256, 1), "qps_b1": round(qps1, 1), **recall(results, gt)}
+        print(json.dumps(fig), file=sys.stderr, flush=True)
+        out.append(fig)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--names", type=int, default=1_000_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--geometry", default="isotropic", choices=["isotropic", "spectrum"])
-    parser.add_argument("--connectivity", type=int, nargs="+", default=[32])
+    parser.add_argument("--connectivity", nargs="+", default=["32"],
+                        help="Compact builds: graph degree, or DEGREE:DIMS for a PCA-reduced candidate graph (32:192).")
     parser.add_argument("--ef", type=int, nargs="+", default=[128, 256, 512, 1024])
     parser.add_argument("--rescore", type=int, nargs="+", default=[32, 64, 128, 256])
+    parser.add_argument("--hnsw", type=int, nargs="*", default=[],
+                        help="Also build hnswlib float32 with these M (same queries, same depths).")
+    parser.add_argument("--faiss", nargs="*", default=[],
+                        help="Also measure faiss index_factory specs (e.g. 'HNSW32,SQ8') as the candidate stage.")
+    parser.add_argument("--faiss-params", nargs="+", default=["efSearch=256", "efSearch=512"],
+                        help="faiss search parameters to sweep (ParameterSpace strings).")
+    parser.add_argument("--table", default="sweep", help="Table name prefix (the table is PREFIX_nN_dD_GEOMETRY).")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--recall-queries", type=int, default=2000)
     parser.add_argument("--single-queries", type=int, default=200)
@@ -120,13 +198,13 @@ def main() -> None:
                         help="Only add the shape of the prepared vectors (PCA, local intrinsic dimension) to the results.")
     opts = parser.parse_args()
     if opts.step:
-        fn = {"build": build, "sweep": sweep}[opts.step]
+        fn = {"build": build, "sweep": sweep, "faiss_sweep": faiss_sweep}[opts.step]
         print("RESULT " + json.dumps(fn(*json.loads(opts.args))), flush=True)
         return
     from results_io import RESULTS_DIR, table, write_results
 
     n, dim, geo = opts.names, opts.dim, opts.geometry
-    name = f"sweep_n{n}_d{dim}_{geo}"
+    name = f"{opts.table}_n{n}_d{dim}_{geo}"
     old = RESULTS_DIR / "umls_scale_sweep.json"  # one file, a table per size and geometry: keep the others
     previous = json.loads(old.read_text()) if old.exists() else {}
     if opts.shape_only:
@@ -143,17 +221,28 @@ def main() -> None:
     info = umls_scale._run_step("prepare", n, dim, opts.recall_queries, 10_000, False, geo)  # no pipeline
     print(f"prepared {n:,} x {dim} ({geo}): {info}", flush=True)
     rows, figures = [], {}
-    for conn in opts.connectivity:
-        b = _run(build, n, dim, geo, conn, opts.threads)
-        print(f"built M={conn}: {b}", flush=True)
+    builds = [("compact", int(c.split(":")[0]), int(c.split(":")[1]) if ":" in c else 0) for c in opts.connectivity]
+    for kind, conn, dims in builds + [("hnsw", m, 0) for m in opts.hnsw]:
+        b = _run(build, n, dim, geo, conn, opts.threads, kind, dims)
+        print(f"built {kind} M={conn} dims={dims}: {b}", flush=True)
         points = _run(sweep, n, dim, geo, conn, opts.threads, opts.ef, opts.rescore, opts.recall_queries,
-                      opts.single_queries)
-        figures[f"M{conn}"] = {"build": b, "points": points[:-1], "serve": points[-1]}
+                      opts.single_queries, kind, dims)
+        key = (f"M{conn}" if kind == "compact" else f"{kind}_M{conn}") + (f"_pca{dims}" if dims else "")
+        figures[key] = {"build": b, "points": points[:-1], "serve": points[-1]}
+        label = {"hnsw": "hnswlib f32"}.get(kind, f"compact, PCA {dims}-d candidates" if dims else
+                                            "compact, full-d candidates")
         for p in points[:-1]:
-            rows.append([conn, p["ef"], p["rescore"], p["qps_b256"], p["qps_b1"], p["recall1"], p["recall5"],
-                         p["miss_tie"], p["miss_graph"], p["miss_other"], p["top_row_found"]])
-    columns = ["connectivity", "expansion_search", "rescore", "q/s batch 256", "q/s batch 1", "recall@1", "recall@5",
-               "miss: tie", "miss: graph", "miss: other", "top row found"]
+            rows.append([label, conn, p["ef"], p["rescore"], b["build_s"], p["qps_b256"], p["qps_b1"], p["recall1"],
+                         p["recall5"], p["miss_tie"], p["miss_graph"], p["miss_other"], p["top_row_found"]])
+    for spec in opts.faiss:
+        points = _run(faiss_sweep, n, dim, geo, spec, opts.threads, opts.faiss_params, opts.rescore[0],
+                      opts.recall_queries, opts.single_queries)
+        figures[f"faiss {spec}"] = points
+        for p in points:
+            rows.append([f"faiss {spec} + f16 re-score", None, p["params"], p["rescore"], p["build_s"], p["qps_b256"],
+                         p["qps_b1"], p["recall1"], p["recall5"], None, None, None, None])
+    columns = ["index", "connectivity", "expansion_search", "rescore", "build s", "q/s batch 256", "q/s batch 1",
+               "recall@1", "recall@5", "miss: tie", "miss: graph", "miss: other", "top row found"]
     previous = json.loads(old.read_text()) if old.exists() else {}  # again: another run may have written since
     tables = dict(previous.get("tables", {}), **{name: table(columns, rows)})
     figs = dict(previous.get("figures", {}), **{name: dict(figures, prepared=info, geometry=geo)})

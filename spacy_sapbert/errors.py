@@ -352,6 +352,13 @@ class Errors(metaclass=_CodedMessages):
     E555 = ("'{path}' is not a folder verify knows: none of kb.json (knowledge base), sapbert_encoder.json "
             "(encoder), index_meta.json (index) or config.cfg (spaCy pipeline) is in it. Give one of those folders.")
 
+    # ---- E580–E589 / W580–W584: compact index speed (PCA-reduced candidate graph) ----
+    E580 = ("The compact index's candidate projection '{path}' is missing or damaged ({why}): the graph in "
+            "names.usearch searches projected vectors and cannot be used without it. Rebuild the index "
+            "(`spacy-sapbert build-index ... --kind compact`) or copy the whole index folder again.")
+    E581 = ("candidate_dims must be 0 (the full {dim} dimensions) or between {minimum} and {dim}, got {value!r}. "
+            "The compact index's candidate graph searches this many PCA dimensions; re-scoring always uses all of them.")
+
     # ---- E600–E699: context (prototypes, re-ranking, type priors) ----
     E600 = ("The context encoder needs a PyTorch encoder, got {what}. ONNX Runtime cannot run the context encoder "
             "(its vocabulary gains the <ENT>/</ENT> markers): load the model with Encoder.load / runtime='torch'.")

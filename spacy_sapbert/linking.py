@@ -42,6 +42,7 @@ def build_index_dir(
     kind: str = "auto",
     rescore: Optional[int] = None,
     connectivity: Optional[int] = None,
+    candidate_dims: Optional[int] = None,
     chunk_size: int = 8192,
     ray: bool = False,
     actors: int = 2,
@@ -77,7 +78,8 @@ def build_index_dir(
     enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device, precision=precision)
     options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
                                                   ("ef_search", ef_search), ("rescore", rescore),
-                                                  ("connectivity", connectivity)) if v is not None}
+                                                  ("connectivity", connectivity),
+                                                  ("candidate_dims", candidate_dims)) if v is not None}
     if work_dir is None:
         work_dir = output.with_name(f".{output.name}.work")
     if ray:

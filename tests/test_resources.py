@@ -145,10 +145,11 @@ def test_cli_builds_a_compact_index_and_an_outside_pipeline(tiny_bert_path, tmp_
     KnowledgeBase.from_concepts(CONCEPTS).to_disk(kb_dir)
     runner = CliRunner()
     result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
-                                 str(tmp_path / "ix"), "--device", "cpu", "--kind", "compact", "--rescore", "8"])
+                                 str(tmp_path / "ix"), "--device", "cpu", "--kind", "compact", "--rescore", "8",
+                                 "--candidate-dims", "8"])
     assert result.exit_code == 0, result.output
     meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
-    assert meta["kind"] == "compact" and meta["rescore"] == 8
+    assert meta["kind"] == "compact" and meta["rescore"] == 8 and meta["candidate_dims"] == 8
     result = runner.invoke(app, ["create-pipeline", str(tmp_path / "p"), "--kb", str(kb_dir), "--model",
                                  str(tiny_bert_path), "--index", str(tmp_path / "ix"), "--device", "cpu",
                                  "--runtime", "torch", "--resources-dir", str(tmp_path / "res" / "r1")])
@@ -160,6 +161,9 @@ def test_cli_builds_a_compact_index_and_an_outside_pipeline(tiny_bert_path, tmp_
     result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
                                  str(tmp_path / "bad"), "--device", "cpu", "--kind", "faiss"])
     assert result.exit_code != 0 and "SB-E124" in (result.output + str(result.exception))
+    result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
+                                 str(tmp_path / "bad"), "--device", "cpu", "--kind", "compact", "--candidate-dims", "3"])
+    assert result.exit_code != 0 and "SB-E581" in (result.output + str(result.exception))
 
 
 def test_outside_resources_open_the_kb_once_at_load(made, monkeypatch):

@@ -28,6 +28,9 @@ def build_index_command(
                                   "or compact (usearch int8 + float16 re-scoring, memory-mapped: for UMLS)."),
     rescore: Optional[int] = typer.Option(None, "--rescore", help="compact: candidates re-scored exactly per query (default 64)."),
     connectivity: Optional[int] = typer.Option(None, "--connectivity", help="compact: graph degree (default 32)."),
+    candidate_dims: Optional[int] = typer.Option(None, "--candidate-dims",
+                                                 help="compact: PCA dimensions of the candidate graph (default: half "
+                                                      "the encoder's from 256 up; 0: all). Re-scoring uses all."),
     M: Optional[int] = typer.Option(None, "--M", help="hnsw graph degree (default 32)."),
     ef_construction: Optional[int] = typer.Option(None, "--ef-construction", help="hnsw build depth (default 200)."),
     ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Graph search depth (default: hnsw 200, compact 512)."),
@@ -56,8 +59,8 @@ def build_index_command(
                             precision=precision, batch_size=batch_size, exact=exact, M=M,
                             ef_construction=ef_construction, ef_search=ef_search, work_dir=work_dir,
                             num_threads=threads, overwrite=overwrite, kind=kind, rescore=rescore,
-                            connectivity=connectivity, ray=ray, actors=actors, gpus_per_actor=gpus_per_actor,
-                            address=address,
+                            connectivity=connectivity, candidate_dims=candidate_dims, ray=ray, actors=actors,
+                            gpus_per_actor=gpus_per_actor, address=address,
                             languages=[x.strip() for x in languages.split(",") if x.strip()] if languages else None)
     meta = index.meta
     typer.echo(f"Indexed {meta['n_names']:,} names of {meta['n_concepts']:,} concepts ({meta['kind']}, "

@@ -1,8 +1,13 @@
 """The compact index for KBs of millions of names (all of UMLS): two stages, both memory-mapped.
 
-1. Candidates: a usearch HNSW graph over int8 copies of the name vectors (a quarter of float32's
-   size; cosine metric, which is what makes usearch scale unit vectors into the int8 range), opened with ``Index.restore(path, view=True)``: nothing is read at load, the pages a query
-   touches are read on demand and stay in the page cache, which the OS can reclaim.
+1. Candidates: a usearch HNSW graph over int8 copies of the name vectors projected on their first
+   ``candidate_dims`` principal axes (default: half the dimensions from 256 dimensions up; the axes,
+   fitted on a sample of the names, are ``candidates.pca.npy``, <= 1.2 MB at 768 dims; cosine metric,
+   which is what makes usearch scale the vectors into the int8 range), opened with
+   ``Index.restore(path, view=True)``: nothing is read at load, the pages a query touches are read
+   on demand and stay in the page cache, which the OS can reclaim. Half the dimensions halve the
+   graph's bytes per visited node, the search's cost (``umls_scale_sweep``: 2.1-2.8x the queries/s at
+   the same recall at 200k names); the exact re-scoring below makes up for the projection.
 2. Re-scoring: the ``rescore`` best candidates per query are scored exactly against the float16 name
    vectors, a memory-mapped ``.npy`` (only the rows touched are paged in), so scores are true
    inner products of the stored vectors and the int8 rounding never decides the ranking.
@@ -18,15 +23,20 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy
 from tqdm import tqdm
 
-from ..errors import Errors, MissingInputError
+from ..errors import ConfigError, Errors, MissingInputError
 from .files import link_or_copy
 from .filtered import masked_search, top_k
 
 GRAPH_FILE = "names.usearch"
 VECTORS_F16_FILE = "vectors.f16.npy"
+PROJECTION_FILE = "candidates.pca.npy"
+MIN_CANDIDATE_DIMS = 8
+PCA_SAMPLE = 50_000  # names the principal axes are fitted on
 DEFAULT_CONNECTIVITY = 32
 DEFAULT_EXPANSION_ADD = 200
-DEFAULT_EXPANSION_SEARCH = 512  # umls_scale_sweep: >= 0.99 recall@1 and @5 at 200k names needs 512
+# umls_scale_sweep (PCA-192 graph, 384-d): >= 0.99 recall@1 and @5 at 200k names from 384, 512 for a margin;
+# at 1M names 512 gives 0.988 / 0.978 and 768 0.994 / 0.987 (docs/scale.md)
+DEFAULT_EXPANSION_SEARCH = 512
 DEFAULT_RESCORE = 64
 CANDIDATE_DTYPES = ("i8", "f16")
 _SCORE_LIMIT = 1.02  # inner products of unit vectors; float16 rounding stays far below this
@@ -36,6 +46,48 @@ Result = Tuple[numpy.ndarray, numpy.ndarray]
 
 def _damaged(path: Path, reason: str) -> MissingInputError:
     return MissingInputError(Errors.E107.format(path=path, reason=reason))
+
+
+def default_candidate_dims(dim: int) -> int:
+    """Half the dimensions from 256 dimensions up (MiniLM 384 -> 192, SapBERT 768 -> 384), else all (0)."""
+    return dim // 2 if dim >= 256 else 0
+
+
+def resolve_candidate_dims(value: Optional[int], dim: int) -> int:
+    """``None``: the default; 0 or ``dim``: the full dimension (0); else checked (E581)."""
+    if value is None:
+        return default_candidate_dims(dim)
+    if value == dim or value == 0:
+        return 0
+    if not MIN_CANDIDATE_DIMS <= value < dim:
+        raise ConfigError(Errors.E581.format(dim=dim, minimum=MIN_CANDIDATE_DIMS, value=value))
+    return int(value)
+
+
+def fit_projection(vectors: numpy.ndarray, dims: int, seed: int) -> numpy.ndarray:
+    """float32 ``[dim, dims]``: the first ``dims`` principal axes of up to :data:`PCA_SAMPLE` rows of
+    ``vectors`` drawn with ``seed`` (the same axes every run)."""
+    n = len(vectors)
+    rows = numpy.sort(numpy.random.default_rng(seed).choice(n, min(n, PCA_SAMPLE), replace=False))
+    sample = numpy.asarray(vectors[rows], dtype=numpy.float64)
+    sample -= sample.mean(0)
+    values, axes = numpy.linalg.eigh(sample.T @ sample)
+    top = axes[:, numpy.argsort(-values, kind="stable")[:dims]]
+    top *= numpy.where(top[numpy.abs(top).argmax(0), numpy.arange(dims)] < 0, -1.0, 1.0)  # a fixed sign per axis
+    return numpy.ascontiguousarray(top, dtype=numpy.float32)
+
+
+def _load_projection(path: Path, dim: int, dims: int) -> numpy.ndarray:
+    try:
+        P = numpy.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise MissingInputError(Errors.E580.format(path=path, why=str(err) or type(err).__name__)) from err
+    if P.shape != (dim, dims) or P.dtype != numpy.float32:
+        why = f"shape {P.shape} {P.dtype}, expected ({dim}, {dims}) float32"
+        raise MissingInputError(Errors.E580.format(path=path, why=why))
+    if not numpy.isfinite(P).all() or not (numpy.abs(P) <= 1.0 + 1e-3).all():
+        raise MissingInputError(Errors.E580.format(path=path, why="values that are not unit-axis coordinates"))
+    return P
 
 
 def _advise_random(X: numpy.ndarray) -> None:
@@ -52,9 +104,10 @@ class CompactBackend:
     kind = "compact"
 
     def __init__(self, graph: Any, vectors16: numpy.ndarray, *, rescore: int, expansion_search: int,
-                 folder: Optional[Path] = None) -> None:
+                 folder: Optional[Path] = None, projection: Optional[numpy.ndarray] = None) -> None:
         self._graph = graph
         self._X = vectors16
+        self._P = projection  # float32 [dim, candidate_dims], or None: the graph holds full vectors
         self.rescore = int(rescore)
         self.ef_search = int(expansion_search)
         self._folder = folder
@@ -66,37 +119,49 @@ class CompactBackend:
         the other process maps again; an index built in memory is sent whole."""
         if self._folder is not None:
             meta = {"n_names": len(self._X), "dim": self._X.shape[1], "rescore": self.rescore,
-                    "ef_search": self.ef_search}
+                    "ef_search": self.ef_search, "candidate_dims": self.candidate_dims}
             return (CompactBackend.load, (self._folder, meta))
-        return (CompactBackend._from_state, (self._graph.save(), numpy.asarray(self._X), self.rescore, self.ef_search))
+        return (CompactBackend._from_state, (self._graph.save(), numpy.asarray(self._X), self.rescore, self.ef_search,
+                                             self._P))
 
     @classmethod
-    def _from_state(cls, graph_bytes: Any, X: numpy.ndarray, rescore: int, ef: int) -> "CompactBackend":
+    def _from_state(cls, graph_bytes: Any, X: numpy.ndarray, rescore: int, ef: int,
+                    projection: Optional[numpy.ndarray] = None) -> "CompactBackend":
         from usearch.index import Index
 
-        return cls(Index.restore(graph_bytes), X, rescore=rescore, expansion_search=ef)
+        return cls(Index.restore(graph_bytes), X, rescore=rescore, expansion_search=ef, projection=projection)
+
+    @property
+    def candidate_dims(self) -> int:
+        """Dimensions of the candidate graph's vectors; 0: all of them (no projection)."""
+        return 0 if self._P is None else int(self._P.shape[1])
 
     # ---- building -----------------------------------------------------------------------
     @classmethod
     def build(cls, vectors: numpy.ndarray, *, dtype: str = "i8", connectivity: int = DEFAULT_CONNECTIVITY,
               expansion_add: int = DEFAULT_EXPANSION_ADD, expansion_search: int = DEFAULT_EXPANSION_SEARCH,
               rescore: int = DEFAULT_RESCORE, num_threads: int = 1, show_progress: bool = True,
-              chunk_size: int = 65_536) -> "CompactBackend":
+              chunk_size: int = 65_536, candidate_dims: Optional[int] = None, seed: int = 100) -> "CompactBackend":
         """Index ``vectors`` (float16 or float32 ``[n, dim]``, may be a memory map: read chunk by chunk).
+        ``candidate_dims``: the graph's PCA dimensions (None: :func:`default_candidate_dims`, 0: all).
         ``num_threads=1`` builds the same graph every run."""
         from usearch.index import Index
 
         n, dim = vectors.shape
-        graph = Index(ndim=dim, metric="cos", dtype=dtype, connectivity=connectivity,
+        dims = resolve_candidate_dims(candidate_dims, dim)
+        P = fit_projection(vectors, dims, seed) if dims else None
+        graph = Index(ndim=dims or dim, metric="cos", dtype=dtype, connectivity=connectivity,
                       expansion_add=expansion_add, expansion_search=expansion_search)
         with tqdm(total=n, desc="usearch", unit="name", disable=not show_progress) as bar:
             for start in range(0, n, chunk_size):
                 stop = min(n, start + chunk_size)
                 chunk = numpy.ascontiguousarray(vectors[start:stop], dtype=numpy.float32)
+                if P is not None:
+                    chunk = chunk @ P
                 graph.add(numpy.arange(start, stop, dtype=numpy.uint64), chunk, threads=num_threads)
                 bar.update(stop - start)
         X16 = vectors if vectors.dtype == numpy.float16 else numpy.asarray(vectors, dtype=numpy.float16)
-        return cls(graph, X16, rescore=rescore, expansion_search=expansion_search)
+        return cls(graph, X16, rescore=rescore, expansion_search=expansion_search, projection=P)
 
     # ---- searching ----------------------------------------------------------------------
     def set_ef(self, ef: int) -> None:
@@ -108,6 +173,8 @@ class CompactBackend:
         n = len(self._X)
         depth = min(depth, n)
         self._graph.expansion_search = max(self.ef_search, depth)
+        if self._P is not None:
+            vectors = vectors @ self._P
         try:
             found = self._graph.search(vectors, depth, threads=0)
         finally:
@@ -128,7 +195,9 @@ class CompactBackend:
         """Exact scores of the candidate rows; the ``k`` best per query by (-score, row)."""
         n_q, depth = cand.shape
         valid = cand >= 0
-        gathered = numpy.asarray(self._X[cand[valid]], dtype=numpy.float32)
+        # each row once per batch, in file order (sequential page-ins of the memory map), then per pair
+        rows, pair = numpy.unique(cand[valid], return_inverse=True)
+        gathered = numpy.asarray(self._X[rows], dtype=numpy.float32)[pair]
         qrow = numpy.repeat(numpy.arange(n_q), valid.sum(1))
         exact = numpy.einsum("ij,ij->i", gathered, vectors[qrow])
         if not (numpy.abs(exact) <= _SCORE_LIMIT).all():  # also false for NaN
@@ -136,6 +205,11 @@ class CompactBackend:
         scores = numpy.full(cand.shape, -numpy.inf, dtype=numpy.float32)
         scores[valid] = exact
         return top_k(cand, scores, k)
+
+    @property
+    def natural_depth(self) -> int:
+        """Rows a search re-scores anyway: asking for fewer saves nothing."""
+        return self.rescore
 
     def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
         if row_mask is None:
@@ -158,11 +232,12 @@ class CompactBackend:
 
     def save(self, folder: Path) -> List[str]:
         self.reused_files = self._folder is not None
+        files = [VECTORS_F16_FILE, GRAPH_FILE] + ([PROJECTION_FILE] if self._P is not None else [])
         if self._folder is not None:  # loaded from disk (memory-mapped, read-only): the files are final
             if folder.resolve() != self._folder.resolve():
-                for name in (VECTORS_F16_FILE, GRAPH_FILE):
+                for name in files:
                     link_or_copy(self._folder / name, folder / name)
-            return [VECTORS_F16_FILE, GRAPH_FILE]
+            return files
         tmp = folder / f".{VECTORS_F16_FILE}.tmp"
         out = numpy.lib.format.open_memmap(tmp, mode="w+", dtype=numpy.float16, shape=self._X.shape)
         for start in range(0, len(self._X), 1 << 18):
@@ -173,7 +248,12 @@ class CompactBackend:
         gtmp = folder / f".{GRAPH_FILE}.tmp"
         self._graph.save(str(gtmp))
         gtmp.replace(folder / GRAPH_FILE)
-        return [VECTORS_F16_FILE, GRAPH_FILE]
+        if self._P is not None:
+            from ..util import atomic_write
+
+            with atomic_write(folder / PROJECTION_FILE, "wb") as fh:
+                numpy.save(fh, self._P)
+        return files
 
     @classmethod
     def load(cls, folder: Path, meta: Dict[str, Any]) -> "CompactBackend":
@@ -188,16 +268,19 @@ class CompactBackend:
         if X.shape != (n, dim) or X.dtype != numpy.float16:
             raise _damaged(vpath, f"shape {X.shape} {X.dtype}, expected ({n}, {dim}) float16")
         _advise_random(X)
+        dims = int(meta.get("candidate_dims") or 0)  # indexes built before the projection: 0
+        P = _load_projection(folder / PROJECTION_FILE, dim, dims) if dims else None
         try:
             graph = Index.restore(str(gpath), view=True)
         except (RuntimeError, ValueError, OSError) as err:
             raise _damaged(gpath, f"usearch cannot open it: {err}") from err
-        if graph is None or graph.ndim != dim or len(graph) != n:
+        if graph is None or graph.ndim != (dims or dim) or len(graph) != n:
             found = "no usearch index" if graph is None else f"{len(graph)} vectors of {graph.ndim} dims"
-            raise _damaged(gpath, f"{found}, expected {n} of {dim}")
+            raise _damaged(gpath, f"{found}, expected {n} of {dims or dim}")
         return cls(graph, X, rescore=int(meta.get("rescore", DEFAULT_RESCORE)),
-                   expansion_search=int(meta.get("ef_search", DEFAULT_EXPANSION_SEARCH)), folder=folder)
+                   expansion_search=int(meta.get("ef_search", DEFAULT_EXPANSION_SEARCH)), folder=folder, projection=P)
 
 
-__all__ = ["CompactBackend", "GRAPH_FILE", "VECTORS_F16_FILE", "CANDIDATE_DTYPES", "DEFAULT_RESCORE",
+__all__ = ["CompactBackend", "GRAPH_FILE", "VECTORS_F16_FILE", "PROJECTION_FILE", "default_candidate_dims",
+           "resolve_candidate_dims", "fit_projection", "CANDIDATE_DTYPES", "DEFAULT_RESCORE",
            "DEFAULT_CONNECTIVITY", "DEFAULT_EXPANSION_ADD", "DEFAULT_EXPANSION_SEARCH"]

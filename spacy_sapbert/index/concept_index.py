@@ -23,13 +23,14 @@ import numpy
 
 from ..about import __version__
 from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
+from .aggregate import aggregate_batch
 from .build import _build_hnsw, _encode_names
 from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_write, ensure_path, get_logger
 from .filters import FilterMixin
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_EXPANSION_SEARCH,
-                      DEFAULT_RESCORE, CompactBackend)
+                      DEFAULT_RESCORE, CompactBackend, resolve_candidate_dims)
 
 logger = get_logger("index")
 
@@ -131,6 +132,7 @@ class ConceptIndex(FilterMixin):
         connectivity: int = DEFAULT_CONNECTIVITY,
         expansion_add: int = DEFAULT_EXPANSION_ADD,
         rescore: int = DEFAULT_RESCORE,
+        candidate_dims: Optional[int] = None,
     ) -> "ConceptIndex":
         """Encode every KB name with ``enc`` and index the vectors (see :meth:`from_vectors`).
 
@@ -145,6 +147,7 @@ class ConceptIndex(FilterMixin):
         if n == 0:
             raise EmptyResultError(Errors.E106)
         kind = choose_kind(n, kind, exact)
+        resolve_candidate_dims(candidate_dims, int(enc.dim))  # E581 before the encoding, not after
         t0 = time.perf_counter()
         out = None
         if kind == "compact":
@@ -155,7 +158,7 @@ class ConceptIndex(FilterMixin):
         index = cls.from_vectors(kb, vectors, enc, kind=kind, M=M, ef_construction=ef_construction,
                                  ef_search=ef_search, num_threads=num_threads, seed=seed, show_progress=show_progress,
                                  candidate_dtype=candidate_dtype, connectivity=connectivity,
-                                 expansion_add=expansion_add, rescore=rescore)
+                                 expansion_add=expansion_add, rescore=rescore, candidate_dims=candidate_dims)
         index.meta["encode_seconds"] = round(encode_s, 3)
         index.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
         logger.info("indexed %d names (%s) in %.1f s", n, kind, index.meta["build_seconds"])
@@ -179,10 +182,12 @@ class ConceptIndex(FilterMixin):
         connectivity: int = DEFAULT_CONNECTIVITY,
         expansion_add: int = DEFAULT_EXPANSION_ADD,
         rescore: int = DEFAULT_RESCORE,
+        candidate_dims: Optional[int] = None,
     ) -> "ConceptIndex":
         """Index name vectors computed elsewhere (row ``i`` = ``kb.names[i]``, L2-normalised, float32
         or float16, may be memory-mapped). ``enc`` gives the fields the index checks queries against:
-        ``fingerprint``, ``dim``, ``pooling``, ``max_length`` (and ``name``)."""
+        ``fingerprint``, ``dim``, ``pooling``, ``max_length`` (and ``name``). ``candidate_dims``
+        (compact): PCA dimensions of the candidate graph, None: half from 256 dimensions up, 0: all."""
         n = len(kb.names)
         if vectors.ndim != 2 or vectors.shape[0] != n or vectors.shape[1] != int(enc.dim):
             raise ConfigError(Errors.E125.format(shape=list(vectors.shape), n=n, dim=int(enc.dim)))
@@ -194,6 +199,7 @@ class ConceptIndex(FilterMixin):
                 raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=value))
         if candidate_dtype not in CANDIDATE_DTYPES:
             raise ConfigError(Errors.E124.format(value=candidate_dtype, choices=", ".join(CANDIDATE_DTYPES)))
+        dims = resolve_candidate_dims(candidate_dims, int(enc.dim))  # E581 before any work
         if ef_search is None:
             ef_search = DEFAULT_EXPANSION_SEARCH if kind == "compact" else DEFAULT_EF_SEARCH
         t0 = time.perf_counter()
@@ -222,10 +228,11 @@ class ConceptIndex(FilterMixin):
             backend = HnswBackend(hnsw, int(ef_search))
         else:
             meta.update(candidate_dtype=candidate_dtype, connectivity=int(connectivity),
-                        expansion_add=int(expansion_add), rescore=int(rescore))
+                        expansion_add=int(expansion_add), rescore=int(rescore), candidate_dims=dims)
             backend = CompactBackend.build(vectors, dtype=candidate_dtype, connectivity=connectivity,
                                            expansion_add=expansion_add, expansion_search=int(ef_search),
-                                           rescore=rescore, num_threads=num_threads, show_progress=show_progress)
+                                           rescore=rescore, num_threads=num_threads, show_progress=show_progress,
+                                           candidate_dims=dims, seed=seed)
         meta["graph_seconds"] = meta["build_seconds"] = round(time.perf_counter() - t0, 3)
         return cls(kb, meta, backend=backend)
 
@@ -284,56 +291,21 @@ class ConceptIndex(FilterMixin):
         results: List[List[Tuple[str, float]]] = [[] for _ in range(vectors.shape[0])]
         pending = list(range(vectors.shape[0]))
         names_per_concept = -(-len(self) // max(1, len(self.kb)))
-        depth = min(n_allowed, max(2 * k, k + 16, k * names_per_concept))
+        # the compact index re-scores ``rescore`` rows whatever is asked: aggregating all of them
+        # settles more queries in the first round
+        natural = int(getattr(self._backend, "natural_depth", 0))
+        depth = min(n_allowed, max(2 * k, k + 16, k * names_per_concept, natural))
         while pending and depth > 0:
             rows, scores = self.search_names(vectors[pending], depth, row_mask=row_mask)
-            still: List[int] = []
-            for j, q in enumerate(pending):
-                ranked, complete = self._aggregate(rows[j], scores[j], k, allowed, depth >= n_allowed)
-                results[q] = ranked
-                if not complete:
-                    still.append(q)
+            _, ptr, idx = self._row_csr()
+            ranked, complete = aggregate_batch(rows, scores, k, allowed, depth >= n_allowed, ptr, idx)
+            ids = self.kb.concept_ids
+            for q, (cidx, best) in zip(pending, ranked):
+                results[q] = [(ids[c], s) for c, s in zip(cidx.tolist(), best.tolist())]
             if depth >= n_allowed:
                 break
-            pending, depth = still, min(n_allowed, depth * 4)
+            pending, depth = [q for q, done in zip(pending, complete.tolist()) if not done], min(n_allowed, depth * 4)
         return results
-
-    def _aggregate(self, rows: numpy.ndarray, scores: numpy.ndarray, k: int,
-                   allowed: Optional[numpy.ndarray], searched_all: bool) -> Tuple[List[Tuple[str, float]], bool]:
-        """Max over names (rows come best first, so a concept's first row is its best), the top
-        ``k`` by (-score, concept id). ``complete`` is False when the rows ran out before a row
-        scored below the ``k``-th concept (a deeper search could still add one); the caller then
-        searches deeper. Vectorised over the rows; ids are looked up for the winners only.
-        ``allowed`` is a bool mask over concept indices (a filter) or None."""
-        valid = rows >= 0
-        complete = searched_all or not bool(valid.all())
-        rows, scores = rows[valid], scores[valid]
-        pos, cidx = self._row_links(rows)
-        if not len(cidx):
-            return [], complete
-        uniq, first = numpy.unique(cidx, return_index=True)  # first link of each concept = its best row
-        best = scores[pos[first]]
-        if allowed is not None:
-            keep = allowed[uniq]
-            uniq, first, best = uniq[keep], first[keep], best[keep]
-        if len(uniq) >= k:
-            # the score of the row where the k-th concept first appeared: a later row scoring lower
-            # proves that nothing deeper can enter the top k
-            kth = scores[numpy.sort(pos[first])[k - 1]]
-            complete = complete or bool(scores[-1] < kth)
-        top = numpy.lexsort((uniq, -best.astype(numpy.float64)))[:k]
-        ids = self.kb.concept_ids
-        return [(ids[int(uniq[i])], float(best[i])) for i in top], complete
-
-    def _row_links(self, rows: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        """``(position in rows, concept index)`` per (row, concept) link, in ``rows`` order; concept
-        index order is concept id order (the KB's ids are sorted)."""
-        _, ptr, idx = self._row_csr()
-        start = numpy.asarray(ptr[rows], dtype=numpy.int64)
-        lengths = numpy.asarray(ptr[rows + 1], dtype=numpy.int64) - start
-        pos = numpy.repeat(numpy.arange(len(rows), dtype=numpy.int64), lengths)
-        offsets = numpy.arange(len(pos), dtype=numpy.int64) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
-        return pos, numpy.asarray(idx[numpy.repeat(start, lengths) + offsets], dtype=numpy.int64)
 
     def _row_csr(self) -> Tuple[str, numpy.ndarray, numpy.ndarray]:
         if self._csr[0] != self.kb.checksum:  # built once; again only after kb.add_alias

@@ -1,0 +1,62 @@
+"""Name rows to concepts for a whole batch of queries at once (no Python loop per query).
+
+A concept's score is the best score of its names; concepts are ranked by (-score, concept index)
+(concept index order is concept id order). ``complete`` says whether the rows searched prove the top
+``k``: False when every row was valid and the last one still scored at least the ``k``-th concept's
+first row (a deeper search could add a concept); the caller then searches deeper.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import numpy
+
+Ranked = Tuple[numpy.ndarray, numpy.ndarray]  # concept indices, scores (best first)
+
+
+def aggregate_batch(rows: numpy.ndarray, scores: numpy.ndarray, k: int, allowed: Optional[numpy.ndarray],
+                    searched_all: bool, ptr: numpy.ndarray, idx: numpy.ndarray) -> Tuple[List[Ranked], numpy.ndarray]:
+    """``rows`` / ``scores`` ``[n_q, depth]`` (best first, -1 / -inf padded), the row → concept CSR
+    (``ptr``, ``idx``) and an optional bool mask of allowed concepts: per query the top ``k``
+    ``(concept indices, scores)`` and a bool ``complete`` array ``[n_q]``."""
+    n_q, depth = rows.shape
+    valid = rows >= 0
+    complete = numpy.full(n_q, bool(searched_all)) | ~valid.all(1)
+    q_of, col = numpy.nonzero(valid)  # query-major, best row first within a query
+    flat = rows[q_of, col]
+    start = numpy.asarray(ptr[flat], dtype=numpy.int64)
+    lengths = numpy.asarray(ptr[flat + 1], dtype=numpy.int64) - start
+    link_q = numpy.repeat(q_of, lengths)
+    link_col = numpy.repeat(col, lengths)
+    offsets = numpy.arange(len(link_q), dtype=numpy.int64) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
+    link_c = numpy.asarray(idx[numpy.repeat(start, lengths) + offsets], dtype=numpy.int64)
+    n_c = int(link_c.max()) + 1 if len(link_c) else 1
+    # the first link of each (query, concept) is the concept's best row (rows come best first)
+    key, first = numpy.unique(link_q * n_c + link_c, return_index=True)
+    uq, uc = key // n_c, key % n_c
+    fcol = link_col[first]
+    best = scores[uq, fcol]
+    if allowed is not None:
+        keep = allowed[uc]
+        uq, uc, fcol, best = uq[keep], uc[keep], fcol[keep], best[keep]
+    counts = numpy.bincount(uq, minlength=n_q)
+    group = numpy.concatenate([[0], numpy.cumsum(counts)[:-1]])
+    full = counts >= k
+    if full.any():
+        # the score of the row where the k-th concept first appeared: a later row scoring lower proves
+        # that nothing deeper can enter the top k
+        by_col = numpy.lexsort((fcol, uq))
+        kth_col = fcol[by_col][group[full] + k - 1]
+        last_col = depth - 1 - numpy.argmax(valid[full, ::-1], axis=1)
+        qs = numpy.flatnonzero(full)
+        complete[qs] |= scores[qs, last_col] < scores[qs, kth_col]
+    order = numpy.lexsort((uc, -best.astype(numpy.float64), uq))
+    rank = numpy.arange(len(order)) - numpy.repeat(group, counts)
+    top = order[rank < k]
+    out_c, out_s = uc[top], best[top]
+    bounds = numpy.cumsum(numpy.minimum(counts, k))[:-1]
+    ranked = list(zip(numpy.split(out_c, bounds), numpy.split(out_s, bounds)))
+    return ranked, complete
+
+
+__all__ = ["aggregate_batch"]
