@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from context_ncbi import DATA, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs, start, throughput, tune_on_dev  # noqa: E402
-from context_train import VARIANTS, rerank_share  # noqa: E402
+from context_ncbi import DATA, K, OUT, load_set, pivot_lines, splice_docs, start, throughput  # noqa: E402
+from context_train import kept_rows, rerank_share, score_encoder, train_variants  # noqa: E402
 from results_io import table, write_results  # noqa: E402
 
 NAME = "context_finetuned"
@@ -103,39 +103,6 @@ def finetune_name(base: str, kb: Any, work: Path, epochs: int, device: str, max_
     return out
 
 
-def train_context_variants(name_model: str, kb: Any, work: Path, variants: List[str], epochs: int,
-                           device: str, max_steps: int = 0, max_minutes: float = 0) -> Dict[str, Dict[str, Any]]:
-    from context_train import train_docs
-
-    from spacy_sapbert.context.train import context_config, train_context
-
-    docs = train_docs()
-    out: Dict[str, Dict[str, Any]] = {}
-    cuda = device.startswith("cuda")
-    for name in variants:
-        folder = work / "context" / name
-        summary = folder / "summary.json"
-        if not summary.is_file():
-            config = context_config(overrides={"training.epochs": epochs, "training.batch_size": 64,
-                                               "training.sub_batch": 128 if cuda else 32, "training.lr": 3e-5,
-                                               "training.device": device, "training.amp": "bf16" if cuda else "none",
-                                               "training.checkpoint_every": "1 epoch",
-                                               "training.max_steps": max_steps,
-                                               "training.max_minutes": max_minutes})
-            t = time.time()
-            result = train_context(docs, kb, name_model, folder, config=config,
-                                   resume=(folder / "run" / "run.json").is_file(), **VARIANTS[name])
-            meta = json.loads((folder / "run" / "pairs" / "meta.json").read_text(encoding="utf8"))
-            summary.write_text(json.dumps({
-                "model": str(result.model_path), "steps": result.steps, "pairs_seen": result.pairs_seen,
-                "final_loss": result.final_loss, "wall_minutes": round((time.time() - t) / 60, 2),
-                "pairs": meta["n_pairs"], "masked": meta["masked"], "epochs": epochs, **VARIANTS[name]},
-                indent=1), encoding="utf8")
-        out[name] = json.loads(summary.read_text(encoding="utf8"))
-        print(f"[context encoder] {name}: {out[name]}", flush=True)
-    return out
-
-
 def evaluation_sets(limit: Any = None) -> Dict[str, Any]:
     ncbi, bc5 = DATA / "ncbi_disease", DATA / "bc5cdr"
     return {"ncbi_protos": load_set(ncbi / "NCBItrainset_corpus.txt", limit=limit),
@@ -148,51 +115,19 @@ def evaluation_sets(limit: Any = None) -> Dict[str, Any]:
 def evaluate_encoder(label: str, load: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
                      margins: List[float], work: Path, query_cache: Dict[str, List[str]],
                      batch_size: int) -> Dict[str, Any]:
-    """Prototypes (every train mention), NCBI-dev weights, NCBI test and BC5CDR dev rows of the encoder
-    ``load()`` returns; saved to WORK/eval_<label>.json, which a rerun reuses (without loading it)."""
-    from spacy_sapbert.context import build_prototypes
-
+    """``context_train.score_encoder`` (every train mention a prototype) of the encoder ``load()`` returns,
+    with the share of mentions each margin re-ranks; saved to WORK/eval_<label>.json, which a rerun
+    reuses (without loading the encoder)."""
     saved = work / f"eval_{label}.json"
     if saved.is_file():
         return json.loads(saved.read_text(encoding="utf8"))
     t = time.time()
-    ctx_enc = load()
-    ncbi_store = build_prototypes(sets["ncbi_protos"], kb, ctx_enc, show_progress=False)
-    tuned, tuning = tune_on_dev(sets["ncbi_dev"], kb, dense, ctx_enc, ncbi_store, batch_size=batch_size)
-    print(f"[{label}] tuned on NCBI dev: {tuning['best']} acc@1 {tuning['best_acc@1']:.4f}", flush=True)
-    weights = {label: tuned, **{f"{label}, margin {m}": replace(tuned, margin=m) for m in margins}}
-    rows: List[List[Any]] = []
-    own: Dict[str, Any] = {}
-    evaluate_set("NCBI-disease test", sets["ncbi_test"], kb, dictionary, dense, ctx_enc, ncbi_store, weights,
-                 rows, own, query_cache, batch_size)
-    bc5_store = build_prototypes(sets["bc5_protos"], kb, ctx_enc, show_progress=False)
-    evaluate_set("BC5CDR-disease dev", sets["bc5_dev"], kb, dictionary, dense, ctx_enc, bc5_store, weights, rows,
-                 own, query_cache, batch_size)
-    out = {"rows": rows, "tuning": tuning, "seconds": round(time.time() - t, 1), **own,
-           "prototypes": {"ncbi": ncbi_store.meta["n_prototypes"], "bc5cdr": bc5_store.meta["n_prototypes"]},
-           "rerank_share": {"margin bound": None, **rerank_share(sets["ncbi_test"], dense, ncbi_store, margins)}}
+    out, ncbi_store = score_encoder(label, load(), sets, kb, dictionary, dense, margins, query_cache=query_cache,
+                                    batch_size=batch_size)
+    out["seconds"] = round(time.time() - t, 1)
+    out["rerank_share"] = {"margin bound": None, **rerank_share(sets["ncbi_test"], dense, ncbi_store, margins)}
     saved.write_text(json.dumps(out, indent=1), encoding="utf8")
     return out
-
-
-def kept_rows(results: Dict[str, Dict[str, Any]]) -> List[List[Any]]:
-    """Every encoder's rows, the name-only rows once (they repeat for every encoder); a name-only row that
-    differs from the first (an encoder evaluated in another session, e.g. with float16-rounded weights)
-    is kept as "name-only (<encoder> run)"."""
-    first: Dict[Any, List[Any]] = {}
-    kept = []
-    for label, v in results.items():
-        for r in v["rows"]:
-            if r[2] == "name-only":
-                key = tuple(r[:4])
-                if key not in first:
-                    first[key] = r
-                elif first[key][5:] == r[5:]:
-                    continue
-                else:
-                    r = [*r[:2], f"name-only ({label} run)", *r[3:]]
-            kept.append(r)
-    return kept
 
 
 PICKED_ROW = "context, encoder picked on NCBI dev"
@@ -330,8 +265,12 @@ def main() -> None:
     steps = 2 if args.smoke else 0
     name = finetune_name(args.model, kb, work, args.name_epochs, args.device, steps, args.name_minutes)
     variants = [v for v in args.variants.split(",") if v]
-    trained = train_context_variants(name["model"], kb, work, variants, args.context_epochs, args.device, steps,
-                                     args.context_minutes)
+    cuda = args.device.startswith("cuda")
+    trained = train_variants(name["model"], kb, variants, {
+        "training.epochs": args.context_epochs, "training.batch_size": 64, "training.sub_batch": 128 if cuda else 32,
+        "training.lr": 3e-5, "training.device": args.device, "training.amp": "bf16" if cuda else "none",
+        "training.checkpoint_every": "1 epoch", "training.max_steps": steps,
+        "training.max_minutes": args.context_minutes}, work=work / "context", extra={"epochs": args.context_epochs})
     dictionary = Dictionary.from_kb(kb)
     batch = 512 if args.device.startswith("cuda") else 64
 

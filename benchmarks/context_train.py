@@ -29,7 +29,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,8 +54,11 @@ def train_docs() -> List[Any]:
     return load_set(ncbi / "NCBItrainset_corpus.txt") + load_set(bc5 / "train_corpus.txt", types=["Disease"])
 
 
-def train_variants(base_model: str, kb: Any, minutes: float, only: Sequence[str]) -> Dict[str, Dict[str, Any]]:
-    """Train (or reuse) the variants ``only``; returns model paths and training figures."""
+def train_variants(base_model: str, kb: Any, only: Sequence[str], overrides: Dict[str, Any], *,
+                   work: Path = WORK, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
+    """Train (or reuse) the variants ``only`` from ``base_model`` with the context config under
+    ``overrides``, each in ``work/<variant>``; returns model paths and training figures (``extra``
+    is recorded with them)."""
     from spacy_sapbert.context.train import context_config, train_context
 
     docs = train_docs()
@@ -63,22 +66,20 @@ def train_variants(base_model: str, kb: Any, minutes: float, only: Sequence[str]
     for name, options in VARIANTS.items():
         if name not in only:
             continue
-        folder = WORK / name
+        folder = work / name
         model = folder / "run" / "model"
         summary = folder / "train_summary.json"
         if not summary.is_file():
-            config = context_config(overrides={"training.max_minutes": minutes, "training.batch_size": 32,
-                                               "training.sub_batch": 32, "training.lr": 3e-5,
-                                               "training.device": "cpu", "training.checkpoint_every": 20})
             resume = (folder / "run" / "run.json").is_file()
             t = time.time()
-            result = train_context(docs, kb, base_model, folder, config=config, resume=resume, **options)
+            result = train_context(docs, kb, base_model, folder, config=context_config(overrides=overrides),
+                                   resume=resume, **options)
             meta = json.loads((folder / "run" / "pairs" / "meta.json").read_text(encoding="utf8"))
             summary.write_text(json.dumps({
                 "steps": result.steps, "pairs_seen": result.pairs_seen, "final_loss": result.final_loss,
                 "train_minutes": round(result.train_seconds / 60, 1), "wall_minutes": round((time.time() - t) / 60, 1),
                 "pairs": meta["n_pairs"], "mentions": meta["n_mentions"], "concepts": meta["n_concepts"],
-                "masked": meta["masked"], **options}, indent=2), encoding="utf8")
+                "masked": meta["masked"], **options, **(extra or {})}, indent=2), encoding="utf8")
         out[name] = {"model": str(model), **json.loads(summary.read_text(encoding="utf8"))}
         print(f"[train] {name}: {out[name]}", flush=True)
     return out
@@ -103,34 +104,63 @@ def cap_mentions(docs: List[Any], kb: Any, cap: int) -> List[Any]:
     return out
 
 
-def evaluate_encoder(label: str, ctx_enc: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
-                     margins: List[float]) -> Dict[str, Any]:
-    """Prototypes, NCBI-dev weights, NCBI test and BC5CDR dev rows of one context encoder (full re-ranking
-    and each shortcut margin), saved to WORK/eval_<label>.json (a rerun reuses it); the NCBI store is
-    saved for the throughput run."""
+def score_encoder(label: str, ctx_enc: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
+                  margins: List[float], *, query_cache: Optional[Dict[str, List[str]]] = None,
+                  batch_size: int = 64) -> Tuple[Dict[str, Any], Any]:
+    """Prototypes of the train sets, NCBI-dev weights, NCBI test and BC5CDR dev rows of one context encoder
+    (full re-ranking and each shortcut margin): ``(figures, the NCBI prototype store)``."""
     from dataclasses import replace
 
     from spacy_sapbert.context import build_prototypes
 
-    saved = WORK / f"eval_{label}.json"
-    if saved.is_file():
-        return json.loads(saved.read_text(encoding="utf8"))
-    t = time.time()
     ncbi_store = build_prototypes(sets["ncbi_protos"], kb, ctx_enc, show_progress=False)
-    ncbi_store.to_disk(WORK / f"store_{label}", overwrite=True)
-    tuned, tuning = tune_on_dev(sets["ncbi_dev"], kb, dense, ctx_enc, ncbi_store)
+    tuned, tuning = tune_on_dev(sets["ncbi_dev"], kb, dense, ctx_enc, ncbi_store, batch_size=batch_size)
     print(f"[{label}] tuned on NCBI dev: {tuning['best']} acc@1 {tuning['best_acc@1']:.4f}", flush=True)
     weights = {label: tuned, **{f"{label}, margin {m}": replace(tuned, margin=m) for m in margins}}
     rows: List[List[Any]] = []
     own: Dict[str, Any] = {}
     evaluate_set("NCBI-disease test", sets["ncbi_test"], kb, dictionary, dense, ctx_enc, ncbi_store, weights,
-                 rows, own)
+                 rows, own, query_cache, batch_size)
     bc5_store = build_prototypes(sets["bc5_protos"], kb, ctx_enc, show_progress=False)
-    evaluate_set("BC5CDR-disease dev", sets["bc5_dev"], kb, dictionary, dense, ctx_enc, bc5_store, weights, rows, own)
-    out = {"rows": rows, "tuning": tuning, "seconds": round(time.time() - t, 1), **own,
-           "prototypes": {"ncbi": ncbi_store.meta["n_prototypes"], "bc5cdr": bc5_store.meta["n_prototypes"]}}
+    evaluate_set("BC5CDR-disease dev", sets["bc5_dev"], kb, dictionary, dense, ctx_enc, bc5_store, weights, rows,
+                 own, query_cache, batch_size)
+    return {"rows": rows, "tuning": tuning, **own,
+            "prototypes": {"ncbi": ncbi_store.meta["n_prototypes"], "bc5cdr": bc5_store.meta["n_prototypes"]}}, ncbi_store
+
+
+def evaluate_encoder(label: str, ctx_enc: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
+                     margins: List[float]) -> Dict[str, Any]:
+    """:func:`score_encoder`, saved to WORK/eval_<label>.json (a rerun reuses it); the NCBI store is
+    saved for the throughput run."""
+    saved = WORK / f"eval_{label}.json"
+    if saved.is_file():
+        return json.loads(saved.read_text(encoding="utf8"))
+    t = time.time()
+    out, ncbi_store = score_encoder(label, ctx_enc, sets, kb, dictionary, dense, margins)
+    ncbi_store.to_disk(WORK / f"store_{label}", overwrite=True)
+    out["seconds"] = round(time.time() - t, 1)
     saved.write_text(json.dumps(out, indent=1), encoding="utf8")
     return out
+
+
+def kept_rows(results: Dict[str, Dict[str, Any]]) -> List[List[Any]]:
+    """Every encoder's rows, the name-only rows once (they repeat for every encoder); a name-only row that
+    differs from the first (an encoder evaluated in another session, e.g. with float16-rounded weights)
+    is kept as "name-only (<encoder> run)"."""
+    first: Dict[Any, List[Any]] = {}
+    kept = []
+    for label, v in results.items():
+        for r in v["rows"]:
+            if r[2] == "name-only":
+                key = tuple(r[:4])
+                if key not in first:
+                    first[key] = r
+                elif first[key][5:] == r[5:]:
+                    continue
+                else:
+                    r = [*r[:2], f"name-only ({label} run)", *r[3:]]
+            kept.append(r)
+    return kept
 
 
 def rerank_share(docs: List[Any], dense: Any, store: Any, margins: List[float]) -> Dict[str, float]:
@@ -202,7 +232,9 @@ def main() -> None:
     kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
     wanted = ([e for e in args.encoders.split(",") if e and e != "untrained"] if args.encoders
               else [v for v in args.variants.split(",") if v])
-    trained = train_variants(args.model, kb, args.minutes, wanted)
+    trained = train_variants(args.model, kb, wanted, {
+        "training.max_minutes": args.minutes, "training.batch_size": 32, "training.sub_batch": 32,
+        "training.lr": 3e-5, "training.device": "cpu", "training.checkpoint_every": 20})
     if args.train_only:
         return
     dictionary = Dictionary.from_kb(kb)
@@ -227,7 +259,6 @@ def main() -> None:
     if args.encoders:
         return
     figures["encoders"] = {k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in results.items()}
-    rows = [r for v in results.values() for r in v["rows"]]
     best = max(results, key=lambda k: (results[k]["tuning"]["best_acc@1"], k == "untrained"))
     w = ContextWeights(**{"context": results[best]["tuning"]["best"]["context_weight"],
                           "definition": results[best]["tuning"]["best"]["definition_weight"],
@@ -242,14 +273,7 @@ def main() -> None:
         tp[str(m)] = throughput(args.model, kb, OUT / "cache", store, sets["ncbi_test"], replace(w, margin=m))
         print(f"throughput margin {m}: {tp[str(m)]}", flush=True)
     figures["throughput_mentions_per_s"] = tp
-    name_rows = {}
-    kept = []
-    for r in rows:  # name-only rows repeat for every encoder: keep the first
-        if r[2] == "name-only":
-            if tuple(r[:4]) in name_rows:
-                continue
-            name_rows[tuple(r[:4])] = True
-        kept.append(r)
+    kept = kept_rows(results)
     path = write_results("context_train", {
         "strict_acc": table(["dataset", "setting", "system", "subset", "n", "strict acc@1", "strict acc@5"], kept),
         "shortcut": table(["margin", "share of NCBI test mentions re-ranked", "name-only mentions/s",
