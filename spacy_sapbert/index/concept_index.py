@@ -295,11 +295,11 @@ class ConceptIndex(FilterMixin):
         # settles more queries in the first round
         natural = int(getattr(self._backend, "natural_depth", 0))
         depth = min(n_allowed, max(2 * k, k + 16, k * names_per_concept, natural))
+        _, ptr, idx = self._row_csr()
+        ids = self.kb.concept_ids
         while pending and depth > 0:
             rows, scores = self.search_names(vectors[pending], depth, row_mask=row_mask)
-            _, ptr, idx = self._row_csr()
             ranked, complete = aggregate_batch(rows, scores, k, allowed, depth >= n_allowed, ptr, idx)
-            ids = self.kb.concept_ids
             for q, (cidx, best) in zip(pending, ranked):
                 results[q] = [(ids[c], s) for c, s in zip(cidx.tolist(), best.tolist())]
             if depth >= n_allowed:

@@ -66,5 +66,4 @@ class FilterMixin:
         return self._masks[key]
 
 
-
 __all__ = ["FilterMixin"]
