@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Optional, Seq
 import numpy
 
 from .files import SETTINGS_FILE, check_recorded, read_settings, write_settings
+from .pooling import POOLINGS, resolve_pooling
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
 from ..util import PathLike, ensure_path, get_logger, resolve_device
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:  # for annotations only
 
 logger = get_logger("encoder")
 
-POOLINGS = ("cls", "mean")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 DEFAULT_MODEL = "cambridgeltl/SapBERT-from-PubMedBERT-fulltext"
 # Any one of these in a folder means a tokenizer can be loaded from it.
@@ -336,8 +336,6 @@ class Encoder(CachedEncoder):
         (``sapbert_encoder.json``, sentence-transformers' ``1_Pooling/config.json``), else ``cls``
         (see :mod:`spacy_sapbert.encoding.pooling`); the encoder's ``pooling_source`` says which."""
         from transformers import AutoTokenizer
-
-        from .pooling import resolve_pooling
 
         pooling, source = resolve_pooling(pooling, name_or_path)
         name = str(name_or_path)
