@@ -108,7 +108,7 @@ def build_arrays(concepts: Iterable[Concept]) -> Dict[str, np.ndarray]:
             if alt != cid:
                 alts.append((alt, ci))
         local: Dict[int, None] = {}
-        for raw, b in zip((canonical, *c_aliases), bits or _zeros(1 + len(c_aliases))):
+        for raw, b in zip((canonical, *c_aliases), bits or (0,) * (1 + len(c_aliases))):
             norm = normalize_name(raw)
             if norm:
                 row = name_to_row.setdefault(norm, len(name_to_row))
@@ -172,10 +172,6 @@ def build_arrays(concepts: Iterable[Concept]) -> Dict[str, np.ndarray]:
         if key.endswith(("_off", "_ptr")):
             arrays[key] = compact_offsets(arrays[key])
     return arrays
-
-
-def _zeros(n: int) -> Tuple[int, ...]:
-    return (0,) * n
 
 
 def compact_offsets(arr: np.ndarray) -> np.ndarray:
