@@ -56,6 +56,17 @@ def _status() -> Dict[str, float]:
     return out
 
 
+def pin_cores(cores: int) -> None:
+    """Run this process on its first ``cores`` cores (0: leave it), a bigger machine standing in for an
+    ordinary one: torch's threads and the compact index's search threads follow the CPU set."""
+    if not cores:
+        return
+    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:cores]))
+    import torch
+
+    torch.set_num_threads(cores)
+
+
 def _drop_cache(folder: Path) -> None:
     for path in folder.rglob("*"):
         if path.is_file():
@@ -209,12 +220,11 @@ def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True,
 
 
 def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline: bool = True,
-               cores: int = 0, geometry: str = "isotropic", diagnose_misses: bool = False) -> Dict[str, Any]:
-    if cores:  # serve on this many cores (a bigger machine standing in for an ordinary one)
-        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:cores]))
-        import torch
-
-        torch.set_num_threads(cores)
+               cores: int = 0, geometry: str = "isotropic", diagnose_misses: bool = False,
+               default_beam: bool = False) -> Dict[str, Any]:
+    """Load (cold or warm), then queries; ``default_beam``: a compact index searches with the beam a build
+    of ``n`` names gets by default now, whatever the (reused) build recorded."""
+    pin_cores(cores)
     work = _work(n, dim, geometry)
     folder = work / (f"pipeline_{kind}" if pipeline else f"index_{kind}")
     if cold:
@@ -233,11 +243,15 @@ def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline:
         index = ConceptIndex.from_disk(folder, KnowledgeBase.from_disk(work / "kb"))
     load_s = time.perf_counter() - t0
     after_load = _status()
+    if default_beam and kind == "compact":
+        from spacy_sapbert.index.compact import default_expansion_search
+
+        index.set_ef(default_expansion_search(n))
     q = numpy.load(work / "queries.npy")
     gt = json.loads((work / "ground_truth.json").read_text())
-    out: Dict[str, Any] = {"load_s": round(load_s, 2), "rss_load_mb": round(after_load["VmRSS"], 0),
-                           "anon_load_mb": round(after_load["RssAnon"], 0), "file_load_mb": round(after_load["RssFile"], 0),
-                           "rss_python_mb": round(base["VmRSS"], 0)}
+    out: Dict[str, Any] = {"ef_search": getattr(index, "ef_search", None), "load_s": round(load_s, 2),
+                           "rss_load_mb": round(after_load["VmRSS"], 0), "anon_load_mb": round(after_load["RssAnon"], 0),
+                           "file_load_mb": round(after_load["RssFile"], 0), "rss_python_mb": round(base["VmRSS"], 0)}
     if cold:
         return out
     t0 = time.perf_counter()
@@ -311,6 +325,9 @@ def main() -> None:
                         help="Add the top-1 miss decomposition (tie / graph / other, top row found; scale_diagnose.py).")
     parser.add_argument("--reuse-builds", action="store_true",
                         help="Keep an index (and pipeline) a previous run built for the same size, kind and geometry.")
+    parser.add_argument("--default-beam", action="store_true",
+                        help="Search compact indexes with the beam a build of their size gets by default now "
+                             "(with --reuse-builds: builds made under an older default).")
     parser.add_argument("--name", default="umls_scale", help="Results file name (benchmarks/results/NAME.json).")
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="?", help=argparse.SUPPRESS)
@@ -337,8 +354,9 @@ def main() -> None:
                 fig = _run_step("build", n, dim, kind, opts.threads, pipeline, opts.geometry, opts.reuse_builds)
                 serve = ("serve", n, dim, kind, opts.recall_queries)
                 fig.update({f"cold_{k}": v for k, v in _run_step(*serve, True, pipeline, opts.serve_cores,
-                                                                 opts.geometry).items()})
-                fig.update(_run_step(*serve, False, pipeline, opts.serve_cores, opts.geometry, opts.diagnose))
+                                                                 opts.geometry, False, opts.default_beam).items()})
+                fig.update(_run_step(*serve, False, pipeline, opts.serve_cores, opts.geometry, opts.diagnose,
+                                     opts.default_beam))
                 raw[key] = fig
                 print(f"{key}: {fig}", flush=True)
                 label = {"compact": "compact (usearch i8 + f16 re-score, mmap)", "hnsw": "hnswlib f32 (today)",

@@ -70,13 +70,15 @@ def build(n: int, dim: int, geometry: str, connectivity: int, threads: int, kind
 
 
 def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs: List[int], rescores: List[int],
-          n_recall: int, n_single: int, kind: str = "compact", dims: int = 0) -> List[Dict[str, Any]]:
+          n_recall: int, n_single: int, kind: str = "compact", dims: int = 0, cores: int = 0) -> List[Dict[str, Any]]:
+    """The depth sweep over one build, timed on ``threads`` threads, or on the first ``cores`` cores."""
     import torch
 
     from spacy_sapbert.index import ConceptIndex
     from spacy_sapbert.kb import KnowledgeBase
 
     torch.set_num_threads(threads)
+    umls_scale.pin_cores(cores)
     work = umls_scale._work(n, dim, geometry)
     kb = KnowledgeBase.from_disk(work / "kb")
     t0 = time.perf_counter()
@@ -128,7 +130,7 @@ def _truth(work: Path, kb: Any, n_recall: int) -> Any:
 
 
 def faiss_sweep(n: int, dim: int, geometry: str, spec: str, threads: int, params: List[str], rescore: int,
-                n_recall: int, n_single: int) -> List[Dict[str, Any]]:
+                n_recall: int, n_single: int, cores: int = 0) -> List[Dict[str, Any]]:
     """A faiss index (``index_factory`` ``spec``, inner product, trained on 100k rows) as the candidate
     stage of the compact index: its candidates re-scored against the same float16 file, aggregated by
     ``ConceptIndex``. Built here (not kept), timed on ``threads`` threads."""
@@ -151,6 +153,9 @@ def faiss_sweep(n: int, dim: int, geometry: str, spec: str, threads: int, params
     for start in range(0, n, 100_000):
         fi.add(numpy.asarray(X[start:start + 100_000], dtype=numpy.float32))
     build_s = time.perf_counter() - t0
+    if cores:
+        umls_scale.pin_cores(cores)
+        faiss.omp_set_num_threads(cores)
 
     class _Graph:
         expansion_search = 0
@@ -188,12 +193,17 @@ def main() -> None:
     parser.add_argument("--faiss-params", nargs="+", default=["efSearch=256", "efSearch=512"],
                         help="faiss search parameters to sweep (ParameterSpace strings).")
     parser.add_argument("--table", default="sweep", help="Table name prefix (the table is PREFIX_nN_dD_GEOMETRY).")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="Build threads (and search threads, without --serve-cores).")
+    parser.add_argument("--serve-cores", type=int, default=0,
+                        help="Time the searches on this many cores (0: --threads threads), e.g. 2 on a bigger machine.")
     parser.add_argument("--recall-queries", type=int, default=2000)
     parser.add_argument("--single-queries", type=int, default=200)
     parser.add_argument("--note", action="append", default=[])
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="?", help=argparse.SUPPRESS)
+    parser.add_argument("--from-log", metavar="LOG",
+                        help="Write the table (--table/--names/--dim/--geometry) from the printed output of a run "
+                             "that a time limit stopped before it wrote its results.")
     parser.add_argument("--shape-only", action="store_true",
                         help="Only add the shape of the prepared vectors (PCA, local intrinsic dimension) to the results.")
     opts = parser.parse_args()
@@ -201,10 +211,13 @@ def main() -> None:
         fn = {"build": build, "sweep": sweep, "faiss_sweep": faiss_sweep}[opts.step]
         print("RESULT " + json.dumps(fn(*json.loads(opts.args))), flush=True)
         return
-    from results_io import RESULTS_DIR, table, write_results
+    from results_io import RESULTS_DIR, write_results
 
     n, dim, geo = opts.names, opts.dim, opts.geometry
     name = f"{opts.table}_n{n}_d{dim}_{geo}"
+    if opts.from_log:
+        return from_log(Path(opts.from_log), name, opts.note)
+    print("command: python " + " ".join(sys.argv), flush=True)
     old = RESULTS_DIR / "umls_scale_sweep.json"  # one file, a table per size and geometry: keep the others
     previous = json.loads(old.read_text()) if old.exists() else {}
     if opts.shape_only:
@@ -226,31 +239,81 @@ def main() -> None:
         b = _run(build, n, dim, geo, conn, opts.threads, kind, dims)
         print(f"built {kind} M={conn} dims={dims}: {b}", flush=True)
         points = _run(sweep, n, dim, geo, conn, opts.threads, opts.ef, opts.rescore, opts.recall_queries,
-                      opts.single_queries, kind, dims)
-        key = (f"M{conn}" if kind == "compact" else f"{kind}_M{conn}") + (f"_pca{dims}" if dims else "")
-        figures[key] = {"build": b, "points": points[:-1], "serve": points[-1]}
-        label = {"hnsw": "hnswlib f32"}.get(kind, f"compact, PCA {dims}-d candidates" if dims else
-                                            "compact, full-d candidates")
-        for p in points[:-1]:
-            rows.append([label, conn, p["ef"], p["rescore"], b["build_s"], p["qps_b256"], p["qps_b1"], p["recall1"],
-                         p["recall5"], p["miss_tie"], p["miss_graph"], p["miss_other"], p["top_row_found"]])
+                      opts.single_queries, kind, dims, opts.serve_cores)
+        _add_build(rows, figures, kind, conn, dims, b, points[:-1], points[-1])
     for spec in opts.faiss:
         points = _run(faiss_sweep, n, dim, geo, spec, opts.threads, opts.faiss_params, opts.rescore[0],
-                      opts.recall_queries, opts.single_queries)
+                      opts.recall_queries, opts.single_queries, opts.serve_cores)
         figures[f"faiss {spec}"] = points
         for p in points:
             rows.append([f"faiss {spec} + f16 re-score", None, p["params"], p["rescore"], p["build_s"], p["qps_b256"],
                          p["qps_b1"], p["recall1"], p["recall5"], None, None, None, None])
-    columns = ["index", "connectivity", "expansion_search", "rescore", "build s", "q/s batch 256", "q/s batch 1",
-               "recall@1", "recall@5", "miss: tie", "miss: graph", "miss: other", "top row found"]
-    previous = json.loads(old.read_text()) if old.exists() else {}  # again: another run may have written since
-    tables = dict(previous.get("tables", {}), **{name: table(columns, rows)})
-    figs = dict(previous.get("figures", {}), **{name: dict(figures, prepared=info, geometry=geo)})
-    command = "python " + " ".join(sys.argv)
-    notes = list(dict.fromkeys(list(previous.get("notes", [])) + [f"{name}: " + x for x in opts.note]
+    _write(name, rows, dict(figures, prepared=info, geometry=geo), opts.note, "python " + " ".join(sys.argv))
+
+
+COLUMNS = ["index", "connectivity", "expansion_search", "rescore", "build s", "q/s batch 256", "q/s batch 1",
+           "recall@1", "recall@5", "miss: tie", "miss: graph", "miss: other", "top row found"]
+
+
+def _add_build(rows: List[List[Any]], figures: Dict[str, Any], kind: str, conn: int, dims: int, b: Dict[str, Any],
+               points: List[Dict[str, Any]], serve: Any) -> None:
+    """The table rows and figures of one build's sweep points."""
+    key = (f"M{conn}" if kind == "compact" else f"{kind}_M{conn}") + (f"_pca{dims}" if dims else "")
+    figures[key] = {"build": b, "points": points, "serve": serve}
+    label = {"hnsw": "hnswlib f32"}.get(kind, f"compact, PCA {dims}-d candidates" if dims else
+                                        "compact, full-d candidates")
+    for p in points:
+        rows.append([label, conn, p["ef"], p["rescore"], b["build_s"], p["qps_b256"], p["qps_b1"], p["recall1"],
+                     p["recall5"], p["miss_tie"], p["miss_graph"], p["miss_other"], p["top_row_found"]])
+
+
+def _write(name: str, rows: List[List[Any]], figures: Dict[str, Any], notes: List[str], command: str) -> None:
+    """Table ``name`` into benchmarks/results/umls_scale_sweep.json, keeping the file's other tables."""
+    from results_io import RESULTS_DIR, table, write_results
+
+    old = RESULTS_DIR / "umls_scale_sweep.json"
+    previous = json.loads(old.read_text()) if old.exists() else {}  # read late: another run may have written
+    tables = dict(previous.get("tables", {}), **{name: table(COLUMNS, rows)})
+    figs = dict(previous.get("figures", {}), **{name: figures})
+    notes = list(dict.fromkeys(list(previous.get("notes", [])) + [f"{name}: " + x for x in notes]
                                + [f"{name}: command: {command}"]))
-    path = write_results("umls_scale_sweep", tables, notes=notes, figures=figs)
-    print(f"written {path}")
+    print(f"written {write_results('umls_scale_sweep', tables, notes=notes, figures=figs)}")
+
+
+def from_log(log: Path, name: str, notes: List[str]) -> None:
+    """Table ``name`` from the log of a run stopped by a time limit (``timeout``) before it wrote its
+    results: the ``prepared``/``built`` lines and the points each sweep step printed as it measured them.
+    The note says so; a build whose sweep was cut keeps the points it measured, and no ``serve`` figures."""
+    import ast
+
+    rows: List[List[Any]] = []
+    figures: Dict[str, Any] = {}
+    info: Dict[str, Any] = {}
+    build_line, points, command = None, [], None
+
+    def flush() -> None:
+        if build_line is not None:
+            kind, conn, dims, b = build_line
+            _add_build(rows, figures, kind, conn, dims, b, points, None)
+
+    for line in log.read_text(encoding="utf8").splitlines():
+        if line.startswith("prepared "):
+            info = ast.literal_eval(line.split(": ", 1)[1])
+        elif line.startswith("built "):
+            flush()
+            head, record = line[len("built "):].split(": ", 1)
+            kind, conn, dims = head.split()
+            build_line, points = (kind, int(conn[2:]), int(dims[5:]), ast.literal_eval(record)), []
+        elif line.startswith('{"index"'):
+            points.append(json.loads(line))
+        elif line.startswith("command: "):
+            command = line[len("command: "):]
+    flush()
+    if not rows:
+        raise SystemExit(f"{log}: no measured points (lines 'built ...' and '{{\"index\": ...}}')")
+    cut = f"imported from the log {log.name} of a run stopped by its time limit ({len(rows)} points measured)"
+    _write(name, rows, dict(figures, prepared=info, geometry=info.get("geometry")), notes + [cut],
+           command or "(the log does not say)")
 
 
 def _run(fn: Any, *args: Any) -> Any:

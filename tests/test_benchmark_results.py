@@ -146,3 +146,32 @@ def test_long_number_lists_are_shortened_on_the_page(bench):
     page = rendered()
     assert '"eigenvalues": "[300 numbers]", "dims_90": 40' in page and '[0.1, "x"]' in page
     assert len(json.loads((results / "spectrum_demo.json").read_text())["figures"]["spectrum"]["eigenvalues"]) == 300
+
+
+def test_umls_scale_sweep_table_from_the_log_of_a_run_cut_by_a_time_limit(bench, tmp_path):
+    """A sweep stopped by ``timeout`` wrote no results; its printed points become the table, with a note."""
+    load, _, results = bench
+    sweep = load("umls_scale_sweep")
+    point = {"index": "compact", "ef": 256, "rescore": 64, "connectivity": 48, "qps_b256": 237.7, "qps_b1": 104.1,
+             "recall1": 0.992, "recall5": 0.9253, "miss_tie": 0.0, "miss_graph": 0.008, "miss_other": 0.0,
+             "top_row_found": 0.991}
+    log = tmp_path / "sweep.log"
+    log.write_text("\n".join([
+        "command: python umls_scale_sweep.py --names 1000 --dim 8",
+        "prepared 1,000 x 8 (spectrum): {'n_names': 1000, 'dim': 8, 'geometry': 'spectrum'}",
+        "built compact M=48 dims=4: {'build_s': 3.5, 'build_peak_mb': 90.0, 'index_mb': 1.2}",
+        json.dumps(point), json.dumps(dict(point, ef=384, recall5=0.95)),
+        "rc=124"]) + "\n")
+    sweep.from_log(log, "cut_n1000_d8_spectrum", ["a note"])
+    data = json.loads((results / "umls_scale_sweep.json").read_text())
+    rows = data["tables"]["cut_n1000_d8_spectrum"]["rows"]
+    assert [r[:5] + r[7:9] for r in rows] == [["compact, PCA 4-d candidates", 48, 256, 64, 3.5, 0.992, 0.9253],
+                                              ["compact, PCA 4-d candidates", 48, 384, 64, 3.5, 0.992, 0.95]]
+    notes = [n for n in data["notes"] if n.startswith("cut_n1000_d8_spectrum")]
+    assert any("stopped by its time limit (2 points measured)" in n for n in notes)
+    assert any("command: python umls_scale_sweep.py --names 1000 --dim 8" in n for n in notes)
+    assert data["figures"]["cut_n1000_d8_spectrum"]["M48_pca4"]["build"]["build_s"] == 3.5
+    empty = tmp_path / "empty.log"
+    empty.write_text("prepared 1,000 x 8 (spectrum): {'n_names': 1000}\n")
+    with pytest.raises(SystemExit, match="no measured points"):
+        sweep.from_log(empty, "other_n1000_d8_spectrum", [])

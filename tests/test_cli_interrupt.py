@@ -17,6 +17,22 @@ from spacy_sapbert.cli import main
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _sigint_as_from_a_terminal():
+    """SIGINT handled as Python does by default, for the tests that call ``main()`` here, whatever the test run
+    inherited (see :func:`_default_signals`)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def _default_signals() -> None:
+    """In the child: SIGINT handled as a terminal's Ctrl-C would be. A test run started in the background
+    (``pytest &``) ignores SIGINT, its children inherit that, and the CLI rightly keeps a signal its caller
+    ignores (``test_a_signal_the_caller_ignores_stays_ignored``)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _env() -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
                 OMP_NUM_THREADS="1")
@@ -37,7 +53,8 @@ def big_obo(tmp_path_factory) -> Path:
 def test_an_interrupted_build_kb_exits_with_the_signal_status_and_writes_nothing(big_obo, tmp_path, signum, status):
     out = tmp_path / "kb"
     proc = subprocess.Popen([sys.executable, "-m", "spacy_sapbert", "build-kb", str(big_obo), "-f", "obo", "-o", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=tmp_path)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=tmp_path,
+                            preexec_fn=_default_signals)
     assert proc.stderr is not None
     started = time.monotonic()
     for raw in proc.stderr:  # wait until it is reading the source
@@ -155,7 +172,7 @@ def test_an_interrupted_build_index_keeps_its_chunks(tiny_bert_path, tmp_path):
     argv = ["build-index", str(kb), "-m", str(tiny_bert_path), "-o", str(out), "--pooling", "mean", "--device", "cpu",
             "--exact", "--batch-size", "64"]
     proc = subprocess.Popen([sys.executable, "-m", "spacy_sapbert", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=_env(), cwd=tmp_path)
+                            stderr=subprocess.PIPE, env=_env(), cwd=tmp_path, preexec_fn=_default_signals)
     deadline = time.monotonic() + 300
     while not (work / "chunk_000000.npy").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

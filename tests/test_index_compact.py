@@ -59,6 +59,19 @@ def test_choose_kind_by_size_and_by_request():
         choose_kind(100, "faiss")
 
 
+def test_the_compact_defaults_follow_the_kb_size(clustered):
+    """Recall falls with the number of names at a fixed beam: KBs of 500,000 names and more get a larger one."""
+    from spacy_sapbert.index.compact import LARGE_KB_NAMES, default_expansion_search
+
+    assert LARGE_KB_NAMES == 500_000
+    assert default_expansion_search(200_000) == 512
+    assert default_expansion_search(LARGE_KB_NAMES - 1) == 512
+    assert default_expansion_search(LARGE_KB_NAMES) == default_expansion_search(10_000_000) == 768
+    kb, vectors, _ = clustered
+    meta = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False).meta
+    assert (meta["ef_search"], meta["connectivity"]) == (512, 48)
+
+
 def test_compact_matches_exact_search_on_clustered_data(clustered):
     kb, vectors, queries = clustered
     exact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")

@@ -27,13 +27,13 @@ def build_index_command(
                              help="auto (exact up to 20,000 names, hnsw below 500,000, compact above), exact, hnsw, "
                                   "or compact (usearch int8 + float16 re-scoring, memory-mapped: for UMLS)."),
     rescore: Optional[int] = typer.Option(None, "--rescore", help="compact: candidates re-scored exactly per query (default 64)."),
-    connectivity: Optional[int] = typer.Option(None, "--connectivity", help="compact: graph degree (default 32)."),
+    connectivity: Optional[int] = typer.Option(None, "--connectivity", help="compact: graph degree (default 48)."),
     candidate_dims: Optional[int] = typer.Option(None, "--candidate-dims",
                                                  help="compact: PCA dimensions of the candidate graph (default: half "
                                                       "the encoder's from 256 up; 0: all). Re-scoring uses all."),
     M: Optional[int] = typer.Option(None, "--M", help="hnsw graph degree (default 32)."),
     ef_construction: Optional[int] = typer.Option(None, "--ef-construction", help="hnsw build depth (default 200)."),
-    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Graph search depth (default: hnsw 200, compact 512)."),
+    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Graph search depth (default: hnsw 200; compact 512, 768 from 500,000 names)."),
     work_dir: Optional[Path] = typer.Option(None, "--work-dir",
                                             help="Folder for encoded chunks; a rerun resumes from them (default: beside the output)."),
     languages: Optional[str] = typer.Option(None, "--languages",

@@ -24,6 +24,7 @@ from ..errors import Errors, MissingInputError
 from .files import link_or_copy
 from .filtered import exact_topk, masked_search
 from .hnsw_file import check_hnsw_file
+from .threads import search_threads
 
 HNSW_FILE = "names.hnsw"
 VECTORS_FILE = "vectors.npy"
@@ -113,7 +114,7 @@ class HnswBackend:
         hnsw = self._hnsw
         hnsw.set_ef(max(self.ef_search, k))
         try:
-            labels, dist = hnsw.knn_query(vectors, k=k)
+            labels, dist = hnsw.knn_query(vectors, k=k, num_threads=search_threads() or -1)
         finally:
             hnsw.set_ef(self.ef_search)
         return labels.astype(numpy.int64), (1.0 - dist).astype(numpy.float32)

@@ -26,17 +26,22 @@ from tqdm import tqdm
 from ..errors import ConfigError, Errors, MissingInputError
 from .files import link_or_copy
 from .filtered import masked_search, top_k
+from .threads import search_threads
 
 GRAPH_FILE = "names.usearch"
 VECTORS_F16_FILE = "vectors.f16.npy"
 PROJECTION_FILE = "candidates.pca.npy"
 MIN_CANDIDATE_DIMS = 8
 PCA_SAMPLE = 50_000  # names the principal axes are fitted on
-DEFAULT_CONNECTIVITY = 32
+# umls_scale_sweep, 1M x 384 spectrum, PCA-192 graph, same run: M 48 gives more recall at a given beam and as
+# many q/s for it (ef 384: recall@1 0.992 at 326 q/s; M 32 at ef 512: 0.987 at 293); at 200k names likewise
+DEFAULT_CONNECTIVITY = 48
 DEFAULT_EXPANSION_ADD = 200
-# umls_scale_sweep (PCA-192 graph, 384-d): >= 0.99 recall@1 and @5 at 200k names from 384, 512 for a margin;
-# at 1M names 512 gives 0.988 / 0.978 and 768 0.994 / 0.987 (docs/scale.md)
+# the beam: >= 0.99 recall@1 and @5 at 200k names from 384 (M 48: 0.9985 / 0.9972); at 1M names 512 gives
+# 0.995 / 0.9896 and 768 0.9975 / 0.9948, so KBs of LARGE_KB_NAMES and more get the larger beam (docs/scale.md)
 DEFAULT_EXPANSION_SEARCH = 512
+LARGE_KB_EXPANSION_SEARCH = 768
+LARGE_KB_NAMES = 500_000
 DEFAULT_RESCORE = 64
 CANDIDATE_DTYPES = ("i8", "f16")
 _SCORE_LIMIT = 1.02  # inner products of unit vectors; float16 rounding stays far below this
@@ -46,6 +51,13 @@ Result = Tuple[numpy.ndarray, numpy.ndarray]
 
 def _damaged(path: Path, reason: str) -> MissingInputError:
     return MissingInputError(Errors.E107.format(path=path, reason=reason))
+
+
+def default_expansion_search(n_names: int) -> int:
+    """The search beam an index of ``n_names`` names is built with (recall falls with the number of names
+    at a fixed beam): :data:`DEFAULT_EXPANSION_SEARCH`, :data:`LARGE_KB_EXPANSION_SEARCH` from
+    :data:`LARGE_KB_NAMES` names."""
+    return LARGE_KB_EXPANSION_SEARCH if n_names >= LARGE_KB_NAMES else DEFAULT_EXPANSION_SEARCH
 
 
 def default_candidate_dims(dim: int) -> int:
@@ -176,7 +188,7 @@ class CompactBackend:
         if self._P is not None:
             vectors = vectors @ self._P
         try:
-            found = self._graph.search(vectors, depth, threads=0)
+            found = self._graph.search(vectors, depth, threads=search_threads())
         finally:
             self._graph.expansion_search = self.ef_search
         if hasattr(found, "counts"):  # a batch
@@ -283,4 +295,4 @@ class CompactBackend:
 
 __all__ = ["CompactBackend", "GRAPH_FILE", "VECTORS_F16_FILE", "PROJECTION_FILE", "default_candidate_dims",
            "resolve_candidate_dims", "fit_projection", "CANDIDATE_DTYPES", "DEFAULT_RESCORE",
-           "DEFAULT_CONNECTIVITY", "DEFAULT_EXPANSION_ADD", "DEFAULT_EXPANSION_SEARCH"]
+           "DEFAULT_CONNECTIVITY", "DEFAULT_EXPANSION_ADD", "DEFAULT_EXPANSION_SEARCH", "default_expansion_search"]

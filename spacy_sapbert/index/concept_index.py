@@ -29,15 +29,15 @@ from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_write, ensure_path, get_logger
 from .filters import FilterMixin
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
-from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_EXPANSION_SEARCH,
-                      DEFAULT_RESCORE, CompactBackend, resolve_candidate_dims)
+from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_RESCORE, LARGE_KB_NAMES,
+                      CompactBackend, default_expansion_search, resolve_candidate_dims)
 
 logger = get_logger("index")
 
 META_FILE = "index_meta.json"
 FORMAT_VERSION = 2
 EXACT_MAX_NAMES = 20_000
-COMPACT_MIN_NAMES = 500_000
+COMPACT_MIN_NAMES = LARGE_KB_NAMES  # the compact index, and its larger beam, from 500,000 names
 KINDS = ("auto", "exact", "hnsw", "compact")
 DEFAULT_M = 32
 DEFAULT_EF_CONSTRUCTION = 200
@@ -201,7 +201,7 @@ class ConceptIndex(FilterMixin):
             raise ConfigError(Errors.E124.format(value=candidate_dtype, choices=", ".join(CANDIDATE_DTYPES)))
         dims = resolve_candidate_dims(candidate_dims, int(enc.dim))  # E581 before any work
         if ef_search is None:
-            ef_search = DEFAULT_EXPANSION_SEARCH if kind == "compact" else DEFAULT_EF_SEARCH
+            ef_search = default_expansion_search(n) if kind == "compact" else DEFAULT_EF_SEARCH
         t0 = time.perf_counter()
         meta: Dict[str, Any] = {
             "format_version": FORMAT_VERSION,
