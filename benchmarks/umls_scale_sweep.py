@@ -217,12 +217,11 @@ def main() -> None:
     name = f"{opts.table}_n{n}_d{dim}_{geo}"
     if opts.from_log:
         return from_log(Path(opts.from_log), name, opts.note)
-    print("command: python " + " ".join(sys.argv), flush=True)
-    old = RESULTS_DIR / "umls_scale_sweep.json"  # one file, a table per size and geometry: keep the others
-    previous = json.loads(old.read_text()) if old.exists() else {}
     if opts.shape_only:
         from scale_diagnose import shape
 
+        old = RESULTS_DIR / "umls_scale_sweep.json"  # one file, a table per size and geometry: keep the others
+        previous = json.loads(old.read_text()) if old.exists() else {}
         work = umls_scale._work(n, dim, geo)
         X = numpy.load(work / json.loads((work / "prepared.json").read_text())["vectors_file"], mmap_mode="r")
         figs = dict(previous.get("figures", {}))
@@ -231,6 +230,7 @@ def main() -> None:
         write_results("umls_scale_sweep", previous.get("tables", {}), notes=previous.get("notes", []), figures=figs,
                       command=previous.get("command"))
         return
+    print("command: python " + " ".join(sys.argv), flush=True)  # for --from-log, should a time limit stop the run
     info = umls_scale._run_step("prepare", n, dim, opts.recall_queries, 10_000, False, geo)  # no pipeline
     print(f"prepared {n:,} x {dim} ({geo}): {info}", flush=True)
     rows, figures = [], {}
