@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from context_ncbi import DATA, K, OUT, load_set, pivot_lines, splice_docs, start, throughput  # noqa: E402
-from context_train import kept_rows, rerank_share, score_encoder, train_variants  # noqa: E402
+from context_ncbi import DATA, OUT, load_set, pivot_lines, splice_docs, start, throughput  # noqa: E402
+from context_train import EXAMPLE_NAMES, kept_rows, rerank_share, score_encoder, train_variants  # noqa: E402
 from results_io import table, write_results  # noqa: E402
 
 NAME = "context_finetuned"
@@ -57,7 +57,7 @@ def command_line() -> str:
         if skip or word == "--note":
             skip = not skip
             continue
-        words.append(word if " " not in word else repr(word))
+        words.append(word if word and " " not in word else repr(word))
     return " ".join(["python benchmarks/context_finetuned.py", *words])
 
 
@@ -114,7 +114,7 @@ def evaluation_sets(limit: Any = None) -> Dict[str, Any]:
 
 def evaluate_encoder(label: str, load: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
                      margins: List[float], work: Path, query_cache: Dict[str, List[str]],
-                     batch_size: int) -> Dict[str, Any]:
+                     batch_size: int, k: int, step: float, example_names: bool) -> Dict[str, Any]:
     """``context_train.score_encoder`` (every train mention a prototype) of the encoder ``load()`` returns,
     with the share of mentions each margin re-ranks; saved to WORK/eval_<label>.json, which a rerun
     reuses (without loading the encoder)."""
@@ -123,9 +123,10 @@ def evaluate_encoder(label: str, load: Any, sets: Dict[str, Any], kb: Any, dicti
         return json.loads(saved.read_text(encoding="utf8"))
     t = time.time()
     out, ncbi_store = score_encoder(label, load(), sets, kb, dictionary, dense, margins, query_cache=query_cache,
-                                    batch_size=batch_size)
+                                    batch_size=batch_size, k=k, step=step, example_names=example_names)
     out["seconds"] = round(time.time() - t, 1)
-    out["rerank_share"] = {"margin bound": None, **rerank_share(sets["ncbi_test"], dense, ncbi_store, margins)}
+    out["rerank_share"] = {"margin bound": None, **rerank_share(sets["ncbi_test"], dense, ncbi_store, margins, k,
+                                                                out["tuning"]["best"].get("example_names", False))}
     saved.write_text(json.dumps(out, indent=1), encoding="utf8")
     return out
 
@@ -139,8 +140,9 @@ def summary_table(rows: List[List[Any]], picked: str) -> Dict[str, List[Any]]:
     acc = {(r[0], r[1], r[2], r[3]): r[5] for r in rows}
     cells = (("NCBI-disease test", "as written", "full"), ("NCBI-disease test", "as written", "ambiguous"),
              ("NCBI-disease test", "abbreviations resolved", "full"), ("BC5CDR-disease dev", "as written", "full"))
+    systems = [("name-only", "name-only"), (EXAMPLE_NAMES, EXAMPLE_NAMES), (PICKED_ROW, f"context ({picked})")]
     out = [[label] + [acc[(d, s, system, sub)] for d, s, sub in cells]
-           for label, system in (("name-only", "name-only"), (PICKED_ROW, f"context ({picked})"))]
+           for label, system in systems if (cells[0][0], cells[0][1], system, cells[0][2]) in acc]
     return table(["system", *SUMMARY_COLUMNS], out)
 
 
@@ -166,8 +168,10 @@ def render_docs(results: Path) -> None:
                   "| context_margin | mentions re-ranked | strict acc@1 | name-only mentions/s | context mentions/s | "
                   "ratio |", "|---|---|---|---|---|---|"]
         for m, v in tp.items():
-            system = f"context ({picked})" if m == "None" else f"context ({picked}, margin {m})"
-            lines.append(f"| {'null (every mention)' if m == 'None' else m} | {100 * v['share']:.0f}% | "
+            system = (m if m == EXAMPLE_NAMES else f"context ({picked})" if m == "None"
+                      else f"context ({picked}, margin {m})")
+            label = {"None": "null (every mention)", EXAMPLE_NAMES: f"{EXAMPLE_NAMES}"}.get(m, m)
+            lines.append(f"| {label} | {100 * v['share']:.0f}% | "
                          f"{100 * acc[system]:.1f} | {v['name-only']:.0f} | {v['context']:.0f} | {v['ratio']:.2f} |")
         lines.append("")
     lines += [f"- {note}" for note in data["notes"]] + [""]
@@ -183,7 +187,11 @@ def main() -> None:
     parser.add_argument("--name-minutes", type=float, default=0, help="> 0: cap on the name run's wall time")
     parser.add_argument("--context-minutes", type=float, default=0, help="> 0: cap on each context run's wall time")
     parser.add_argument("--variants", default="supervised,both,contexts")
-    parser.add_argument("--margins", default="0.0,0.02,0.05")
+    parser.add_argument("--margins", default="0.0,0.01,0.02,0.05")
+    parser.add_argument("--k", type=int, default=30, help="name candidates (concepts) re-ranked per mention")
+    parser.add_argument("--step", type=float, default=0.05, help="grid step of the tuned weights")
+    parser.add_argument("--no-example-names", action="store_true",
+                        help="prototypes without the example mentions' names (the grid without example names)")
     parser.add_argument("--work", type=Path, default=OUT / NAME)
     parser.add_argument("--prepare", action="store_true", help="resolve abbreviations (needs scispaCy) and stop")
     parser.add_argument("--throughput-only", action="store_true", help="add linker speed to the results (spaCy)")
@@ -226,23 +234,30 @@ def main() -> None:
         best = fig["picked_on_ncbi_dev"]
         tuned = fig["encoders"][best]["tuning"]["best"]
         w = ContextWeights(context=tuned["context_weight"], definition=tuned["definition_weight"],
-                           fallback=tuned["context_fallback"])
+                           fallback=tuned["context_fallback"], example_names=tuned.get("example_names", False))
+        k = int(fig.get("k", args.k))
         trained = fig["context_encoders"].get(best, {}).get("model")
         here = bool(trained) and Path(trained).is_dir()
         ctx = (ContextEncoder.from_disk(trained, device="cpu") if here else
                ContextEncoder.load(name_model, pooling="mean", max_length=64, device="cpu"))
-        store = build_prototypes(sets["ncbi_protos"], kb, ctx, show_progress=False)
-        dense = DenseEncoder(Encoder.load(name_model, pooling="mean", max_length=25, device="cpu"),
-                             Dictionary.from_kb(kb), name="fine-tuned MiniLM", batch_size=256, cache_dir=OUT / "cache")
-        share = rerank_share(sets["ncbi_test"], dense, store, margins)
+        names = Encoder.load(name_model, pooling="mean", max_length=25, device="cpu")
+        store = build_prototypes(sets["ncbi_protos"], kb, ctx, show_progress=False,
+                                 name_encoder=names if w.example_names else None)
+        dense = DenseEncoder(names, Dictionary.from_kb(kb), name="fine-tuned MiniLM", batch_size=256,
+                             cache_dir=OUT / "cache")
+        share = rerank_share(sets["ncbi_test"], dense, store, margins, k, w.example_names)
         tp = {}
-        for m in [None, *margins]:  # None: every mention re-ranked
-            runs = [throughput(name_model, kb, OUT / "cache", store, sets["ncbi_test"], replace(w, margin=m))
+        settings: Dict[str, Any] = {str(m): replace(w, margin=m) for m in [None, *margins]}  # None: every mention
+        if w.example_names:  # the example names alone: no context encoded
+            settings[EXAMPLE_NAMES] = ContextWeights(context=0.0, fallback=0.0, example_names=True)
+            share[EXAMPLE_NAMES] = 0.0
+        for key, weights in settings.items():
+            runs = [throughput(name_model, kb, OUT / "cache", store, sets["ncbi_test"], weights, k)
                     for _ in range(args.repeat)]
             best_name, best_context = max(r["name-only"] for r in runs), max(r["context"] for r in runs)
-            tp[str(m)] = {"name-only": best_name, "context": best_context, "ratio": best_context / best_name,
-                          "share": share[str(m)], "runs": runs}
-            print(f"throughput margin {m}: {tp[str(m)]}", flush=True)
+            tp[key] = {"name-only": best_name, "context": best_context, "ratio": best_context / best_name,
+                       "share": share[key], "runs": runs}
+            print(f"throughput {key}: {tp[key]}", flush=True)
         fig["throughput_mentions_per_s"] = tp
         fig["throughput_context_encoder"] = ("the picked one" if here or best == "untrained"
                                              else "its untrained twin (same architecture and prototypes)")
@@ -290,19 +305,25 @@ def main() -> None:
                 return ContextEncoder.load(name["model"], pooling="mean", max_length=64, device=args.device)
             return ContextEncoder.from_disk(trained[label]["model"], device=args.device)
 
-        results[label] = evaluate_encoder(label, load, sets, kb, dictionary, dense, margins, work, query_cache, batch)
+        results[label] = evaluate_encoder(label, load, sets, kb, dictionary, dense, margins, work, query_cache, batch,
+                                          args.k, args.step, not args.no_example_names)
     best = max(results, key=lambda k: (results[k]["tuning"]["best_acc@1"], k == "untrained"))
-    figures = {"name_encoder": name, "context_encoders": trained, "picked_on_ncbi_dev": best,
+    figures = {"name_encoder": name, "context_encoders": trained, "picked_on_ncbi_dev": best, "k": args.k,
+               "example_names": not args.no_example_names,
                "encoders": {k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in results.items()}}
     rows = kept_rows(results)
     tables = {"strict_acc": table(["dataset", "setting", "system", "subset", "n", "strict acc@1", "strict acc@5"], rows),
               "summary": summary_table(rows, best)}
     notes = [f"name encoder: all-MiniLM-L6-v2 fine-tuned {args.name_epochs} epochs on {name['train_mentions']} "
              "NCBI-disease + BC5CDR-disease train mentions (MEDIC 2012), NCBI dev picked step "
-             f"{name['model_step']}; exact search over every MEDIC name; top-{K} concepts re-ranked",
-             "context encoders trained from the name encoder on " + ", ".join(
+             f"{name['model_step']}; exact search over every MEDIC name; top-{args.k} concepts re-ranked"
+             + ("" if args.no_example_names else "; prototypes hold the example mentions' names (name encoder), "
+                "the grid (step " + f"{args.step}) is tried with and without them"),
+             ("context encoders trained from the name encoder on " + ", ".join(
                  f"{k}: {v['epochs']} epochs ({v['steps']} steps, {v['pairs']} pairs)" for k, v in trained.items())
-             + f" ({args.device}); prototypes: every train mention (NCBI train for NCBI, BC5CDR train for BC5CDR)",
+              + f" ({args.device})" if trained else "context encoder: the name encoder with the entity markers "
+              "(untrained; no trained variant in this run)")
+             + "; prototypes: every train mention (NCBI train for NCBI, BC5CDR train for BC5CDR)",
              "weights tuned on NCBI dev per encoder, applied unchanged to BC5CDR-disease dev (every document); "
              "nothing is tuned on a scored set; composite gold mentions left out; strict acc@1 (one concept)",
              "abbreviations resolved: scispaCy's detector in context, computed once by --prepare",

@@ -78,7 +78,7 @@ def set_queries(label: str, setting: str, docs, options: InputOptions, cache=Non
 
 
 def evaluate_set(label: str, docs, kb, dictionary, dense: DenseEncoder, ctx_enc, store, weights_by_name, rows, figures,
-                 query_cache=None, batch_size: int = 64):
+                 query_cache=None, batch_size: int = 64, k: int = K):
     mentions = [m for d in docs for m in d.mentions]
     golds = [resolve_gold(kb, m.ids) for m in mentions]
     t = time.time()
@@ -87,13 +87,15 @@ def evaluate_set(label: str, docs, kb, dictionary, dense: DenseEncoder, ctx_enc,
     for setting, options in (("as written", InputOptions()), ("abbreviations resolved", InputOptions(resolve_abbreviations=True))):
         queries = set_queries(label, setting, docs, options, query_cache)
         t = time.time()
-        name_only = dense.rank(queries, K)
+        name_only = dense.rank(queries, k)
         name_seconds = time.time() - t
+        names = dense.encoder.encode(queries, batch_size=256) if store.has_names else None
         masks = {"full": [True] * len(queries), "ambiguous": ambiguity_mask(queries, dictionary, name_only),
                  **prototype_masks(golds, store)}
         systems = {"name-only": name_only}
         for wname, weights in weights_by_name.items():
-            systems[f"context ({wname})"] = context_rankings(name_only, vectors, ok, store, weights)
+            systems[wname if wname.startswith("example names") else f"context ({wname})"] = context_rankings(
+                name_only, vectors, ok, store, weights, name_vectors=names)
         for system, rankings in systems.items():
             for subset, (n, a1, a5) in subset_scores(golds, rankings, masks).items():
                 rows.append([label, setting, system, subset, n, a1, a5])
@@ -104,19 +106,24 @@ def evaluate_set(label: str, docs, kb, dictionary, dense: DenseEncoder, ctx_enc,
             flush=True)
 
 
-def tune_on_dev(dev, kb, dense: DenseEncoder, ctx_enc, store, batch_size: int = 64) -> Tuple[ContextWeights, Dict[str, Any]]:
-    """Weights with the best strict acc@1 on ``dev`` (as written) and the tuning figures."""
+def tune_on_dev(dev, kb, dense: DenseEncoder, ctx_enc, store, batch_size: int = 64, k: int = K,
+                step: float = 0.1) -> Tuple[ContextWeights, Dict[str, Any]]:
+    """Weights with the best strict acc@1 on ``dev`` (as written) and the tuning figures (with the
+    store's example names, the grid is tried with and without them)."""
     dev_golds = [resolve_gold(kb, m.ids) for d in dev for m in d.mentions]
-    dev_rank = dense.rank([q for q, _ in mention_queries(dev, InputOptions())], K)
+    queries = [q for q, _ in mention_queries(dev, InputOptions())]
+    dev_rank = dense.rank(queries, k)
     dev_vecs, dev_ok = context_vectors(ctx_enc, dev, batch_size=batch_size)
     keep = [i for i, g in enumerate(dev_golds) if g.in_kb and dev_ok[i]]
+    names = dense.encoder.encode([queries[i] for i in keep], batch_size=256) if store.has_names else None
     tuned, grid = tune_weights([dev_rank[i].concepts for i in keep], dev_vecs[keep], store,
-                               [dev_golds[i].ids for i in keep], step=0.1)
+                               [dev_golds[i].ids for i in keep], step=step, name_vectors=names)
     return tuned, {"dev_mentions": len(keep), "best": tuned.to_dict(), "best_acc@1": max(r["acc@1"] for r in grid),
-                   "grid": [[r["context_weight"], r["context_fallback"], r["acc@1"]] for r in grid]}
+                   "grid": [[r["context_weight"], r["context_fallback"], r["acc@1"]]
+                            + ([r["example_names"]] if names is not None else []) for r in grid]}
 
 
-def throughput(model: str, kb, dense_cache: Path, store, docs, weights: ContextWeights) -> Dict[str, float]:
+def throughput(model: str, kb, dense_cache: Path, store, docs, weights: ContextWeights, k: int = K) -> Dict[str, float]:
     """mentions/s through nlp.pipe: the same exact index, without and with prototypes."""
     import spacy
 
@@ -132,8 +139,8 @@ def throughput(model: str, kb, dense_cache: Path, store, docs, weights: ContextW
         index = ConceptIndex.build(kb, _CachedEncoder(enc, dense_cache, False), exact=True, show_progress=False)
         nlp = spacy.blank("en")
         linker = nlp.add_pipe("sapbert_linker", config={"model": model, "pooling": "mean", "max_length": 25,
-                                                        "device": "cpu", "k": K, "resolve_abbreviations": False,
-                                                        **weights.to_dict()})
+                                                        "device": "cpu", "k": K, "context_k": k,
+                                                        "resolve_abbreviations": False, **weights.to_dict()})
         linker.prototypes = protos
         linker.set_resources(enc, index)
         copies = _copy_docs(base_docs)

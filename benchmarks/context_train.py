@@ -47,6 +47,7 @@ VARIANTS = {
     # KRISSBERT's mention-to-mention positives: other annotated mentions of the concept, in their contexts
     "contexts": {"source": "supervised", "mask_probability": 0.0, "contexts_per_mention": 2},
 }
+EXAMPLE_NAMES = "example names (no context)"  # the system: example names, no context encoded
 
 
 def train_docs() -> List[Any]:
@@ -106,24 +107,31 @@ def cap_mentions(docs: List[Any], kb: Any, cap: int) -> List[Any]:
 
 def score_encoder(label: str, ctx_enc: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
                   margins: List[float], *, query_cache: Optional[Dict[str, List[str]]] = None,
-                  batch_size: int = 64) -> Tuple[Dict[str, Any], Any]:
+                  batch_size: int = 64, k: int = K, step: float = 0.1,
+                  example_names: bool = False) -> Tuple[Dict[str, Any], Any]:
     """Prototypes of the train sets, NCBI-dev weights, NCBI test and BC5CDR dev rows of one context encoder
-    (full re-ranking and each shortcut margin): ``(figures, the NCBI prototype store)``."""
+    (full re-ranking and each shortcut margin; ``k`` name candidates; with ``example_names``, the stores
+    hold the example mentions' names and an "example names (no context)" system is scored too):
+    ``(figures, the NCBI prototype store)``."""
     from dataclasses import replace
 
-    from spacy_sapbert.context import build_prototypes
+    from spacy_sapbert.context import ContextWeights, build_prototypes
 
-    ncbi_store = build_prototypes(sets["ncbi_protos"], kb, ctx_enc, show_progress=False)
-    tuned, tuning = tune_on_dev(sets["ncbi_dev"], kb, dense, ctx_enc, ncbi_store, batch_size=batch_size)
+    names = dense.encoder if example_names else None
+    ncbi_store = build_prototypes(sets["ncbi_protos"], kb, ctx_enc, show_progress=False, name_encoder=names)
+    tuned, tuning = tune_on_dev(sets["ncbi_dev"], kb, dense, ctx_enc, ncbi_store, batch_size=batch_size, k=k,
+                                step=step)
     print(f"[{label}] tuned on NCBI dev: {tuning['best']} acc@1 {tuning['best_acc@1']:.4f}", flush=True)
     weights = {label: tuned, **{f"{label}, margin {m}": replace(tuned, margin=m) for m in margins}}
+    if example_names:
+        weights[EXAMPLE_NAMES] = ContextWeights(context=0.0, fallback=0.0, example_names=True)
     rows: List[List[Any]] = []
     own: Dict[str, Any] = {}
     evaluate_set("NCBI-disease test", sets["ncbi_test"], kb, dictionary, dense, ctx_enc, ncbi_store, weights,
-                 rows, own, query_cache, batch_size)
-    bc5_store = build_prototypes(sets["bc5_protos"], kb, ctx_enc, show_progress=False)
+                 rows, own, query_cache, batch_size, k=k)
+    bc5_store = build_prototypes(sets["bc5_protos"], kb, ctx_enc, show_progress=False, name_encoder=names)
     evaluate_set("BC5CDR-disease dev", sets["bc5_dev"], kb, dictionary, dense, ctx_enc, bc5_store, weights, rows,
-                 own, query_cache, batch_size)
+                 own, query_cache, batch_size, k=k)
     return {"rows": rows, "tuning": tuning, **own,
             "prototypes": {"ncbi": ncbi_store.meta["n_prototypes"], "bc5cdr": bc5_store.meta["n_prototypes"]}}, ncbi_store
 
@@ -163,14 +171,17 @@ def kept_rows(results: Dict[str, Dict[str, Any]]) -> List[List[Any]]:
     return kept
 
 
-def rerank_share(docs: List[Any], dense: Any, store: Any, margins: List[float]) -> Dict[str, float]:
-    """Share of NCBI test mentions (as written) each margin re-ranks."""
-    from spacy_sapbert.context.rerank import needs_context
+def rerank_share(docs: List[Any], dense: Any, store: Any, margins: List[float], k: int = K,
+                 example_names: bool = False) -> Dict[str, float]:
+    """Share of NCBI test mentions (as written) each margin re-ranks (after example names, with them)."""
+    from spacy_sapbert.context.rerank import needs_context, with_example_names
     from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries
 
-    ranked = dense.rank([q for q, _ in mention_queries(docs, InputOptions())], K)
-    return {str(m): sum(needs_context(list(r.concepts), store, m) for r in ranked) / max(1, len(ranked))
-            for m in [None, *margins]}
+    queries = [q for q, _ in mention_queries(docs, InputOptions())]
+    ranked = [list(r.concepts) for r in dense.rank(queries, k)]
+    if example_names and store.has_names:
+        ranked = [with_example_names(r, v, store) for r, v in zip(ranked, dense.encoder.encode(queries, batch_size=256))]
+    return {str(m): sum(needs_context(r, store, m) for r in ranked) / max(1, len(ranked)) for m in [None, *margins]}
 
 
 START, END = "<!-- context_train: rendered from benchmarks/results/context_train.json -->", "<!-- /context_train -->"

@@ -89,7 +89,8 @@ SUMMARY: Tuple[Figure, ...] = (
            "(MiniLM aligned 2 epochs on the other concepts)",
            "hpo_crosslingual", "cross-lingual", Cell("MiniLM cross-lingual aligned, 2 epochs", _FR_ES, scale=100, digits=1),
            Cell("char-3gram tf-idf", _FR_ES, scale=100, digits=1), baseline_name="char-3gram tf-idf"),
-    Figure("context re-ranking (prototypes from train), fine-tuned MiniLM: strict acc@1, NCBI test as written / "
+    Figure("context re-ranking with example names (prototypes from train), fine-tuned MiniLM: strict acc@1, NCBI "
+           "test as written / "
            "its ambiguous mentions / abbreviations resolved / BC5CDR-disease dev", "context_finetuned", "summary",
            Cell("context, encoder picked on NCBI dev", _CONTEXT, scale=100, digits=1),
            Cell("name-only", _CONTEXT, scale=100, digits=1), baseline_name="name-only, same encoder"),

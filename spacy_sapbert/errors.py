@@ -11,7 +11,8 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E500–E599 / W500–W599: hardening (E500–E549: interruption, outputs, work folders, command-line input;
   E550–E599: untrusted bytes, integrity of saved folders, damaged files)
 - E600–E699 / W600–W699: context (E600–E614 prototypes, re-ranking, type priors; E615–E634 training the context
-  encoder); E650–E659: documentation, benchmark results files
+  encoder; E635–E649 / W602–W614: example names of prototypes); E650–E659: documentation,
+  benchmark results files
 - E700–E719 / W700–W709: scale-out (link-corpus, Ray back-ends, build-index --ray)
 - E720–E734 / W720–W724: multilingual encoders and evaluation readers (brat, XL-BEL, CodiEsp)
 - E735–E759 / W735–W739: name languages, translation files, language restriction, cross-lingual pairs
@@ -122,6 +123,9 @@ class Warnings(metaclass=_CodedMessages):
     W600 = ("{n} of {total} annotated mentions have ids that are not in the knowledge base (e.g. {examples}); they "
             "were skipped. Check that the documents and the KB use the same identifiers.")
     W601 = ("{n} composite mentions (ids joined by '|' or '+') were skipped: a prototype stands for one concept.")
+    W602 = ("The prototypes at '{path}' hold no example names (built without a name encoder, or before example names "
+            "existed), so example_names = true has no effect. Build them again with `spacy-sapbert "
+            "build-prototypes --name-model <the linker's encoder>` (docs/context.md), or set example_names = false.")
 
     # ---- W615–W619: training the context encoder ----
     W615 = ("{n} of {total} documents have no text and give no self-supervised context pairs (only PubTator / "
@@ -403,6 +407,12 @@ class Errors(metaclass=_CodedMessages):
             "best name scores lie within it), got {value!r}.")
     E618 = ("'{path}' is not a context pair set ({why}). Write one with spacy_sapbert.context.train_pairs."
             "write_context_pairs, or let `spacy-sapbert train-context` make it.")
+
+    # ---- E635–E649: example names of prototypes ----
+    E635 = ("The example names of the prototypes at '{path}' were made with another name encoder ({field}: "
+            "prototypes have {store_value!r}, the linker's encoder has {encoder_value!r}). Build the prototypes "
+            "again with `spacy-sapbert build-prototypes --name-model` set to the linker's encoder (and its "
+            "--name-pooling / --name-max-length), or set example_names = false in the linker's config.")
 
     # ---- E650–E659: documentation, benchmark results files ----
     E650 = ("Benchmark results file '{path}' cannot be rendered: {what}. Rewrite it with "

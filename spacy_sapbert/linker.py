@@ -64,10 +64,12 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "skip_non_alnum": True,
     "resources": "inside",
     "resources_path": None,
-    "context_weight": 0.1,  # tuned on NCBI-disease dev (benchmarks/context_ncbi.py); tune your own
+    "context_weight": 0.05,  # tuned on NCBI-disease dev (benchmarks/context_finetuned.py); tune your own
     "definition_weight": 0.0,
     "context_fallback": 0.0,
     "context_margin": None,
+    "example_names": True,
+    "context_k": 30,  # candidates re-ranked with prototypes: 10 caps NCBI test at 87.9, 30 at 93.4 (docs/context.md)
     "type_priors": {},
 }
 
@@ -104,6 +106,8 @@ def make_sapbert_linker(
     definition_weight: float,
     context_fallback: Union[float, str],
     context_margin: Optional[float],
+    example_names: bool,
+    context_k: int,
     type_priors: Dict[str, List[str]],
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
@@ -131,7 +135,10 @@ def make_sapbert_linker(
     Context (docs/context.md): ``context_weight``, ``definition_weight`` and ``context_fallback`` mix
     name and prototype similarities when a prototype store is loaded (``prototypes_path`` in
     initialize); ``context_margin`` (``None``: re-rank every mention) re-ranks only mentions whose best
-    name scores lie within the margin (faster, see docs/context.md); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
+    name scores lie within the margin (faster, see docs/context.md); ``example_names`` lets the
+    prototypes' example mentions count as names of their concepts (a store built with the linker's
+    encoder as ``--name-model``); ``context_k`` name candidates (concepts) are re-ranked when
+    prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -142,7 +149,7 @@ def make_sapbert_linker(
         reuse_name_vectors=reuse_name_vectors, skip_non_alnum=skip_non_alnum, resources=resources,
         resources_path=resources_path, context_weight=context_weight,
         definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
-        type_priors=type_priors,
+        example_names=example_names, context_k=context_k, type_priors=type_priors,
     )
 
 
@@ -194,6 +201,11 @@ class SapbertLinker(LinkerStorage, Pipe):
             priors.check(self.index)
             if store is not None:
                 store.check_kb(self.index.kb, path=path)
+        if store is not None and weights.example_names:
+            if not store.has_names:
+                warnings.warn(Warnings.W602.format(path=path))
+            elif self.encoder is not None:
+                store.check_name_encoder(self.encoder, path=path)
         self.prototypes = store
         self._context = ContextRanker(store=store, priors=priors, weights=weights) if store is not None or priors else None
 
@@ -285,9 +297,10 @@ class SapbertLinker(LinkerStorage, Pipe):
         found: Dict[str, List[Tuple[str, float]]] = {}
         ranked_in_context: Optional[Iterator[List[Tuple[str, float]]]] = None
         if self._context:  # type priors and/or prototype re-ranking: spacy_sapbert.context
+            k = max(cfg["k"], cfg["max_entities_per_mention"], cfg["context_k"] if self.prototypes is not None else 0)
             ranked_in_context = iter(self._context.rank(
                 self.index, self._vectors, [m for mentions in per_doc for m in mentions],
-                k=max(cfg["k"], cfg["max_entities_per_mention"]), semantic_types=cfg["semantic_types"] or None,
+                k=k, semantic_types=cfg["semantic_types"] or None,
                 require_definition=cfg["filter_for_definitions"], threshold=cfg["threshold"],
                 cap=cfg["max_entities_per_mention"], batch_size=cfg["batch_size"]))
         if unique:
@@ -365,7 +378,8 @@ class SapbertLinker(LinkerStorage, Pipe):
 
 
 def _validate_cfg(cfg: Dict[str, Any]) -> None:
-    for what, minimum in (("k", 1), ("max_entities_per_mention", 1), ("batch_size", 1), ("ef_search", 1)):
+    for what, minimum in (("k", 1), ("max_entities_per_mention", 1), ("batch_size", 1), ("ef_search", 1),
+                          ("context_k", 1)):
         if what == "ef_search" and cfg[what] is None:
             continue
         if not isinstance(cfg[what], int) or cfg[what] < minimum:

@@ -48,7 +48,8 @@ def files(tmp_path_factory, tiny_bert_path):
 
 def make_nlp(model, files, prototypes=True, **config):
     nlp = spacy.blank("en")
-    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean", **config}
+    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean", "example_names": False,
+           **config}
     linker = nlp.add_pipe("sapbert_linker", config=cfg)
     linker.initialize(kb_path=str(files / "kb"), show_progress=False,
                       prototypes_path=str(files / "protos") if prototypes else None)
@@ -100,7 +101,7 @@ def test_pipe_batches_and_round_trip(tiny_bert_path, files, tmp_path):
     assert [linked(loaded, t).kb_id_ for t in (T1, T2)] == ["D001", "D002"]
     assert linked(loaded, T2)._.kb_ents == linked(nlp, T2)._.kb_ents
     again = spacy.blank("en")
-    again.add_pipe("sapbert_linker", config={"device": "cpu"})
+    again.add_pipe("sapbert_linker", config={"device": "cpu", "example_names": False})
     again.get_pipe("sapbert_linker").from_bytes(nlp.get_pipe("sapbert_linker").to_bytes())
     assert linked(again, T2).kb_id_ == "D002"
 
@@ -145,9 +146,10 @@ def test_cli_build_and_tune(tiny_bert_path, files, tmp_path):
     runner = CliRunner()
     out = tmp_path / "p"
     res = runner.invoke(app, ["build-prototypes", str(files / "train.pubtator"), "--kb", str(files / "kb"),
-                              "--model", str(tiny_bert_path), "--output", str(out), "--device", "cpu"])
+                              "--model", str(tiny_bert_path), "--output", str(out), "--device", "cpu",
+                              "--name-pooling", "mean"])
     assert res.exit_code == 0, res.output
-    assert "2 prototypes" in res.output
+    assert "2 prototypes" in res.output and "example names by" in res.output
     assert PrototypeStore.from_disk(out, device="cpu").meta["n_concepts"] == 2
     res = runner.invoke(app, ["build-prototypes", str(files / "train.pubtator"), "--kb", str(files / "kb"),
                               "--model", str(tiny_bert_path), "--output", str(out)])
@@ -161,6 +163,14 @@ def test_cli_build_and_tune(tiny_bert_path, files, tmp_path):
     assert result["mentions"] == 2 and result["best_acc@1"] == 1.0
     assert result["best"]["context_weight"] > 0  # name-only ties "MI" -> D001 for both: 1 of 2
     assert "name-only strict acc@1 50.0" in res.output
+    # "MI" is an example mention of both concepts: example names alone leave the tie, context breaks it
+    assert {row["example_names"] for row in result["grid"]} == {False, True}
+    assert all(row["acc@1"] == 0.5 for row in result["grid"] if row["context_weight"] == 0)
+    # the names were made with mean pooling: a tune run with another pooling is refused
+    res = runner.invoke(app, ["tune-context", str(files / "train.pubtator"), "--kb", str(files / "kb"),
+                              "--model", str(tiny_bert_path), "--prototypes", str(out), "--pooling", "cls",
+                              "--device", "cpu", "--step", "0.5"])
+    assert res.exit_code != 0 and "SB-E635" in str(res.exception)
 
 
 def test_docbin_and_jsonl_documents(tiny_bert_path, files, tmp_path):
@@ -194,7 +204,8 @@ def test_evaluate_reports_the_context_system_and_its_subsets(fixtures_dir, tiny_
     block = {"dataset": {"path": str(f / "test.pubtator"), "train": [str(f / "train.pubtator")]},
              "kb": {"sources": [[str(f / "kb_medic.txt"), "medic"]]}, "show_progress": False,
              "systems": {"tfidf": False, "scispacy": False, "exact_match": False, "base_encoder": str(tiny_bert_path),
-                         "pooling": "mean", "device": "cpu", "context": True, "context_weight": 0.0}}
+                         "pooling": "mean", "device": "cpu", "context": True, "context_weight": 0.0,
+                         "example_names": False}}
     settings = settings_from_config(merge_config(default_config(), Config({"evaluate": block}), {}))
     with pytest.warns(UserWarning):
         r = evaluate(settings)

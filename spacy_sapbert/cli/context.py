@@ -26,10 +26,16 @@ def build_prototypes_command(
                                     help="Definition prototypes: none, missing (concepts without examples) or all."),
     batch_size: int = typer.Option(64, "--batch-size", help="Mentions per encoder batch."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    name_model: str = typer.Option("", "--name-model",
+                                   help="The linker's name encoder, to store the example mentions' names (the "
+                                        "linker's example_names); default: the --model folder; 'none': no names."),
+    name_pooling: str = typer.Option("auto", "--name-pooling", help="Name encoder pooling (as the linker's)."),
+    name_max_length: int = typer.Option(25, "--name-max-length", help="Name encoder max_length (as the linker's)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Encode annotated mentions in their context into a prototype store for the linker."""
     from ..context import ContextEncoder, build_prototypes, read_documents
+    from ..encoding.torch_encoder import Encoder
     from ..errors import ConfigError, Errors
     from ..kb import KnowledgeBase
 
@@ -39,12 +45,16 @@ def build_prototypes_command(
     kb = KnowledgeBase.from_disk(kb_dir)
     docs = [d for path in documents for d in read_documents(path, format=doc_format, types=types or None)]
     encoder = ContextEncoder.load(model, pooling=pooling, max_length=max_length, device=device)
+    names = None if name_model.lower() == "none" else Encoder.load(
+        name_model or model, pooling=name_pooling, max_length=name_max_length, device=device)
     store = build_prototypes(docs, kb, encoder, definitions=definitions, batch_size=batch_size,
-                             what=", ".join(str(p) for p in documents))
+                             what=", ".join(str(p) for p in documents), name_encoder=names)
     store.to_disk(output, overwrite=overwrite)
     meta = store.meta
     typer.echo(f"{meta['n_prototypes']:,} prototypes ({meta['n_examples']:,} mentions, {meta['n_definitions']:,} "
-               f"definitions) of {meta['n_concepts']:,} concepts in {time.perf_counter() - start:.1f} s -> {output}")
+               f"definitions) of {meta['n_concepts']:,} concepts"
+               + (f", example names by {name_model or model}" if names is not None else ", no example names")
+               + f" in {time.perf_counter() - start:.1f} s -> {output}")
 
 
 @app.command("tune-context")
@@ -58,12 +68,12 @@ def tune_context_command(
     pooling: str = typer.Option("auto", "--pooling", help="Name encoder pooling (as the linker's): cls, mean or auto (the model folder's, else cls)."),
     max_length: int = typer.Option(25, "--max-length", help="Name encoder max_length (as the linker's)."),
     types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable)."),
-    k: int = typer.Option(10, "--k", help="Name candidates re-ranked per mention (the linker's k)."),
-    step: float = typer.Option(0.1, "--step", help="Grid step of the weights."),
+    k: int = typer.Option(30, "--k", help="Name candidates re-ranked per mention (the linker's context_k)."),
+    step: float = typer.Option(0.05, "--step", help="Grid step of the weights."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the grid and the best weights as JSON."),
 ) -> None:
-    """Pick context_weight / definition_weight / context_fallback by strict acc@1 on a dev set."""
+    """Pick context_weight / definition_weight / context_fallback / example_names by strict acc@1 on a dev set."""
     from ..context import read_documents
     from ..context.tune import tune_on_documents
     from ..util import atomic_write
@@ -71,7 +81,8 @@ def tune_context_command(
     docs = read_documents(dev, types=types or None)
     best, table, n = tune_on_documents(docs, kb_dir, model, prototypes, pooling=pooling, max_length=max_length,
                                        k=k, step=step, device=device, index_dir=index_dir)
-    name_only = next(r["acc@1"] for r in table if r["context_weight"] == 0 and r["definition_weight"] == 0)
+    name_only = next(r["acc@1"] for r in table
+                     if r["context_weight"] == 0 and r["definition_weight"] == 0 and not r["example_names"])
     best_acc = max(r["acc@1"] for r in table)
     typer.echo(f"{n} dev mentions: name-only strict acc@1 {100 * name_only:.1f}, best {100 * best_acc:.1f} with "
                + ", ".join(f"{key} = {value}" for key, value in best.to_dict().items()))

@@ -10,11 +10,17 @@ an error (E604), documents without any id are an error (E603).
 A definition prototype is the concept's canonical name in its definition
 (``<ENT> name </ENT> definition``), encoded like a mention: ``definitions="missing"`` adds it for
 concepts without example mentions, ``"all"`` for every concept with a definition.
+
+With a ``name_encoder`` (the linker's), each example mention's text, normalised as the linker
+normalises a mention, is also encoded as a name: the store's example names (``example_names`` in
+the linker).
 """
 from __future__ import annotations
 
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy
 
 from ..errors import ConfigError, DataFormatError, EmptyResultError, Errors, Warnings
 from ..util import PathLike, ensure_path, get_logger
@@ -136,16 +142,26 @@ def definition_mentions(kb: Any, mode: str, have_examples: Sequence[str]) -> Tup
 
 
 def build_prototypes(docs: Sequence[Any], kb: Any, encoder: ContextEncoder, *, definitions: str = "none",
-                     batch_size: int = 64, show_progress: bool = True, what: str = "the documents") -> PrototypeStore:
-    """Encode every usable mention of ``docs`` (and definitions, as ``definitions`` says)."""
+                     batch_size: int = 64, show_progress: bool = True, what: str = "the documents",
+                     name_encoder: Any = None) -> PrototypeStore:
+    """Encode every usable mention of ``docs`` (and definitions, as ``definitions`` says); with
+    ``name_encoder``, the example mentions' names too (see the module doc)."""
     mentions, concepts, counts = collect_examples(docs, kb, what=what)
     def_mentions, def_concepts = definition_mentions(kb, definitions, concepts)
     logger.info("prototypes: %d example mentions of %d concepts, %d definitions", len(mentions),
                 len(set(concepts)), len(def_mentions))
     vectors = encoder.encode(mentions + def_mentions, batch_size=batch_size, show_progress=show_progress)
     kinds = [EXAMPLE] * len(mentions) + [DEFINITION] * len(def_mentions)
+    names = None
+    if name_encoder is not None:
+        from ..kb.concept import normalize_name
+
+        texts = [normalize_name(text[start:end]) for text, start, end in mentions]
+        names = numpy.zeros((len(kinds), name_encoder.dim), dtype=numpy.float32)
+        if texts:
+            names[: len(texts)] = name_encoder.encode(texts, batch_size=max(batch_size, 128), show_progress=show_progress)
     return PrototypeStore.from_rows(vectors, concepts + def_concepts, kinds, encoder=encoder,
-                                    kb_checksum=kb.checksum,
+                                    kb_checksum=kb.checksum, names=names, name_encoder=name_encoder,
                                     extra={"counts": counts, "definitions": definitions})
 
 

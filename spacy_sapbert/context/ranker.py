@@ -3,8 +3,10 @@
 :class:`ContextRanker` holds the prototype store (with its context encoder), the type priors and
 the weights. :meth:`ContextRanker.rank` takes the mentions of a batch of docs as ``(span,
 normalised text)`` and returns each mention's ``kb_ents`` list: the name index proposes ``k``
-concepts per (text, prior) once for the batch, then every mention's candidates are re-ranked with
-its own context vector (all context vectors of the batch are encoded at once). With a
+concepts per (text, prior) once for the batch (with ``example_names``, their name scores raised by
+the prototypes' example names: :func:`~spacy_sapbert.context.rerank.with_example_names`), then every
+mention's candidates are re-ranked with its own context vector (all context vectors of the batch are
+encoded at once; none without context or definition weight). With a
 ``context_margin`` only the mentions :func:`~spacy_sapbert.context.rerank.needs_context` picks are
 encoded and re-ranked; the others keep their name ranking.
 """
@@ -15,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy
 
 from .priors import Candidates, TypePriors, search_with_prior
-from .rerank import ContextWeights, needs_context, rerank
+from .rerank import ContextWeights, needs_context, rerank, with_example_names
 from .store import PrototypeStore
 
 
@@ -23,7 +25,7 @@ def context_settings(cfg: Dict[str, Any]) -> Tuple[TypePriors, ContextWeights]:
     """The linker config's type priors and context weights, checked (coded errors for bad values)."""
     return TypePriors(dict(cfg["type_priors"] or {})), ContextWeights(
         context=cfg["context_weight"], definition=cfg["definition_weight"], fallback=cfg["context_fallback"],
-        margin=cfg.get("context_margin"))
+        margin=cfg.get("context_margin"), example_names=cfg.get("example_names", False))
 
 
 class ContextRanker:
@@ -50,8 +52,12 @@ class ContextRanker:
                                            self.priors.for_label(label) if label else None,
                                            semantic_types=semantic_types, require_definition=require_definition)
                 found.update(zip(group, ranked))
+            if self.weights.example_names and self.store is not None and self.store.has_names:
+                for key in unique:
+                    found[key] = with_example_names(found[key], vectors[row[key[0]]], self.store)
         contexts: Dict[int, numpy.ndarray] = {}
-        if self.store is not None and self.store.encoder is not None:
+        weighted = self.weights.context > 0 or self.weights.definition > 0
+        if self.store is not None and self.store.encoder is not None and weighted:
             todo = [i for i, key in enumerate(keys)
                     if found.get(key) and needs_context(found[key], self.store, self.weights.margin)]
             spans = [mentions[i][0] for i in todo]

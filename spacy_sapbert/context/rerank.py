@@ -4,10 +4,15 @@
             + context_weight * best example-prototype similarity
             + definition_weight * definition similarity
 
-all cosine similarities in [-1, 1]. A candidate without example prototypes (or without a
-definition) takes ``fallback`` in place of the missing similarity: ``"name"`` (default) uses its
-name similarity, so such a concept is judged on its name alone and can still win; a number uses
-that constant. Only the candidates the name index proposed are re-ranked; ties go to the smaller
+all cosine similarities in [-1, 1]. With ``example_names`` (and a store built with a name encoder) the
+example mentions count as names of their concept: a candidate's name similarity is first raised to
+the best cosine between the mention's name vector and the names of its example mentions
+(:func:`with_example_names`; the candidates are re-sorted), so a concept can win on a mention it was
+annotated with in the prototype documents even where the KB lacks that name.
+
+A candidate without example prototypes (or without a definition) takes ``fallback`` in place of the
+missing similarity: ``"name"`` (default) uses its name similarity, so such a concept is judged on its
+name alone and can still win; a number uses that constant. Only the candidates the name index proposed are re-ranked; ties go to the smaller
 concept id. :func:`tune_weights` picks the weights that maximise strict acc@1 on a dev set.
 
 The shortcut (``margin``, the linker's ``context_margin``): encoding a mention's context costs several
@@ -38,6 +43,7 @@ class ContextWeights:
     definition: float = 0.0
     fallback: Union[str, float] = "name"
     margin: Optional[float] = None
+    example_names: bool = False
 
     def __post_init__(self) -> None:
         ok = all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0
@@ -50,6 +56,8 @@ class ContextWeights:
         m = self.margin
         if m is not None and (not isinstance(m, (int, float)) or isinstance(m, bool) or not m >= 0):
             raise ConfigError(Errors.E619.format(value=m))
+        if not isinstance(self.example_names, bool):
+            raise ConfigError(Errors.E002.format(what="example_names", value=self.example_names, choices="true, false"))
 
     @property
     def name(self) -> float:
@@ -57,7 +65,17 @@ class ContextWeights:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"context_weight": self.context, "definition_weight": self.definition,
-                "context_fallback": self.fallback, "context_margin": self.margin}
+                "context_fallback": self.fallback, "context_margin": self.margin, "example_names": self.example_names}
+
+
+def with_example_names(candidates: Candidates, name_vector: numpy.ndarray, store: Any) -> Candidates:
+    """``candidates`` (concept, name score) with each score raised to the best similarity of
+    ``name_vector`` to the concept's example-mention names, best first, ties by concept id."""
+    if not candidates or not getattr(store, "has_names", False):
+        return list(candidates)
+    best = store.example_name_similarities(name_vector, [cid for cid, _ in candidates])
+    raised = [(cid, round(max(s, best.get(cid, s)), 6)) for cid, s in candidates]
+    return sorted(raised, key=lambda x: (-x[1], x[0]))
 
 
 def needs_context(candidates: Candidates, store: Any, margin: Optional[float]) -> bool:
@@ -98,31 +116,41 @@ def _grid(step: float, with_definitions: bool) -> List[Tuple[float, float]]:
 
 def tune_weights(candidates: Sequence[Candidates], queries: numpy.ndarray, store: Any,
                  golds: Sequence[FrozenSet[str]], *, step: float = 0.1,
-                 fallbacks: Sequence[Union[str, float]] = ("name", 0.0)) -> Tuple[ContextWeights, List[Dict[str, Any]]]:
+                 fallbacks: Sequence[Union[str, float]] = ("name", 0.0),
+                 name_vectors: Optional[numpy.ndarray] = None) -> Tuple[ContextWeights, List[Dict[str, Any]]]:
     """The weights with the best strict acc@1 of the re-ranked ``candidates`` against ``golds``
-    (ties: the smaller context weight, then definition weight, then fallback order); and the table
-    of every grid point tried. Prototype similarities are computed once."""
-    if len(candidates) != len(golds) or len(candidates) != len(queries) or not len(candidates):
+    (ties: without example names first, then the smaller context weight, then definition weight, then
+    fallback order); and the table of every grid point tried. With ``name_vectors`` (the mentions'
+    vectors by the name encoder) and a store holding example names, the grid is tried with and
+    without ``example_names``. Prototype similarities are computed once."""
+    if len(candidates) != len(golds) or len(candidates) != len(queries) or not len(candidates) or (
+            name_vectors is not None and len(name_vectors) != len(candidates)):
         raise ConfigError(Errors.E614.format(what=f"{len(candidates)} candidate lists, {len(queries)} context "
-                                             f"vectors and {len(golds)} gold sets (need equal, non-zero counts)"))
+                                             f"vectors, {len(golds)} gold sets and "
+                                             f"{'no' if name_vectors is None else len(name_vectors)} name vectors "
+                                             "(need equal, non-zero counts)"))
+    variants = {False: list(candidates)}
+    if name_vectors is not None and getattr(store, "has_names", False):
+        variants[True] = [with_example_names(c, v, store) for c, v in zip(candidates, name_vectors)]
     sims = [store.similarities(q, [cid for cid, _ in cands]) for q, cands in zip(queries, candidates)]
     with_defs = any(d for _e, d in sims)
     table: List[Dict[str, Any]] = []
     best: Tuple[float, ContextWeights] = (-1.0, ContextWeights(context=0.0, fallback=fallbacks[0]))
-    for fallback in fallbacks:
-        for c, d in _grid(step, with_defs):
-            w = ContextWeights(context=c, definition=d, fallback=fallback)
-            right = 0
-            for cands, (ex, de), gold in zip(candidates, sims, golds):
-                if not cands:
-                    continue
-                top = min((-round(combine(s, ex.get(cid), de.get(cid), w), 6), cid) for cid, s in cands)[1]
-                right += top in gold
-            acc = right / len(candidates)
-            table.append({**w.to_dict(), "acc@1": acc})
-            if acc > best[0] + 1e-12:
-                best = (acc, w)
+    for examples, ranked in variants.items():
+        for fallback in fallbacks:
+            for c, d in _grid(step, with_defs):
+                w = ContextWeights(context=c, definition=d, fallback=fallback, example_names=examples)
+                right = 0
+                for cands, (ex, de), gold in zip(ranked, sims, golds):
+                    if not cands:
+                        continue
+                    top = min((-round(combine(s, ex.get(cid), de.get(cid), w), 6), cid) for cid, s in cands)[1]
+                    right += top in gold
+                acc = right / len(candidates)
+                table.append({**w.to_dict(), "acc@1": acc})
+                if acc > best[0] + 1e-12:
+                    best = (acc, w)
     return best[1], table
 
 
-__all__ = ["ContextWeights", "combine", "rerank", "needs_context", "tune_weights", "Candidates"]
+__all__ = ["ContextWeights", "combine", "rerank", "needs_context", "tune_weights", "with_example_names", "Candidates"]

@@ -7,10 +7,15 @@ A store folder holds (no pickle anywhere)::
     kinds.npy             int8 [n]: 0 = example mention in context, 1 = definition
     concept_ids.npy       unicode [n_concepts], sorted: the concepts that have prototypes
     offsets.npy           int64 [n_concepts + 1]: rows of concept i are offsets[i]:offsets[i + 1]
+    names.npy             optional, float32 [n, name dim]: the *name* encoder's vector of each example's
+                          mention text (zeros on definition rows); its settings are ``name_encoder`` in
+                          the meta (the linker's encoder must match them)
     encoder/              the context encoder (a Hugging Face folder with the <ENT>/</ENT> markers)
 
 :meth:`PrototypeStore.similarities` answers "best example similarity and definition similarity of
-each candidate concept" for one query vector.
+each candidate concept" for one context vector; :meth:`PrototypeStore.example_name_similarities`
+"best similarity of a mention's name vector to the example mentions' names" (example names: a
+concept's train mentions count as its names).
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ FORMAT = "spacy_sapbert.prototypes"
 FORMAT_VERSION = 1
 EXAMPLE, DEFINITION = 0, 1
 _ARRAYS = ("vectors", "kinds", "concept_ids", "offsets")
+NAMES = "names"  # the optional example-name vectors
+_NAME_FIELDS = ("fingerprint", "dim", "pooling", "max_length")
 
 
 def _load(file: Any, *, mmap: bool) -> numpy.ndarray:
@@ -42,17 +49,21 @@ class PrototypeStore:
     """Prototype vectors grouped by concept; see the module doc for the files."""
 
     def __init__(self, vectors: numpy.ndarray, kinds: numpy.ndarray, concept_ids: numpy.ndarray,
-                 offsets: numpy.ndarray, meta: Dict[str, Any], encoder: Any = None) -> None:
+                 offsets: numpy.ndarray, meta: Dict[str, Any], encoder: Any = None,
+                 names: Optional[numpy.ndarray] = None) -> None:
         self.vectors, self.kinds = vectors, kinds
         self.concept_ids, self.offsets = concept_ids, offsets
         self.meta = meta
         self.encoder = encoder
+        self.names = names
         self._pos = {str(c): i for i, c in enumerate(concept_ids.tolist())}
 
     @classmethod
     def from_rows(cls, vectors: numpy.ndarray, concepts: Sequence[str], kinds: Sequence[int], *,
-                  encoder: Any, kb_checksum: str, extra: Optional[Dict[str, Any]] = None) -> "PrototypeStore":
-        """Group prototype rows by concept (stable: rows of one concept keep their order)."""
+                  encoder: Any, kb_checksum: str, extra: Optional[Dict[str, Any]] = None,
+                  names: Optional[numpy.ndarray] = None, name_encoder: Any = None) -> "PrototypeStore":
+        """Group prototype rows by concept (stable: rows of one concept keep their order). ``names``
+        (rows aligned with ``vectors``) are the example mentions' name vectors by ``name_encoder``."""
         concepts = list(concepts)
         order = sorted(range(len(concepts)), key=lambda i: (concepts[i], i))
         ids = sorted(set(concepts))
@@ -70,7 +81,13 @@ class PrototypeStore:
         }
         vecs = numpy.ascontiguousarray(numpy.asarray(vectors, dtype=numpy.float32)[order]) if order \
             else numpy.zeros((0, encoder.dim), numpy.float32)
-        return cls(vecs, kinds_arr, numpy.asarray(ids, dtype=str), numpy.cumsum(counts), meta, encoder)
+        name_rows = None
+        if names is not None:
+            meta["name_encoder"] = {f: name_encoder.settings()[f] for f in ("name", *_NAME_FIELDS)}
+            name_rows = numpy.ascontiguousarray(numpy.asarray(names, dtype=numpy.float32)[order]) if order \
+                else numpy.zeros((0, name_encoder.dim), numpy.float32)
+            name_rows[kinds_arr != EXAMPLE] = 0.0
+        return cls(vecs, kinds_arr, numpy.asarray(ids, dtype=str), numpy.cumsum(counts), meta, encoder, name_rows)
 
     # ---- queries ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -110,6 +127,32 @@ class PrototypeStore:
                 definitions[cid] = float(s[k == DEFINITION].max())
         return examples, definitions
 
+    @property
+    def has_names(self) -> bool:
+        """Whether the store holds example-name vectors (``build-prototypes`` with a name encoder)."""
+        return self.names is not None
+
+    def example_name_similarities(self, name_vector: numpy.ndarray, concept_ids: Sequence[str]) -> Dict[str, float]:
+        """Best cosine of ``name_vector`` (the mention's vector by the name encoder) to the names of each
+        concept's example mentions; concepts without examples (or a store without names) are absent."""
+        out: Dict[str, float] = {}
+        if self.names is None:
+            return out
+        spans = [(c, self._pos[c]) for c in concept_ids if c in self._pos]
+        if not spans:
+            return out
+        rows = numpy.concatenate([numpy.arange(self.offsets[i], self.offsets[i + 1]) for _c, i in spans])
+        sims = numpy.asarray(self.names[rows], dtype=numpy.float32) @ numpy.asarray(name_vector, dtype=numpy.float32)
+        examples = numpy.asarray(self.kinds[rows]) == EXAMPLE
+        at = 0
+        for cid, i in spans:
+            n = int(self.offsets[i + 1] - self.offsets[i])
+            s, k = sims[at:at + n], examples[at:at + n]
+            at += n
+            if k.any():
+                out[cid] = float(s[k].max())
+        return out
+
     # ---- compatibility ------------------------------------------------------------------
     def check_kb(self, kb: Any, *, path: Any = "<memory>") -> None:
         if self.meta.get("kb_checksum") != kb.checksum:
@@ -123,6 +166,16 @@ class PrototypeStore:
                 raise IncompatibleError(Errors.E605.format(path=path, field=field, store_value=theirs.get(field),
                                                            encoder_value=getattr(encoder, field)))
 
+    def check_name_encoder(self, encoder: Any, *, path: Any = "<memory>") -> None:
+        """Raise unless ``encoder`` (the linker's name encoder) made the example-name vectors."""
+        theirs = self.meta.get("name_encoder")
+        if self.names is None or not theirs:
+            return
+        for field in _NAME_FIELDS:
+            if theirs.get(field) != getattr(encoder, field):
+                raise IncompatibleError(Errors.E635.format(path=path, field=field, store_value=theirs.get(field),
+                                                           encoder_value=getattr(encoder, field)))
+
     # ---- serialisation ------------------------------------------------------------------
     def to_disk(self, path: PathLike, *, overwrite: bool = True) -> None:
         """Write the store folder atomically (the encoder included)."""
@@ -130,6 +183,8 @@ class PrototypeStore:
         with atomic_dir(path, overwrite=overwrite) as tmp:
             for name in _ARRAYS:
                 numpy.save(tmp / f"{name}.npy", numpy.asarray(getattr(self, name)), allow_pickle=False)
+            if self.names is not None:
+                numpy.save(tmp / f"{NAMES}.npy", numpy.asarray(self.names), allow_pickle=False)
             if self.encoder is not None:
                 self.encoder.to_disk(tmp / ENCODER_DIR)
             with atomic_write(tmp / META_FILE) as fh:
@@ -156,13 +211,30 @@ class PrototypeStore:
         n = arrays["vectors"].shape[0]
         if len(arrays["kinds"]) != n or int(arrays["offsets"][-1]) != n or n != meta.get("n_prototypes"):
             raise DataFormatError(Errors.E607.format(path=path, why="the arrays disagree with each other or the meta"))
+        names = _names(path, meta, n)
         encoder = ContextEncoder.from_disk(path / ENCODER_DIR, device=device) if load_encoder else None
-        store = cls(arrays["vectors"], arrays["kinds"], arrays["concept_ids"], arrays["offsets"], meta, encoder)
+        store = cls(arrays["vectors"], arrays["kinds"], arrays["concept_ids"], arrays["offsets"], meta, encoder, names)
         if encoder is not None:
             store.check_encoder(encoder, path=path)
         if kb is not None:
             store.check_kb(kb, path=path)
         return store
+
+
+def _names(path: Any, meta: Dict[str, Any], n: int) -> Optional[numpy.ndarray]:
+    """The example-name vectors (memory-mapped) when the meta declares them; checked against it."""
+    declared = meta.get("name_encoder")
+    file = path / f"{NAMES}.npy"
+    if not declared:
+        return None
+    if not isinstance(declared, dict) or not file.is_file():
+        raise DataFormatError(Errors.E607.format(path=path, why=f"the meta declares example names, {NAMES}.npy is "
+                                                               "missing or its settings are not a mapping"))
+    names = _load(file, mmap=True)
+    if names.ndim != 2 or names.shape != (n, declared.get("dim")) or names.dtype != numpy.float32:
+        raise DataFormatError(Errors.E607.format(path=path, why=f"{NAMES}.npy is {names.shape} {names.dtype}, "
+                                                               f"expected ({n}, {declared.get('dim')}) float32"))
+    return names
 
 
 __all__ = ["PrototypeStore", "META_FILE", "EXAMPLE", "DEFINITION"]

@@ -1,5 +1,5 @@
 """Tune the context weights on a dev set: the name index proposes ``k`` candidates per mention (as
-in the linker), the grid of :func:`~spacy_sapbert.context.rerank.tune_weights` is scored by strict
+in the linker, ``context_k``), with and without the store's example names, the grid of :func:`~spacy_sapbert.context.rerank.tune_weights` is scored by strict
 acc@1 (a composite gold counts if any part is predicted)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .rerank import ContextWeights, tune_weights
 
 
 def tune_on_documents(docs: Sequence[Any], kb_dir: PathLike, model: str, prototypes: PathLike, *,
-                      pooling: str = "auto", max_length: int = 25, k: int = 10, step: float = 0.1,
+                      pooling: str = "auto", max_length: int = 25, k: int = 30, step: float = 0.05,
                       device: str = "auto", index_dir: Optional[PathLike] = None
                       ) -> Tuple[ContextWeights, List[Dict[str, Any]], int]:
     """``(best weights, grid table, mentions used)`` for the mentions of ``docs`` with a gold id in
@@ -44,9 +44,12 @@ def tune_on_documents(docs: Sequence[Any], kb_dir: PathLike, model: str, prototy
         index.check_compatible(encoder, path=index_dir)
     else:
         index = ConceptIndex.build(kb, encoder, exact=True)
-    candidates = index.search(encoder.encode(queries, show_progress=True), k)
+    names = encoder.encode(queries, show_progress=True)
+    candidates = index.search(names, k)
     contexts = store.encoder.encode(items, show_progress=True)
-    best, table = tune_weights(candidates, contexts, store, golds, step=step)
+    if store.has_names:
+        store.check_name_encoder(encoder, path=prototypes)
+    best, table = tune_weights(candidates, contexts, store, golds, step=step, name_vectors=names)
     return best, table, len(items)
 
 

@@ -45,14 +45,17 @@ def context_vectors(encoder: Any, docs: Sequence[Document], *, batch_size: int =
 
 
 def context_rankings(name_rankings: Sequence[Ranking], vectors: np.ndarray, has_context: Sequence[bool],
-                     store: Any, weights: Any) -> List[Ranking]:
-    from ..context.rerank import needs_context, rerank
+                     store: Any, weights: Any, name_vectors: Optional[np.ndarray] = None) -> List[Ranking]:
+    """``name_rankings`` re-ranked as the linker does: example names first (with ``name_vectors``, the
+    queries' name-encoder vectors, when ``weights.example_names`` and the store has names), then context."""
+    from ..context.rerank import needs_context, rerank, with_example_names
 
+    names = name_vectors is not None and getattr(weights, "example_names", False) and store.has_names
     out = []
-    for r, v, ok in zip(name_rankings, vectors, has_context):
-        use = ok and needs_context(list(r.concepts), store, getattr(weights, "margin", None))
-        concepts = rerank(list(r.concepts), v, store, weights) if use else list(r.concepts)
-        out.append(Ranking(concepts=concepts))
+    for i, (r, v, ok) in enumerate(zip(name_rankings, vectors, has_context)):
+        concepts = with_example_names(list(r.concepts), name_vectors[i], store) if names else list(r.concepts)
+        use = ok and needs_context(concepts, store, getattr(weights, "margin", None))
+        out.append(Ranking(concepts=rerank(concepts, v, store, weights) if use else concepts))
     return out
 
 
@@ -102,9 +105,12 @@ def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: 
             warnings.simplefilter("ignore", UserWarning)  # unknown / composite train ids: counted in the meta
             store = build_prototypes(docs, kb, encoder, definitions=sy["context_definitions"],
                                      batch_size=settings["batch_size"], show_progress=settings["show_progress"],
-                                     what=", ".join(str(p) for p in ds["train"]))
+                                     what=", ".join(str(p) for p in ds["train"]),
+                                     name_encoder=name_system.encoder if sy["example_names"] else None)
+    if store.has_names and sy["example_names"]:
+        store.check_name_encoder(name_system.encoder, path=sy.get("prototypes") or "<built here>")
     weights = ContextWeights(context=float(sy["context_weight"]), definition=float(sy["definition_weight"]),
-                             fallback=sy["context_fallback"])
+                             fallback=sy["context_fallback"], example_names=bool(sy["example_names"]))
     desc: Dict[str, Any] = {"class": "context re-ranking", "name_system": name_system.name,
                             "prototypes": {k: store.meta.get(k) for k in ("n_prototypes", "n_concepts", "n_examples",
                                                                           "n_definitions", "counts")},
@@ -113,11 +119,15 @@ def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: 
         dev, _counts = select_mentions(read_dataset(sy["context_dev"], format="auto", types=ds["types"]), True)
         mentions = [m for d in dev for m in d.mentions]
         golds = [resolve_gold(kb, m.ids) for m in mentions]
-        rankings = name_system.rank([prep(m.text) for m in mentions], max(settings["ks"]))
+        dev_queries = [prep(m.text) for m in mentions]
+        rankings = name_system.rank(dev_queries, max(int(sy["context_k"]), *settings["ks"]))
         vectors, ok = context_vectors(store.encoder, dev, batch_size=settings["batch_size"])
         keep = [i for i, g in enumerate(golds) if g.in_kb and ok[i]]
+        names = name_system.encoder.encode(dev_queries, batch_size=settings["batch_size"]) \
+            if sy["example_names"] else None
         weights, table = tune_weights([rankings[i].concepts for i in keep], vectors[keep], store,
-                                      [golds[i].ids for i in keep])
+                                      [golds[i].ids for i in keep], step=0.05,
+                                      name_vectors=None if names is None else names[keep])
         desc["tuned_on"] = {"path": str(sy["context_dev"]), "mentions": len(keep),
                             "best_dev_acc@1": max(row["acc@1"] for row in table)}
     desc["weights"] = weights.to_dict()

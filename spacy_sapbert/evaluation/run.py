@@ -140,7 +140,10 @@ def _context_system(settings: Dict[str, Any], kb, systems: Sequence[System], ran
     t = time.time()
     store, weights, desc = context_setup(settings, kb, base, prep=prep)
     vectors, ok = context_vectors(store.encoder, docs, batch_size=settings["batch_size"])
-    rankings = context_rankings(ranked[i][1], vectors, ok, store, weights)
+    sy = settings["systems"]
+    candidates = base.rank(list(queries), max(int(sy["context_k"]), *settings["ks"]))
+    names = base.encoder.encode(list(queries), batch_size=settings["batch_size"]) if weights.example_names else None
+    rankings = context_rankings(candidates, vectors, ok, store, weights, name_vectors=names)
     name = f"{base.name} + {settings['systems']['context_name']}"
     described[name] = {**desc, "seconds": round(time.time() - t, 2)}
     masks["ambiguous"] = ambiguity_mask(queries, dictionary, ranked[i][1])
