@@ -159,7 +159,8 @@ def build_prototypes(docs: Sequence[Any], kb: Any, encoder: ContextEncoder, *, d
         texts = [normalize_name(text[start:end]) for text, start, end in mentions]
         names = numpy.zeros((len(kinds), name_encoder.dim), dtype=numpy.float32)
         if texts:
-            names[: len(texts)] = name_encoder.encode(texts, batch_size=max(batch_size, 128), show_progress=show_progress)
+            names[: len(texts)] = name_encoder.encode(texts, batch_size=max(batch_size, 128),
+                                                      show_progress=show_progress)
     return PrototypeStore.from_rows(vectors, concepts + def_concepts, kinds, encoder=encoder,
                                     kb_checksum=kb.checksum, names=names, name_encoder=name_encoder,
                                     extra={"counts": counts, "definitions": definitions})

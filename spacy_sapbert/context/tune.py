@@ -1,5 +1,6 @@
 """Tune the context weights on a dev set: the name index proposes ``k`` candidates per mention (as
-in the linker, ``context_k``), with and without the store's example names, the grid of :func:`~spacy_sapbert.context.rerank.tune_weights` is scored by strict
+in the linker, ``context_k``), with and without the store's example names, the grid of
+:func:`~spacy_sapbert.context.rerank.tune_weights` is scored by strict
 acc@1 (a composite gold counts if any part is predicted)."""
 from __future__ import annotations
 
