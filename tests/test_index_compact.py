@@ -66,7 +66,8 @@ def test_the_compact_defaults_follow_the_kb_size(clustered):
     assert LARGE_KB_NAMES == 500_000
     assert default_expansion_search(200_000) == 512
     assert default_expansion_search(LARGE_KB_NAMES - 1) == 512
-    assert default_expansion_search(LARGE_KB_NAMES) == default_expansion_search(10_000_000) == 768
+    assert default_expansion_search(LARGE_KB_NAMES) == default_expansion_search(1_999_999) == 768
+    assert default_expansion_search(2_000_000) == default_expansion_search(10_000_000) == 1536
     kb, vectors, _ = clustered
     meta = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False).meta
     assert (meta["ef_search"], meta["connectivity"]) == (512, 48)

@@ -33,7 +33,7 @@ def build_index_command(
                                                       "the encoder's from 256 up; 0: all). Re-scoring uses all."),
     M: Optional[int] = typer.Option(None, "--M", help="hnsw graph degree (default 32)."),
     ef_construction: Optional[int] = typer.Option(None, "--ef-construction", help="hnsw build depth (default 200)."),
-    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Graph search depth (default: hnsw 200; compact 512, 768 from 500,000 names)."),
+    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Graph search depth (default: hnsw 200; compact 512, 768 from 500,000 names, 1536 from 2,000,000)."),
     work_dir: Optional[Path] = typer.Option(None, "--work-dir",
                                             help="Folder for encoded chunks; a rerun resumes from them (default: beside the output)."),
     languages: Optional[str] = typer.Option(None, "--languages",
