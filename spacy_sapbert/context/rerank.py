@@ -12,8 +12,9 @@ annotated with in the prototype documents even where the KB lacks that name.
 
 A candidate without example prototypes (or without a definition) takes ``fallback`` in place of the
 missing similarity: ``"name"`` (default) uses its name similarity, so such a concept is judged on its
-name alone and can still win; a number uses that constant. Only the candidates the name index proposed are re-ranked; ties go to the smaller
-concept id. :func:`tune_weights` picks the weights that maximise strict acc@1 on a dev set.
+name alone and can still win; a number uses that constant. Only the candidates the name index proposed
+are re-ranked; ties go to the smaller concept id. :func:`tune_weights` picks the weights that maximise
+strict acc@1 on a dev set.
 
 The shortcut (``margin``, the linker's ``context_margin``): encoding a mention's context costs several
 times its name, so with a margin the context is encoded only where it can matter: two or more

@@ -108,13 +108,29 @@ class PrototypeStore:
                      ) -> Tuple[Dict[str, float], Dict[str, float]]:
         """``(best example similarity, best definition similarity)`` per concept of ``concept_ids``
         that has such prototypes (absent keys: none)."""
+        return self._best(self.vectors, query, concept_ids)
+
+    @property
+    def has_names(self) -> bool:
+        """Whether the store holds example-name vectors (``build-prototypes`` with a name encoder)."""
+        return self.names is not None
+
+    def example_name_similarities(self, name_vector: numpy.ndarray, concept_ids: Sequence[str]) -> Dict[str, float]:
+        """Best cosine of ``name_vector`` (the mention's vector by the name encoder) to the names of each
+        concept's example mentions; concepts without examples (or a store without names) are absent."""
+        return {} if self.names is None else self._best(self.names, name_vector, concept_ids)[0]
+
+    def _best(self, matrix: numpy.ndarray, query: numpy.ndarray, concept_ids: Sequence[str]
+              ) -> Tuple[Dict[str, float], Dict[str, float]]:
+        """Best row of ``matrix`` (context vectors or example names) by inner product with ``query``, per
+        concept of ``concept_ids`` and kind: ``(examples, definitions)``."""
         examples: Dict[str, float] = {}
         definitions: Dict[str, float] = {}
         spans = [(c, self._pos[c]) for c in concept_ids if c in self._pos]
         if not spans:
             return examples, definitions
         rows = numpy.concatenate([numpy.arange(self.offsets[i], self.offsets[i + 1]) for _c, i in spans])
-        sims = numpy.asarray(self.vectors[rows], dtype=numpy.float32) @ numpy.asarray(query, dtype=numpy.float32)
+        sims = numpy.asarray(matrix[rows], dtype=numpy.float32) @ numpy.asarray(query, dtype=numpy.float32)
         kinds = numpy.asarray(self.kinds[rows])
         at = 0
         for cid, i in spans:
@@ -126,32 +142,6 @@ class PrototypeStore:
             if (k == DEFINITION).any():
                 definitions[cid] = float(s[k == DEFINITION].max())
         return examples, definitions
-
-    @property
-    def has_names(self) -> bool:
-        """Whether the store holds example-name vectors (``build-prototypes`` with a name encoder)."""
-        return self.names is not None
-
-    def example_name_similarities(self, name_vector: numpy.ndarray, concept_ids: Sequence[str]) -> Dict[str, float]:
-        """Best cosine of ``name_vector`` (the mention's vector by the name encoder) to the names of each
-        concept's example mentions; concepts without examples (or a store without names) are absent."""
-        out: Dict[str, float] = {}
-        if self.names is None:
-            return out
-        spans = [(c, self._pos[c]) for c in concept_ids if c in self._pos]
-        if not spans:
-            return out
-        rows = numpy.concatenate([numpy.arange(self.offsets[i], self.offsets[i + 1]) for _c, i in spans])
-        sims = numpy.asarray(self.names[rows], dtype=numpy.float32) @ numpy.asarray(name_vector, dtype=numpy.float32)
-        examples = numpy.asarray(self.kinds[rows]) == EXAMPLE
-        at = 0
-        for cid, i in spans:
-            n = int(self.offsets[i + 1] - self.offsets[i])
-            s, k = sims[at:at + n], examples[at:at + n]
-            at += n
-            if k.any():
-                out[cid] = float(s[k].max())
-        return out
 
     # ---- compatibility ------------------------------------------------------------------
     def check_kb(self, kb: Any, *, path: Any = "<memory>") -> None:
