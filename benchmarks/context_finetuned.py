@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from context_ncbi import DATA, OUT, load_set, pivot_lines, splice_docs, start, throughput  # noqa: E402
-from context_train import EXAMPLE_NAMES, kept_rows, rerank_share, score_encoder, train_variants  # noqa: E402
+from context_train import EXAMPLE_NAMES, ONE_SENSE, kept_rows, rerank_share, score_encoder, train_variants  # noqa: E402
 from results_io import table, write_results  # noqa: E402
 
 NAME = "context_finetuned"
@@ -114,11 +114,11 @@ def evaluation_sets(limit: Any = None) -> Dict[str, Any]:
 
 def evaluate_encoder(label: str, load: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
                      margins: List[float], work: Path, query_cache: Dict[str, List[str]],
-                     batch_size: int, k: int, step: float, example_names: bool) -> Dict[str, Any]:
+                     batch_size: int, k: int, step: float, example_names: bool, variant: str = "") -> Dict[str, Any]:
     """``context_train.score_encoder`` (every train mention a prototype) of the encoder ``load()`` returns,
     with the share of mentions each margin re-ranks; saved to WORK/eval_<label>.json, which a rerun
     reuses (without loading the encoder)."""
-    saved = work / f"eval_{label}.json"
+    saved = work / f"eval_{label}{variant}.json"
     if saved.is_file():
         return json.loads(saved.read_text(encoding="utf8"))
     t = time.time()
@@ -132,6 +132,7 @@ def evaluate_encoder(label: str, load: Any, sets: Dict[str, Any], kb: Any, dicti
 
 
 PICKED_ROW = "context, encoder picked on NCBI dev"
+DEFAULT_ROW = "context, the linker's defaults (ties re-ranked, one sense per document)"
 SUMMARY_COLUMNS = ("NCBI test as written", "NCBI ambiguous", "NCBI abbreviations resolved", "BC5CDR dev as written")
 
 
@@ -140,7 +141,8 @@ def summary_table(rows: List[List[Any]], picked: str) -> Dict[str, List[Any]]:
     acc = {(r[0], r[1], r[2], r[3]): r[5] for r in rows}
     cells = (("NCBI-disease test", "as written", "full"), ("NCBI-disease test", "as written", "ambiguous"),
              ("NCBI-disease test", "abbreviations resolved", "full"), ("BC5CDR-disease dev", "as written", "full"))
-    systems = [("name-only", "name-only"), (EXAMPLE_NAMES, EXAMPLE_NAMES), (PICKED_ROW, f"context ({picked})")]
+    systems = [("name-only", "name-only"), (EXAMPLE_NAMES, EXAMPLE_NAMES), (PICKED_ROW, f"context ({picked})"),
+               (DEFAULT_ROW, f"context ({picked}, {ONE_SENSE})")]
     out = [[label] + [acc[(d, s, system, sub)] for d, s, sub in cells]
            for label, system in systems if (cells[0][0], cells[0][1], system, cells[0][2]) in acc]
     return table(["system", *SUMMARY_COLUMNS], out)
@@ -155,27 +157,56 @@ def render_docs(results: Path) -> None:
     rows = data["tables"]["strict_acc"]["rows"]
     fig = data["figures"]
     lines = ["", f"Command: `{data['command']}` (commit {data['git_commit']}, {data['date']}).", "",
-             *pivot_lines([r for r in rows if ", margin" not in r[2]]), "",
+             *pivot_lines([r for r in rows if ", margin" not in r[2] or ONE_SENSE in r[2]]), "",
              "Dev strict acc@1 (NCBI dev, tuned weights): " + ", ".join(
                  f"{k} {100 * v['tuning']['best_acc@1']:.1f}" for k, v in fig["encoders"].items())
              + f"; picked: **{fig['picked_on_ncbi_dev']}**.", ""]
+    speed = fig.get("context_encoder_contexts_per_s", {})
+    if speed:
+        lines += ["The context encoder alone (`--encoder-speed-only`: the first 300 NCBI test mentions, batches of "
+                  "64, best of the passes), contexts/s: " + "; ".join(f"{k}: {v:.0f}" for k, v in speed.items())
+                  + ".", ""]
     tp = fig.get("throughput_mentions_per_s", {})
     if tp:
         picked = fig["picked_on_ncbi_dev"]
         acc = {r[2]: r[5] for r in rows if r[:2] == ["NCBI-disease test", "as written"] and r[3] == "full"}
         lines += [f"NCBI test as written, the picked encoder with each `context_margin` (name-only: "
                   f"{100 * acc['name-only']:.1f}):", "",
-                  "| context_margin | mentions re-ranked | strict acc@1 | name-only mentions/s | context mentions/s | "
+                  "| context_margin | contexts encoded | strict acc@1 | name-only mentions/s | context mentions/s | "
                   "ratio |", "|---|---|---|---|---|---|"]
         for m, v in tp.items():
             system = (m if m == EXAMPLE_NAMES else f"context ({picked})" if m == "None"
-                      else f"context ({picked}, margin {m})")
-            label = {"None": "null (every mention)", EXAMPLE_NAMES: f"{EXAMPLE_NAMES}"}.get(m, m)
+                      else f"context ({picked}, {m})" if m == ONE_SENSE else f"context ({picked}, margin {m})")
+            label = {"None": "null (every mention)", ONE_SENSE: "0.0, one sense per document (the defaults)"}.get(m, m)
             lines.append(f"| {label} | {100 * v['share']:.0f}% | "
                          f"{100 * acc[system]:.1f} | {v['name-only']:.0f} | {v['context']:.0f} | {v['ratio']:.2f} |")
         lines.append("")
     lines += [f"- {note}" for note in data["notes"]] + [""]
     splice_docs(lines, START, END)
+
+
+def encoder_speed(model: str, docs: List[Any], work: Path, repeat: int, n: int = 300) -> Dict[str, float]:
+    """Contexts/s of the untrained context encoder over the first ``n`` NCBI test mentions, batches of 64,
+    best of ``repeat`` passes: 64 and 32 word pieces, float32 PyTorch and int8 ONNX Runtime."""
+    from spacy_sapbert.context import ContextEncoder
+
+    mentions = [(d.text, m.start, m.end) for d in docs for m in d.mentions][:n]
+    out: Dict[str, float] = {}
+    for length in (64, 32):
+        torch_enc = ContextEncoder.load(model, pooling="mean", max_length=length, device="cpu")
+        for label, enc in ((f"{length} word pieces, float32", torch_enc),
+                           (f"{length} word pieces, int8", torch_enc.quantize(work / f"speed_int8_{length}"))):
+            enc.encode(mentions[:64])  # warm
+            best = min(_timed(lambda: enc.encode(mentions, batch_size=64)) for _ in range(repeat))
+            out[label] = round(len(mentions) / best, 1)
+            print(f"context encoder {label}: {out[label]} contexts/s", flush=True)
+    return out
+
+
+def _timed(fn: Any) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 def main() -> None:
@@ -190,11 +221,17 @@ def main() -> None:
     parser.add_argument("--margins", default="0.0,0.01,0.02,0.05")
     parser.add_argument("--k", type=int, default=30, help="name candidates (concepts) re-ranked per mention")
     parser.add_argument("--step", type=float, default=0.05, help="grid step of the tuned weights")
+    parser.add_argument("--context-length", type=int, default=64,
+                        help="word pieces of the untrained context encoder (mention in context)")
+    parser.add_argument("--quantize", action="store_true",
+                        help="run the untrained context encoder as int8 ONNX Runtime (build-prototypes --quantize)")
     parser.add_argument("--no-example-names", action="store_true",
                         help="prototypes without the example mentions' names (the grid without example names)")
     parser.add_argument("--work", type=Path, default=OUT / NAME)
     parser.add_argument("--prepare", action="store_true", help="resolve abbreviations (needs scispaCy) and stop")
     parser.add_argument("--throughput-only", action="store_true", help="add linker speed to the results (spaCy)")
+    parser.add_argument("--encoder-speed-only", action="store_true",
+                        help="add the context encoder's own speed (contexts/s: 64 / 32 word pieces, float32 / int8)")
     parser.add_argument("--note", action="append", default=[], help="a note to add to the results")
     parser.add_argument("--repeat", type=int, default=3, help="--throughput-only: passes per system (best kept)")
     parser.add_argument("--name-model", default="", help="--throughput-only: the fine-tuned name encoder's folder")
@@ -227,6 +264,14 @@ def main() -> None:
     kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
     margins = [float(m) for m in args.margins.split(",") if m.strip()]
     results_path = ROOT / "benchmarks" / "results" / f"{NAME}.json"
+    if args.encoder_speed_only:
+        data = json.loads(results_path.read_text(encoding="utf8"))
+        data["figures"]["context_encoder_contexts_per_s"] = encoder_speed(
+            data["figures"]["name_encoder"]["model"], sets["ncbi_test"], args.work, args.repeat)
+        path = write_results(NAME, data["tables"], notes=data["notes"], figures=data["figures"],
+                             command=data["command"] + " && " + command_line())
+        render_docs(path)
+        return
     if args.throughput_only:
         data = json.loads(results_path.read_text(encoding="utf8"))
         fig = data["figures"]
@@ -238,8 +283,11 @@ def main() -> None:
         k = int(fig.get("k", args.k))
         trained = fig["context_encoders"].get(best, {}).get("model")
         here = bool(trained) and Path(trained).is_dir()
+        setup = fig.get("context_encoder", {"max_length": 64, "quantized": False})
         ctx = (ContextEncoder.from_disk(trained, device="cpu") if here else
-               ContextEncoder.load(name_model, pooling="mean", max_length=64, device="cpu"))
+               ContextEncoder.load(name_model, pooling="mean", max_length=setup["max_length"], device="cpu"))
+        if setup["quantized"]:
+            ctx = ctx.quantize(args.work / "context_int8")
         names = Encoder.load(name_model, pooling="mean", max_length=25, device="cpu")
         store = build_prototypes(sets["ncbi_protos"], kb, ctx, show_progress=False,
                                  name_encoder=names if w.example_names else None)
@@ -248,6 +296,8 @@ def main() -> None:
         share = rerank_share(sets["ncbi_test"], dense, store, margins, k, w.example_names)
         tp = {}
         settings: Dict[str, Any] = {str(m): replace(w, margin=m) for m in [None, *margins]}  # None: every mention
+        if 0.0 in margins:
+            settings[ONE_SENSE] = replace(w, margin=0.0, one_sense_per_document=True)
         if w.example_names:  # the example names alone: no context encoded
             settings[EXAMPLE_NAMES] = ContextWeights(context=0.0, fallback=0.0, example_names=True)
             share[EXAMPLE_NAMES] = 0.0
@@ -299,16 +349,21 @@ def main() -> None:
 
     dense = LazyDense()
     results: Dict[str, Dict[str, Any]] = {}
+    setup = {"max_length": args.context_length, "quantized": args.quantize}
+    variant = ("" if args.context_length == 64 else f"_len{args.context_length}") + ("_int8" if args.quantize else "")
     for label in ["untrained", *trained]:
         def load(label: str = label) -> Any:
             if label == "untrained":
-                return ContextEncoder.load(name["model"], pooling="mean", max_length=64, device=args.device)
+                ctx = ContextEncoder.load(name["model"], pooling="mean", max_length=args.context_length,
+                                          device=args.device)
+                return ctx.quantize(work / "context_int8") if args.quantize else ctx
             return ContextEncoder.from_disk(trained[label]["model"], device=args.device)
 
         results[label] = evaluate_encoder(label, load, sets, kb, dictionary, dense, margins, work, query_cache, batch,
-                                          args.k, args.step, not args.no_example_names)
+                                          args.k, args.step, not args.no_example_names, variant)
     best = max(results, key=lambda k: (results[k]["tuning"]["best_acc@1"], k == "untrained"))
     figures = {"name_encoder": name, "context_encoders": trained, "picked_on_ncbi_dev": best, "k": args.k,
+               "context_encoder": setup,
                "example_names": not args.no_example_names,
                "encoders": {k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in results.items()}}
     rows = kept_rows(results)
@@ -323,6 +378,9 @@ def main() -> None:
                  f"{k}: {v['epochs']} epochs ({v['steps']} steps, {v['pairs']} pairs)" for k, v in trained.items())
               + f" ({args.device})" if trained else "context encoder: the name encoder with the entity markers "
               "(untrained; no trained variant in this run)")
+             + f"; untrained context encoder at {args.context_length} word pieces, "
+             + ("int8 ONNX Runtime (build-prototypes --quantize; the prototypes are encoded by it too)"
+                if args.quantize else "float32 PyTorch")
              + "; prototypes: every train mention (NCBI train for NCBI, BC5CDR train for BC5CDR)",
              "weights tuned on NCBI dev per encoder, applied unchanged to BC5CDR-disease dev (every document); "
              "nothing is tuned on a scored set; composite gold mentions left out; strict acc@1 (one concept)",

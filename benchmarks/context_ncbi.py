@@ -38,7 +38,8 @@ from results_io import table, write_results  # noqa: E402
 from spacy_sapbert.context import ContextEncoder, ContextWeights, build_prototypes, tune_weights  # noqa: E402
 from spacy_sapbert.encoding.torch_encoder import Encoder  # noqa: E402
 from spacy_sapbert.evaluation.baselines import DenseEncoder, Dictionary  # noqa: E402
-from spacy_sapbert.evaluation.context import ambiguity_mask, context_rankings, context_vectors, prototype_masks  # noqa: E402
+from spacy_sapbert.evaluation.context import (ambiguity_mask, context_rankings, context_vectors, mention_keys,  # noqa: E402
+                                              prototype_masks)
 from spacy_sapbert.evaluation.datasets import read_pubtator  # noqa: E402
 from spacy_sapbert.evaluation.metrics import resolve_gold, score  # noqa: E402
 from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries  # noqa: E402
@@ -95,7 +96,7 @@ def evaluate_set(label: str, docs, kb, dictionary, dense: DenseEncoder, ctx_enc,
         systems = {"name-only": name_only}
         for wname, weights in weights_by_name.items():
             systems[wname if wname.startswith("example names") else f"context ({wname})"] = context_rankings(
-                name_only, vectors, ok, store, weights, name_vectors=names)
+                name_only, vectors, ok, store, weights, name_vectors=names, keys=mention_keys(docs, queries))
         for system, rankings in systems.items():
             for subset, (n, a1, a5) in subset_scores(golds, rankings, masks).items():
                 rows.append([label, setting, system, subset, n, a1, a5])

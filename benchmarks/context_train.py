@@ -47,6 +47,7 @@ VARIANTS = {
     # KRISSBERT's mention-to-mention positives: other annotated mentions of the concept, in their contexts
     "contexts": {"source": "supervised", "mask_probability": 0.0, "contexts_per_mention": 2},
 }
+ONE_SENSE = "margin 0.0, one sense per document"
 EXAMPLE_NAMES = "example names (no context)"  # the system: example names, no context encoded
 
 
@@ -123,6 +124,8 @@ def score_encoder(label: str, ctx_enc: Any, sets: Dict[str, Any], kb: Any, dicti
                                 step=step)
     print(f"[{label}] tuned on NCBI dev: {tuning['best']} acc@1 {tuning['best_acc@1']:.4f}", flush=True)
     weights = {label: tuned, **{f"{label}, margin {m}": replace(tuned, margin=m) for m in margins}}
+    if 0.0 in margins:  # the linker's defaults: ties re-ranked, one sense per document
+        weights[f"{label}, {ONE_SENSE}"] = replace(tuned, margin=0.0, one_sense_per_document=True)
     if example_names:
         weights[EXAMPLE_NAMES] = ContextWeights(context=0.0, fallback=0.0, example_names=True)
     rows: List[List[Any]] = []
@@ -173,15 +176,21 @@ def kept_rows(results: Dict[str, Dict[str, Any]]) -> List[List[Any]]:
 
 def rerank_share(docs: List[Any], dense: Any, store: Any, margins: List[float], k: int = K,
                  example_names: bool = False) -> Dict[str, float]:
-    """Share of NCBI test mentions (as written) each margin re-ranks (after example names, with them)."""
-    from spacy_sapbert.context.rerank import needs_context, with_example_names
+    """Share of NCBI test mentions (as written) whose context each margin encodes (after example names,
+    with them); ``ONE_SENSE``: margin 0, the first of a document's mentions written alike only."""
+    from spacy_sapbert.context.rerank import needs_context, with_example_names_many
+    from spacy_sapbert.evaluation.context import mention_keys
     from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries
 
     queries = [q for q, _ in mention_queries(docs, InputOptions())]
     ranked = [list(r.concepts) for r in dense.rank(queries, k)]
     if example_names and store.has_names:
-        ranked = [with_example_names(r, v, store) for r, v in zip(ranked, dense.encoder.encode(queries, batch_size=256))]
-    return {str(m): sum(needs_context(r, store, m) for r in ranked) / max(1, len(ranked)) for m in [None, *margins]}
+        ranked = with_example_names_many(ranked, dense.encoder.encode(queries, batch_size=256), store)
+    n = max(1, len(ranked))
+    share = {str(m): sum(needs_context(r, store, m) for r in ranked) / n for m in [None, *margins]}
+    keys = mention_keys(docs, queries)
+    share[ONE_SENSE] = len({keys[i] for i, r in enumerate(ranked) if needs_context(r, store, 0.0)}) / n
+    return share
 
 
 START, END = "<!-- context_train: rendered from benchmarks/results/context_train.json -->", "<!-- /context_train -->"

@@ -182,8 +182,9 @@ def main() -> None:
     parser.add_argument("--names", type=int, default=1_000_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--geometry", default="isotropic", choices=["isotropic", "spectrum"])
-    parser.add_argument("--connectivity", nargs="+", default=["32"],
-                        help="Compact builds: graph degree, or DEGREE:DIMS for a PCA-reduced candidate graph (32:192).")
+    parser.add_argument("--connectivity", nargs="*", default=["32"],
+                        help="Compact builds: graph degree, or DEGREE:DIMS for a PCA-reduced candidate graph (32:192); "
+                             "none (the flag alone): only the --hnsw / --faiss systems.")
     parser.add_argument("--ef", type=int, nargs="+", default=[128, 256, 512, 1024])
     parser.add_argument("--rescore", type=int, nargs="+", default=[32, 64, 128, 256])
     parser.add_argument("--hnsw", type=int, nargs="*", default=[],

@@ -89,10 +89,12 @@ SUMMARY: Tuple[Figure, ...] = (
            "(MiniLM aligned 2 epochs on the other concepts)",
            "hpo_crosslingual", "cross-lingual", Cell("MiniLM cross-lingual aligned, 2 epochs", _FR_ES, scale=100, digits=1),
            Cell("char-3gram tf-idf", _FR_ES, scale=100, digits=1), baseline_name="char-3gram tf-idf"),
-    Figure("context re-ranking with example names (prototypes from train), fine-tuned MiniLM: strict acc@1, NCBI "
-           "test as written / "
-           "its ambiguous mentions / abbreviations resolved / BC5CDR-disease dev", "context_finetuned", "summary",
-           Cell("context, encoder picked on NCBI dev", _CONTEXT, scale=100, digits=1),
+    Figure("context re-ranking at the linker's defaults (example names, ties re-ranked, one sense per document; "
+           "prototypes from train, `--max-length 32 --quantize`), fine-tuned MiniLM: strict acc@1, NCBI test as "
+           "written / its ambiguous mentions / abbreviations resolved / BC5CDR-disease dev", "context_finetuned",
+           "summary",
+           Cell("context, the linker's defaults (ties re-ranked, one sense per document)", _CONTEXT, scale=100,
+                digits=1),
            Cell("name-only", _CONTEXT, scale=100, digits=1), baseline_name="name-only, same encoder"),
     Figure("fine-tuned on BC5CDR-disease train: strict acc@1 on dev, overall / seen / unseen mentions "
            "(dev candidate set)", "finetune_guide", "BC5CDR-disease dev", Cell("fine-tuned", _SPLIT, digits=1),

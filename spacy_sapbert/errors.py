@@ -11,8 +11,8 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E500–E599 / W500–W599: hardening (E500–E549: interruption, outputs, work folders, command-line input;
   E550–E599: untrusted bytes, integrity of saved folders, damaged files)
 - E600–E699 / W600–W699: context (E600–E614 prototypes, re-ranking, type priors; E615–E634 training the context
-  encoder; E635–E649 / W602–W614: example names of prototypes); E650–E659: documentation,
-  benchmark results files
+  encoder; E635 / W602–W614: example names of prototypes; E636–E649: the quantized context encoder);
+  E650–E659: documentation, benchmark results files
 - E700–E719 / W700–W709: scale-out (link-corpus, Ray back-ends, build-index --ray)
 - E720–E734 / W720–W724: multilingual encoders and evaluation readers (brat, XL-BEL, CodiEsp)
 - E735–E759 / W735–W739: name languages, translation files, language restriction, cross-lingual pairs
@@ -214,6 +214,9 @@ class Errors(metaclass=_CodedMessages):
     E124 = "Unknown choice {value!r}; choose one of: {choices}."
     E125 = ("Name vectors have shape {shape}, expected [{n}, {dim}]: one row per KB name (kb.names order) "
             "of the encoder's dimension. Encode kb.names with the encoder you pass.")
+    E126 = ("'{path}' has no int8 copy of its ONNX export ({file} is missing or not recorded in onnx_export.json). "
+            "Build the prototypes again with `spacy-sapbert build-prototypes --quantize` (a context encoder), or "
+            "write it with spacy_sapbert.encoding.onnx_encoder.quantize_export(folder).")
     E127 = ("The pipeline at '{path}' keeps its KB and index outside the package (resources '{name}'), and "
             "they were not found: {reason}. Put the resources folder (with kb/ and index/) at a path and set "
             "the environment variable SPACY_SAPBERT_RESOURCES to it (or to its parent folder), or pass "
@@ -364,8 +367,9 @@ class Errors(metaclass=_CodedMessages):
             "The compact index's candidate graph searches this many PCA dimensions; re-scoring always uses all of them.")
 
     # ---- E600–E699: context (prototypes, re-ranking, type priors) ----
-    E600 = ("The context encoder needs a PyTorch encoder, got {what}. ONNX Runtime cannot run the context encoder "
-            "(its vocabulary gains the <ENT>/</ENT> markers): load the model with Encoder.load / runtime='torch'.")
+    E600 = ("The context encoder needs a PyTorch encoder or a quantized ONNX Runtime one, got {what}. Load the "
+            "model with ContextEncoder.load (PyTorch), or make the int8 one with ContextEncoder.quantize / "
+            "`spacy-sapbert build-prototypes --quantize`.")
     E601 = ("context max_length must be an integer >= {minimum} (room for [CLS], [SEP], the two markers and one "
             "word piece), got {value!r}.")
     E602 = ("Mention offsets {start}-{end} do not lie inside the text (length {length}){where}. Give character "
@@ -408,11 +412,15 @@ class Errors(metaclass=_CodedMessages):
     E618 = ("'{path}' is not a context pair set ({why}). Write one with spacy_sapbert.context.train_pairs."
             "write_context_pairs, or let `spacy-sapbert train-context` make it.")
 
-    # ---- E635–E649: example names of prototypes ----
+    # ---- E635: example names of prototypes ----
     E635 = ("The example names of the prototypes at '{path}' were made with another name encoder ({field}: "
             "prototypes have {store_value!r}, the linker's encoder has {encoder_value!r}). Build the prototypes "
             "again with `spacy-sapbert build-prototypes --name-model` set to the linker's encoder (and its "
             "--name-pooling / --name-max-length), or set example_names = false in the linker's config.")
+
+    # ---- E636–E639: the quantized (int8) context encoder ----
+    E636 = ("The context encoder folder '{path}' has a tokenizer without the <ENT>/</ENT> markers: it was not "
+            "written by ContextEncoder.to_disk. Build the prototypes again with `spacy-sapbert build-prototypes`.")
 
     # ---- E650–E659: documentation, benchmark results files ----
     E650 = ("Benchmark results file '{path}' cannot be rendered: {what}. Rewrite it with "

@@ -67,8 +67,9 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "context_weight": 0.05,  # tuned on NCBI-disease dev (benchmarks/context_finetuned.py); tune your own
     "definition_weight": 0.0,
     "context_fallback": 0.0,
-    "context_margin": None,
+    "context_margin": 0.0,  # re-rank the mentions whose best names tie (null: every mention; docs/context.md)
     "example_names": True,
+    "one_sense_per_document": True,  # a document's mentions written alike share the first one's context
     "context_k": 30,  # candidates re-ranked with prototypes: 10 caps NCBI test at 87.9, 30 at 93.4 (docs/context.md)
     "type_priors": {},
 }
@@ -107,6 +108,7 @@ def make_sapbert_linker(
     context_fallback: Union[float, str],
     context_margin: Optional[float],
     example_names: bool,
+    one_sense_per_document: bool,
     context_k: int,
     type_priors: Dict[str, List[str]],
 ) -> "SapbertLinker":
@@ -134,8 +136,10 @@ def make_sapbert_linker(
     :mod:`spacy_sapbert.resources`).
     Context (docs/context.md): ``context_weight``, ``definition_weight`` and ``context_fallback`` mix
     name and prototype similarities when a prototype store is loaded (``prototypes_path`` in
-    initialize); ``context_margin`` (``None``: re-rank every mention) re-ranks only mentions whose best
-    name scores lie within the margin (faster, see docs/context.md); ``example_names`` lets the
+    initialize); ``context_margin`` re-ranks only mentions whose best name scores lie within the margin
+    (default 0: the mentions whose best names tie; ``None``: every mention, ~10x slower, see
+    docs/context.md); ``one_sense_per_document`` encodes the context of only the first of a document's
+    mentions written alike (same text and label) and lets it decide for all of them; ``example_names`` lets the
     prototypes' example mentions count as names of their concepts (a store built with the linker's
     encoder as ``--name-model``); ``context_k`` name candidates (concepts) are re-ranked when
     prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
@@ -149,7 +153,8 @@ def make_sapbert_linker(
         reuse_name_vectors=reuse_name_vectors, skip_non_alnum=skip_non_alnum, resources=resources,
         resources_path=resources_path, context_weight=context_weight,
         definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
-        example_names=example_names, context_k=context_k, type_priors=type_priors,
+        example_names=example_names, one_sense_per_document=one_sense_per_document, context_k=context_k,
+        type_priors=type_priors,
     )
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -31,6 +32,9 @@ def build_prototypes_command(
                                         "linker's example_names); default: the --model folder; 'none': no names."),
     name_pooling: str = typer.Option("auto", "--name-pooling", help="Name encoder pooling (as the linker's)."),
     name_max_length: int = typer.Option(25, "--name-max-length", help="Name encoder max_length (as the linker's)."),
+    quantize: bool = typer.Option(False, "--quantize",
+                                  help="Keep the context encoder as an int8 ONNX Runtime model (~2x faster on a "
+                                       "CPU; the prototypes are encoded with it, and so are the linker's mentions)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Encode annotated mentions in their context into a prototype store for the linker."""
@@ -47,13 +51,17 @@ def build_prototypes_command(
     encoder = ContextEncoder.load(model, pooling=pooling, max_length=max_length, device=device)
     names = None if name_model.lower() == "none" else Encoder.load(
         name_model or model, pooling=name_pooling, max_length=name_max_length, device=device)
-    store = build_prototypes(docs, kb, encoder, definitions=definitions, batch_size=batch_size,
-                             what=", ".join(str(p) for p in documents), name_encoder=names)
-    store.to_disk(output, overwrite=overwrite)
+    with tempfile.TemporaryDirectory(prefix="sapbert-context-") as work:
+        if quantize:
+            encoder = encoder.quantize(Path(work) / "encoder")
+        store = build_prototypes(docs, kb, encoder, definitions=definitions, batch_size=batch_size,
+                                 what=", ".join(str(p) for p in documents), name_encoder=names)
+        store.to_disk(output, overwrite=overwrite)
     meta = store.meta
     typer.echo(f"{meta['n_prototypes']:,} prototypes ({meta['n_examples']:,} mentions, {meta['n_definitions']:,} "
                f"definitions) of {meta['n_concepts']:,} concepts"
                + (f", example names by {name_model or model}" if names is not None else ", no example names")
+               + (", int8 context encoder" if quantize else "")
                + f" in {time.perf_counter() - start:.1f} s -> {output}")
 
 

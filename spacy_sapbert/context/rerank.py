@@ -23,11 +23,17 @@ candidates within ``margin`` of the best name score, one of them with prototypes
 re-ranks every mention. A margin of ``2 * (context_weight + definition_weight) / name weight`` or more
 never changes the first concept (similarities lie in [-1, 1]); smaller margins trade a little accuracy
 for speed (benchmarks/context_train.py measures both).
+
+One sense per document (``one_sense_per_document``, the linker's option of that name): the mentions of one
+document written alike (same normalised text and NER label) are taken to mean the same concept, so only the
+first of them that needs context is encoded and its context decides for all of them
+(:func:`first_of_each`); an abbreviation such as "DM" repeated through an abstract is encoded once. It
+changes speed, and accuracy where a document does use one form for two concepts (docs/context.md).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, FrozenSet, Hashable, List, Optional, Sequence, Tuple, Union
 
 import numpy
 
@@ -45,6 +51,7 @@ class ContextWeights:
     fallback: Union[str, float] = "name"
     margin: Optional[float] = None
     example_names: bool = False
+    one_sense_per_document: bool = False
 
     def __post_init__(self) -> None:
         ok = all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0
@@ -57,8 +64,9 @@ class ContextWeights:
         m = self.margin
         if m is not None and (not isinstance(m, (int, float)) or isinstance(m, bool) or not m >= 0):
             raise ConfigError(Errors.E619.format(value=m))
-        if not isinstance(self.example_names, bool):
-            raise ConfigError(Errors.E002.format(what="example_names", value=self.example_names, choices="true, false"))
+        for flag in ("example_names", "one_sense_per_document"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(Errors.E002.format(what=flag, value=getattr(self, flag), choices="true, false"))
 
     @property
     def name(self) -> float:
@@ -66,17 +74,24 @@ class ContextWeights:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"context_weight": self.context, "definition_weight": self.definition,
-                "context_fallback": self.fallback, "context_margin": self.margin, "example_names": self.example_names}
+                "context_fallback": self.fallback, "context_margin": self.margin, "example_names": self.example_names,
+                "one_sense_per_document": self.one_sense_per_document}
 
 
 def with_example_names(candidates: Candidates, name_vector: numpy.ndarray, store: Any) -> Candidates:
     """``candidates`` (concept, name score) with each score raised to the best similarity of
     ``name_vector`` to the concept's example-mention names, best first, ties by concept id."""
-    if not candidates or not getattr(store, "has_names", False):
-        return list(candidates)
-    best = store.example_name_similarities(name_vector, [cid for cid, _ in candidates])
-    raised = [(cid, round(max(s, best.get(cid, s)), 6)) for cid, s in candidates]
-    return sorted(raised, key=lambda x: (-x[1], x[0]))
+    return with_example_names_many([candidates], numpy.asarray(name_vector)[None, :], store)[0]
+
+
+def with_example_names_many(candidate_lists: Sequence[Candidates], name_vectors: numpy.ndarray,
+                            store: Any) -> List[Candidates]:
+    """:func:`with_example_names` of many mentions (row ``i`` of ``name_vectors`` with list ``i``) at once."""
+    if not getattr(store, "has_names", False):
+        return [list(c) for c in candidate_lists]
+    bests = store.example_name_similarities_many(name_vectors, [[cid for cid, _ in c] for c in candidate_lists])
+    return [sorted(((cid, round(max(s, best.get(cid, s)), 6)) for cid, s in cands), key=lambda x: (-x[1], x[0]))
+            for cands, best in zip(candidate_lists, bests)]
 
 
 def needs_context(candidates: Candidates, store: Any, margin: Optional[float]) -> bool:
@@ -88,6 +103,13 @@ def needs_context(candidates: Candidates, store: Any, margin: Optional[float]) -
     best = candidates[0][1]
     close = [cid for cid, score in candidates if best - score <= margin]
     return len(close) >= 2 and any(cid in store for cid in close)
+
+
+def first_of_each(keys: Sequence[Hashable]) -> List[int]:
+    """For each position, the first position with an equal key (keys: document and mention, see
+    ``one_sense_per_document`` in the module doc)."""
+    first: Dict[Hashable, int] = {}
+    return [first.setdefault(key, i) for i, key in enumerate(keys)]
 
 
 def combine(name_score: float, example: Optional[float], definition: Optional[float], weights: ContextWeights) -> float:
@@ -132,7 +154,7 @@ def tune_weights(candidates: Sequence[Candidates], queries: numpy.ndarray, store
                                              "(need equal, non-zero counts)"))
     variants = {False: list(candidates)}
     if name_vectors is not None and getattr(store, "has_names", False):
-        variants[True] = [with_example_names(c, v, store) for c, v in zip(candidates, name_vectors)]
+        variants[True] = with_example_names_many(candidates, name_vectors, store)
     sims = [store.similarities(q, [cid for cid, _ in cands]) for q, cands in zip(queries, candidates)]
     with_defs = any(d for _e, d in sims)
     table: List[Dict[str, Any]] = []
@@ -154,4 +176,5 @@ def tune_weights(candidates: Sequence[Candidates], queries: numpy.ndarray, store
     return best[1], table
 
 
-__all__ = ["ContextWeights", "combine", "rerank", "needs_context", "tune_weights", "with_example_names", "Candidates"]
+__all__ = ["ContextWeights", "combine", "rerank", "needs_context", "tune_weights", "with_example_names",
+           "with_example_names_many", "first_of_each", "Candidates"]

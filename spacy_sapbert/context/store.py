@@ -20,7 +20,7 @@ concept's train mentions count as its names).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
@@ -118,30 +118,48 @@ class PrototypeStore:
     def example_name_similarities(self, name_vector: numpy.ndarray, concept_ids: Sequence[str]) -> Dict[str, float]:
         """Best cosine of ``name_vector`` (the mention's vector by the name encoder) to the names of each
         concept's example mentions; concepts without examples (or a store without names) are absent."""
-        return {} if self.names is None else self._best(self.names, name_vector, concept_ids)[0]
+        return self.example_name_similarities_many(numpy.asarray(name_vector)[None, :], [concept_ids])[0]
+
+    def example_name_similarities_many(self, name_vectors: numpy.ndarray, concept_lists: Sequence[Sequence[str]]
+                                       ) -> List[Dict[str, float]]:
+        """:meth:`example_name_similarities` of many mentions at once (row ``i`` of ``name_vectors`` with
+        ``concept_lists[i]``): one gather and one row-wise product for the whole batch."""
+        out: List[Dict[str, float]] = [{} for _ in concept_lists]
+        pairs = [(q, c, self._pos[c]) for q, ids in enumerate(concept_lists) for c in ids if c in self._pos]
+        if self.names is None or not pairs:
+            return out
+        at = numpy.fromiter((i for _q, _c, i in pairs), dtype=numpy.int64, count=len(pairs))
+        starts, lengths = self.offsets[at], self.offsets[at + 1] - self.offsets[at]
+        segments = numpy.cumsum(lengths) - lengths
+        rows = numpy.repeat(starts - segments, lengths) + numpy.arange(int(lengths.sum()))
+        queries = numpy.asarray(name_vectors, dtype=numpy.float32)[numpy.repeat([q for q, _c, _i in pairs], lengths)]
+        sims = numpy.einsum("ij,ij->i", numpy.asarray(self.names[rows], dtype=numpy.float32), queries)
+        best = numpy.maximum.reduceat(numpy.where(numpy.asarray(self.kinds[rows]) == EXAMPLE, sims, -numpy.inf),
+                                      segments)
+        for (q, c, _i), s in zip(pairs, best.tolist()):
+            if s != -numpy.inf:
+                out[q][c] = s
+        return out
 
     def _best(self, matrix: numpy.ndarray, query: numpy.ndarray, concept_ids: Sequence[str]
               ) -> Tuple[Dict[str, float], Dict[str, float]]:
-        """Best row of ``matrix`` (context vectors or example names) by inner product with ``query``, per
-        concept of ``concept_ids`` and kind: ``(examples, definitions)``."""
-        examples: Dict[str, float] = {}
-        definitions: Dict[str, float] = {}
-        spans = [(c, self._pos[c]) for c in concept_ids if c in self._pos]
-        if not spans:
-            return examples, definitions
-        rows = numpy.concatenate([numpy.arange(self.offsets[i], self.offsets[i + 1]) for _c, i in spans])
+        """Best row of ``matrix`` (the context vectors) by inner product with ``query``, per concept of
+        ``concept_ids`` and kind: ``(examples, definitions)``. One gather and one product for all the
+        concepts; the best per concept by ``maximum.reduceat`` over their row segments."""
+        found = [(c, self._pos[c]) for c in concept_ids if c in self._pos]
+        if not found:
+            return {}, {}
+        at = numpy.fromiter((i for _c, i in found), dtype=numpy.int64, count=len(found))
+        starts, lengths = self.offsets[at], self.offsets[at + 1] - self.offsets[at]
+        segments = numpy.cumsum(lengths) - lengths  # where each concept's rows start in the gathered block
+        rows = numpy.repeat(starts - segments, lengths) + numpy.arange(int(lengths.sum()))
         sims = numpy.asarray(matrix[rows], dtype=numpy.float32) @ numpy.asarray(query, dtype=numpy.float32)
         kinds = numpy.asarray(self.kinds[rows])
-        at = 0
-        for cid, i in spans:
-            n = int(self.offsets[i + 1] - self.offsets[i])
-            s, k = sims[at:at + n], kinds[at:at + n]
-            at += n
-            if (k == EXAMPLE).any():
-                examples[cid] = float(s[k == EXAMPLE].max())
-            if (k == DEFINITION).any():
-                definitions[cid] = float(s[k == DEFINITION].max())
-        return examples, definitions
+        out: List[Dict[str, float]] = []
+        for kind in (EXAMPLE, DEFINITION):
+            best = numpy.maximum.reduceat(numpy.where(kinds == kind, sims, -numpy.inf), segments)
+            out.append({c: s for (c, _i), s in zip(found, best.tolist()) if s != -numpy.inf})
+        return out[0], out[1]
 
     # ---- compatibility ------------------------------------------------------------------
     def check_kb(self, kb: Any, *, path: Any = "<memory>") -> None:
@@ -202,7 +220,9 @@ class PrototypeStore:
         if len(arrays["kinds"]) != n or int(arrays["offsets"][-1]) != n or n != meta.get("n_prototypes"):
             raise DataFormatError(Errors.E607.format(path=path, why="the arrays disagree with each other or the meta"))
         names = _names(path, meta, n)
-        encoder = ContextEncoder.from_disk(path / ENCODER_DIR, device=device) if load_encoder else None
+        quantized = bool(meta.get("encoder", {}).get("quantized", False))
+        encoder = (ContextEncoder.from_disk(path / ENCODER_DIR, device=device, quantized=quantized)
+                   if load_encoder else None)
         store = cls(arrays["vectors"], arrays["kinds"], arrays["concept_ids"], arrays["offsets"], meta, encoder, names)
         if encoder is not None:
             store.check_encoder(encoder, path=path)

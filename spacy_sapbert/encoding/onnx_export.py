@@ -13,6 +13,8 @@ from ..util import PathLike, ensure_path
 
 ONNX_FILE = "model.onnx"
 EXPORT_FILE = "onnx_export.json"
+# the int8 copy of model.onnx (dynamic quantization), recorded in EXPORT_FILE beside it
+INT8_FILE = "model.int8.onnx"
 
 
 def has_export(folder: PathLike) -> bool:
@@ -36,4 +38,4 @@ def export_is_current(folder: PathLike, fingerprint: str, pooling: str) -> bool:
     return has_export(folder) and (recorded.get("fingerprint"), recorded.get("pooling")) == (fingerprint, pooling)
 
 
-__all__ = ["ONNX_FILE", "EXPORT_FILE", "has_export", "recorded_export", "export_is_current"]
+__all__ = ["ONNX_FILE", "EXPORT_FILE", "INT8_FILE", "has_export", "recorded_export", "export_is_current"]

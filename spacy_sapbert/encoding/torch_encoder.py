@@ -154,11 +154,11 @@ def fork_guard(owner_pid: int) -> int:
 
 def _drop_stale_export(folder: Path, fingerprint: str, pooling: str) -> None:
     """Delete an ONNX export in ``folder`` made from other weights than those about to be written."""
-    from .onnx_export import EXPORT_FILE, ONNX_FILE, export_is_current
+    from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current
 
-    if (folder / EXPORT_FILE).exists() or (folder / ONNX_FILE).exists():
+    if any((folder / name).exists() for name in (EXPORT_FILE, ONNX_FILE, INT8_FILE)):
         if not export_is_current(folder, fingerprint, pooling):
-            for name in (ONNX_FILE, EXPORT_FILE):
+            for name in (ONNX_FILE, INT8_FILE, EXPORT_FILE):
                 (folder / name).unlink(missing_ok=True)
 
 
@@ -396,9 +396,9 @@ class Encoder(CachedEncoder):
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.model.state_dict().items()}
         self.model.save_pretrained(path, state_dict=state, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
-        from .onnx_export import EXPORT_FILE, ONNX_FILE
+        from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE
 
-        write_settings(path, self.settings(), exclude=(ONNX_FILE, EXPORT_FILE))  # with checksums of the files
+        write_settings(path, self.settings(), exclude=(ONNX_FILE, INT8_FILE, EXPORT_FILE))  # with checksums of the files
 
     # ---- encoding -----------------------------------------------------------------------
     def _token_rows(self, texts: List[str]) -> List[List[int]]:

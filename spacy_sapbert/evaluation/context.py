@@ -3,6 +3,7 @@
 - :func:`context_rankings`: a name-only system's concept rankings re-ranked with each mention's
   context vector and a :class:`~spacy_sapbert.context.PrototypeStore` (strict protocol only: the
   result ranks concepts, not names). Mentions without text/offsets keep the name-only ranking.
+- :func:`mention_keys`: which mentions of a document are written alike (``one_sense_per_document``).
 - :func:`ambiguity_mask`: mentions whose query (normalised as the run says) is a dictionary name of
   2+ concepts, or whose name-only top-1 score ties with the second concept's.
 - :func:`prototype_masks`: mentions whose gold concept has example prototypes (``seen``) or not.
@@ -11,7 +12,8 @@
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -45,18 +47,33 @@ def context_vectors(encoder: Any, docs: Sequence[Document], *, batch_size: int =
 
 
 def context_rankings(name_rankings: Sequence[Ranking], vectors: np.ndarray, has_context: Sequence[bool],
-                     store: Any, weights: Any, name_vectors: Optional[np.ndarray] = None) -> List[Ranking]:
+                     store: Any, weights: Any, name_vectors: Optional[np.ndarray] = None,
+                     keys: Optional[Sequence[Hashable]] = None) -> List[Ranking]:
     """``name_rankings`` re-ranked as the linker does: example names first (with ``name_vectors``, the
-    queries' name-encoder vectors, when ``weights.example_names`` and the store has names), then context."""
-    from ..context.rerank import needs_context, rerank, with_example_names
+    queries' name-encoder vectors, when ``weights.example_names`` and the store has names), then context
+    where ``weights.margin`` asks for it; with ``weights.one_sense_per_document`` and ``keys``
+    (:func:`mention_keys`), a mention re-ranked takes the context vector of the first mention of its
+    document written alike that is re-ranked too."""
+    from ..context.rerank import first_of_each, needs_context, rerank, with_example_names_many
 
     names = name_vectors is not None and getattr(weights, "example_names", False) and store.has_names
-    out = []
-    for i, (r, v, ok) in enumerate(zip(name_rankings, vectors, has_context)):
-        concepts = with_example_names(list(r.concepts), name_vectors[i], store) if names else list(r.concepts)
-        use = ok and needs_context(concepts, store, getattr(weights, "margin", None))
-        out.append(Ranking(concepts=rerank(concepts, v, store, weights) if use else concepts))
-    return out
+    ranked = ([list(r.concepts) for r in name_rankings] if not names else
+              with_example_names_many([list(r.concepts) for r in name_rankings], name_vectors, store))
+    todo = [i for i, (c, ok) in enumerate(zip(ranked, has_context))
+            if ok and needs_context(c, store, getattr(weights, "margin", None))]
+    shared = getattr(weights, "one_sense_per_document", False) and keys is not None
+    first = first_of_each([keys[i] for i in todo]) if shared else list(range(len(todo)))
+    source = {i: todo[j] for i, j in zip(todo, first)}
+    return [Ranking(concepts=rerank(c, vectors[source[i]], store, weights) if i in source else c)
+            for i, c in enumerate(ranked)]
+
+
+def mention_keys(docs: Sequence[Document], queries: Sequence[str]) -> List[Tuple[int, str]]:
+    """``(document position, normalised query)`` per mention: mentions written alike in one document."""
+    from ..kb import normalize_name
+
+    doc_of = [d for d, doc in enumerate(docs) for _m in doc.mentions]
+    return [(d, normalize_name(q)) for d, q in zip(doc_of, queries)]
 
 
 def ambiguity_mask(queries: Sequence[str], dictionary: Any, rankings: Optional[Sequence[Ranking]] = None) -> List[bool]:
@@ -110,7 +127,8 @@ def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: 
     if store.has_names and sy["example_names"]:
         store.check_name_encoder(name_system.encoder, path=sy.get("prototypes") or "<built here>")
     weights = ContextWeights(context=float(sy["context_weight"]), definition=float(sy["definition_weight"]),
-                             fallback=sy["context_fallback"], example_names=bool(sy["example_names"]))
+                             fallback=sy["context_fallback"], example_names=bool(sy["example_names"]),
+                             margin=sy["context_margin"], one_sense_per_document=sy["one_sense_per_document"])
     desc: Dict[str, Any] = {"class": "context re-ranking", "name_system": name_system.name,
                             "prototypes": {k: store.meta.get(k) for k in ("n_prototypes", "n_concepts", "n_examples",
                                                                           "n_definitions", "counts")},
@@ -128,6 +146,7 @@ def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: 
         weights, table = tune_weights([rankings[i].concepts for i in keep], vectors[keep], store,
                                       [golds[i].ids for i in keep], step=0.05,
                                       name_vectors=None if names is None else names[keep])
+        weights = replace(weights, margin=sy["context_margin"], one_sense_per_document=sy["one_sense_per_document"])
         desc["tuned_on"] = {"path": str(sy["context_dev"]), "mentions": len(keep),
                             "best_dev_acc@1": max(row["acc@1"] for row in table)}
     desc["weights"] = weights.to_dict()

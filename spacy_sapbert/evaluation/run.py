@@ -128,7 +128,7 @@ def _context_system(settings: Dict[str, Any], kb, systems: Sequence[System], ran
     """The name-only dense system (the model, else the base encoder) re-ranked with context; adds the
     ambiguity (with that system's ties) and seen/unseen-in-prototypes masks."""
     from .baselines import DenseEncoder
-    from .context import context_rankings, context_setup, context_vectors, prototype_masks
+    from .context import context_rankings, context_setup, context_vectors, mention_keys, prototype_masks
 
     dense = [(i, s) for i, s in enumerate(systems) if isinstance(s, DenseEncoder)]
     if not dense:
@@ -143,7 +143,8 @@ def _context_system(settings: Dict[str, Any], kb, systems: Sequence[System], ran
     sy = settings["systems"]
     candidates = base.rank(list(queries), max(int(sy["context_k"]), *settings["ks"]))
     names = base.encoder.encode(list(queries), batch_size=settings["batch_size"]) if weights.example_names else None
-    rankings = context_rankings(candidates, vectors, ok, store, weights, name_vectors=names)
+    rankings = context_rankings(candidates, vectors, ok, store, weights, name_vectors=names,
+                                keys=mention_keys(docs, queries))
     name = f"{base.name} + {settings['systems']['context_name']}"
     described[name] = {**desc, "seconds": round(time.time() - t, 2)}
     masks["ambiguous"] = ambiguity_mask(queries, dictionary, ranked[i][1])
