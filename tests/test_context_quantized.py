@@ -79,6 +79,12 @@ def test_linker_reranks_with_the_int8_encoder_and_saves_it(tiny_bert_path, files
     loaded = spacy.load(tmp_path / "nlp")
     assert loaded.get_pipe("sapbert_linker").prototypes.encoder.quantized
     assert linked(loaded, T2)._.kb_ents == second._.kb_ents
+    again = spacy.blank("en")  # the bytes round trip carries the int8 file too
+    again.add_pipe("sapbert_linker", config={"device": "cpu", "example_names": False, "context_weight": 0.5,
+                                             "context_fallback": "name"})
+    again.get_pipe("sapbert_linker").from_bytes(nlp.get_pipe("sapbert_linker").to_bytes())
+    assert again.get_pipe("sapbert_linker").prototypes.encoder.quantized
+    assert linked(again, T2)._.kb_ents == second._.kb_ents
 
 
 def test_missing_or_foreign_int8_files_are_coded_errors(files, tmp_path, tiny_bert_path):

@@ -10,7 +10,8 @@ A store folder holds (no pickle anywhere)::
     names.npy             optional, float32 [n, name dim]: the *name* encoder's vector of each example's
                           mention text (zeros on definition rows); its settings are ``name_encoder`` in
                           the meta (the linker's encoder must match them)
-    encoder/              the context encoder (a Hugging Face folder with the <ENT>/</ENT> markers)
+    encoder/              the context encoder (a Hugging Face folder with the <ENT>/</ENT> markers; with
+                          ``quantized`` in the meta's encoder settings also its ONNX export and int8 copy)
 
 :meth:`PrototypeStore.similarities` answers "best example similarity and definition similarity of
 each candidate concept" for one context vector; :meth:`PrototypeStore.example_name_similarities`
