@@ -13,10 +13,11 @@ each step in its own process:
 - concept recall@1 / @5 against exact search over the same vectors (``--recall-queries`` queries);
 - the same with a semantic-type filter that keeps 10 % of the concepts (queries/s, recall@1/@5).
 
+``--kinds`` picks the indexes (``compact``, ``ivf``, ``hnsw``, ``exact``).
 hnswlib float32 (today's index) is the baseline in the same run; its RSS is its file size (it reads
 the whole file at load), so above ``--hnsw-max`` names it is not built and its figures are computed
-from its file layout (marked "formula"). 10M names are extrapolated linearly from the measured sizes
-(marked "extrapolated").
+from its file layout (marked "formula"). 10M names are extrapolated linearly from the two largest
+measured sizes, for the compact and ivf indexes (marked "extrapolated").
 
     python benchmarks/umls_scale.py                                  # 1M and 3M names, 768 dims
     python benchmarks/umls_scale.py --names 200000 --dims 384        # a quick run
@@ -360,7 +361,7 @@ def main() -> None:
                 raw[key] = fig
                 print(f"{key}: {fig}", flush=True)
                 label = {"compact": "compact (usearch i8 + f16 re-score, mmap)", "hnsw": "hnswlib f32 (today)",
-                         "exact": "exact (torch)"}[kind]
+                         "ivf": "ivf (faiss fast-scan codes in RAM + f16 re-score)", "exact": "exact (torch)"}[kind]
                 rows.append([label, n, dim, fig["build_s"], fig["index_mb"], fig["cold_load_s"], fig["load_s"],
                              fig["rss_queries_mb"], fig["anon_queries_mb"], fig["qps_b256"], fig["qps_b1"],
                              fig["recall1"], fig["recall5"], fig["filter_qps_b256"], fig["filter_recall1"]]
@@ -383,19 +384,20 @@ def _extrapolate(raw: Dict[str, Dict[str, Any]], names: List[int], dims: List[in
     RSS); sizes measured already are skipped."""
     out = []
     for dim in dims:
-        pts = sorted((n, raw[f"compact_n{n}_d{dim}"]) for n in names if f"compact_n{n}_d{dim}" in raw)
         for target in targets:
             if target in names:
                 continue
-            if len(pts) >= 2 and pts[-1][0] < target:
-                (n0, a), (n1, b) = pts[-2], pts[-1]
+            for kind in ("compact", "ivf"):
+                pts = sorted((n, raw[f"{kind}_n{n}_d{dim}"]) for n in names if f"{kind}_n{n}_d{dim}" in raw)
+                if len(pts) >= 2 and pts[-1][0] < target:
+                    (n0, a), (n1, b) = pts[-2], pts[-1]
 
-                def lin(key: str) -> float:
-                    return round(a[key] + (b[key] - a[key]) * (target - n0) / (n1 - n0), 1)
+                    def lin(key: str) -> float:
+                        return round(a[key] + (b[key] - a[key]) * (target - n0) / (n1 - n0), 1)
 
-                out.append(["compact (extrapolated)", target, dim, lin("build_s"), lin("index_mb"), None,
-                            lin("load_s"), lin("rss_queries_mb"), lin("anon_queries_mb"), None, None, None, None,
-                            None, None])
+                    out.append([f"{kind} (extrapolated)", target, dim, lin("build_s"), lin("index_mb"), None,
+                                lin("load_s"), lin("rss_queries_mb"), lin("anon_queries_mb"), None, None, None, None,
+                                None, None])
             out.append(["hnswlib f32 (formula)", target, dim, None, round(hnsw_file_mb(target, dim), 0), None, None,
                         round(hnsw_file_mb(target, dim), 0), None, None, None, None, None, None, None])
     return out

@@ -359,12 +359,19 @@ class Errors(metaclass=_CodedMessages):
     E555 = ("'{path}' is not a folder verify knows: none of kb.json (knowledge base), sapbert_encoder.json "
             "(encoder), index_meta.json (index) or config.cfg (spaCy pipeline) is in it. Give one of those folders.")
 
-    # ---- E580–E589 / W580–W584: compact index speed (PCA-reduced candidate graph) ----
+    # ---- E580–E581 / W580–W584: compact index speed (PCA-reduced candidate graph) ----
     E580 = ("The compact index's candidate projection '{path}' is missing or damaged ({why}): the graph in "
             "names.usearch searches projected vectors and cannot be used without it. Rebuild the index "
             "(`spacy-sapbert build-index ... --kind compact`) or copy the whole index folder again.")
     E581 = ("candidate_dims must be 0 (the full {dim} dimensions) or between {minimum} and {dim}, got {value!r}. "
             "The compact index's candidate graph searches this many PCA dimensions; re-scoring always uses all of them.")
+
+    # ---- E582–E589: the ivf index (faiss inverted lists of fast-scan product codes) ----
+    E582 = ("The ivf index needs faiss, which is not installed or broken ({reason}). Install the extra: "
+            "`pip install \"spacy-sapbert[faiss]\"` (faiss-cpu), or use --kind compact.")
+    E583 = ("The ivf index needs at least {minimum} names (its cells and product codes are trained on them), the KB "
+            "has {n}. Use --kind exact or hnsw for a KB this small.")
+    E584 = ("{what} must be between {minimum} and {maximum} for the ivf index, got {value!r}.")
 
     # ---- E600–E699: context (prototypes, re-ranking, type priors) ----
     E600 = ("The context encoder needs a PyTorch encoder or a quantized ONNX Runtime one, got {what}. Load the "

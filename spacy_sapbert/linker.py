@@ -124,7 +124,7 @@ def make_sapbert_linker(
     the top-k cut), ``languages`` (search only the KB names in these languages, ISO 639-1 codes such as
     ``["es", "en"]``, on the same index; ``None``: all names), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only
     spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
-    ``extension_name`` (the Span attribute written), ``ef_search`` (graph search depth of an hnsw or compact index; ``None``: the value the index
+    ``extension_name`` (the Span attribute written), ``ef_search`` (search depth of an hnsw or compact index, cells scanned by an ivf one; ``None``: the value the index
     was built with, 200 for hnsw and 512 for compact by default),
     ``set_kb_id`` (write ``kb_id_`` of the spans), ``reuse_name_vectors`` (a mention that is a KB
     name takes that name's vector from the index instead of running the encoder: same result, faster),
@@ -233,7 +233,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
         or build it (and save it there, when given, so the next run reuses it); load the prototype
         store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking. ``kind``
-        picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``: see
+        picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``, ``ivf``: see
         :mod:`spacy_sapbert.index`)."""
         from .kb import KnowledgeBase
 

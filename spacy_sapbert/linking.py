@@ -43,6 +43,7 @@ def build_index_dir(
     rescore: Optional[int] = None,
     connectivity: Optional[int] = None,
     candidate_dims: Optional[int] = None,
+    lists: Optional[int] = None,
     chunk_size: int = 8192,
     ray: bool = False,
     actors: int = 2,
@@ -51,7 +52,7 @@ def build_index_dir(
     languages: Optional[Sequence[str]] = None,
 ) -> ConceptIndex:
     """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
-    ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``compact`` (see :mod:`spacy_sapbert.index`).
+    ``kind``: ``auto`` (by size), ``exact``, ``hnsw``, ``compact`` or ``ivf`` (see :mod:`spacy_sapbert.index`).
     With ``ray`` the names are encoded in chunks of ``chunk_size`` on ``actors`` Ray actors
     (``gpus_per_actor`` GPUs each; the cluster at ``address``, else a local Ray) into the work folder,
     then the index is built here from those chunks (see :mod:`spacy_sapbert.index.ray_build`).
@@ -79,7 +80,8 @@ def build_index_dir(
     options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
                                                   ("ef_search", ef_search), ("rescore", rescore),
                                                   ("connectivity", connectivity),
-                                                  ("candidate_dims", candidate_dims)) if v is not None}
+                                                  ("candidate_dims", candidate_dims), ("lists", lists))
+               if v is not None}
     if work_dir is None:
         work_dir = output.with_name(f".{output.name}.work")
     if ray:

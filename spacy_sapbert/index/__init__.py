@@ -1,5 +1,6 @@
 """Nearest-name search over a KB's name vectors: :class:`ConceptIndex` and its back-ends
-(exact, hnswlib, and the compact memory-mapped usearch index for KBs of millions of names)."""
+(exact, hnswlib, and for KBs of millions of names the compact memory-mapped usearch index and the ivf
+faiss fast-scan index)."""
 from .backends import HNSW_FILE, VECTORS_FILE
 from .compact import GRAPH_FILE, VECTORS_F16_FILE
 from .concept_index import (COMPACT_MIN_NAMES, DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M,

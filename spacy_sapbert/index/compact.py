@@ -118,6 +118,30 @@ def _advise_random(X: numpy.ndarray) -> None:
         handle.madvise(mmap.MADV_RANDOM)
 
 
+def save_float16(X: numpy.ndarray, folder: Path) -> None:
+    """Write ``X`` as ``vectors.f16.npy`` in ``folder`` (atomically, chunk by chunk: ``X`` may be memory-mapped)."""
+    tmp = folder / f".{VECTORS_F16_FILE}.tmp"
+    out = numpy.lib.format.open_memmap(tmp, mode="w+", dtype=numpy.float16, shape=X.shape)
+    for start in range(0, len(X), 1 << 18):
+        out[start:start + (1 << 18)] = X[start:start + (1 << 18)]
+    out.flush()
+    del out
+    tmp.replace(folder / VECTORS_F16_FILE)
+
+
+def load_float16(folder: Path, n: int, dim: int) -> numpy.ndarray:
+    """``vectors.f16.npy`` of ``folder``, memory-mapped for scattered reads, checked to be ``[n, dim]`` float16."""
+    path = folder / VECTORS_F16_FILE
+    try:
+        X = numpy.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise _damaged(path, str(err)) from err
+    if X.shape != (n, dim) or X.dtype != numpy.float16:
+        raise _damaged(path, f"shape {X.shape} {X.dtype}, expected ({n}, {dim}) float16")
+    _advise_random(X)
+    return X
+
+
 class CompactBackend:
     kind = "compact"
 
@@ -256,13 +280,7 @@ class CompactBackend:
                 for name in files:
                     link_or_copy(self._folder / name, folder / name)
             return files
-        tmp = folder / f".{VECTORS_F16_FILE}.tmp"
-        out = numpy.lib.format.open_memmap(tmp, mode="w+", dtype=numpy.float16, shape=self._X.shape)
-        for start in range(0, len(self._X), 1 << 18):
-            out[start:start + (1 << 18)] = self._X[start:start + (1 << 18)]
-        out.flush()
-        del out
-        tmp.replace(folder / VECTORS_F16_FILE)
+        save_float16(self._X, folder)
         gtmp = folder / f".{GRAPH_FILE}.tmp"
         self._graph.save(str(gtmp))
         gtmp.replace(folder / GRAPH_FILE)
@@ -278,14 +296,8 @@ class CompactBackend:
         from usearch.index import Index
 
         n, dim = int(meta["n_names"]), int(meta["dim"])
-        vpath, gpath = folder / VECTORS_F16_FILE, folder / GRAPH_FILE
-        try:
-            X = numpy.load(vpath, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError, EOFError) as err:
-            raise _damaged(vpath, str(err)) from err
-        if X.shape != (n, dim) or X.dtype != numpy.float16:
-            raise _damaged(vpath, f"shape {X.shape} {X.dtype}, expected ({n}, {dim}) float16")
-        _advise_random(X)
+        gpath = folder / GRAPH_FILE
+        X = load_float16(folder, n, dim)
         dims = int(meta.get("candidate_dims") or 0)  # indexes built before the projection: 0
         P = _load_projection(folder / PROJECTION_FILE, dim, dims) if dims else None
         try:

@@ -1,11 +1,14 @@
 """ConceptIndex: nearest KB names for query vectors, aggregated to concepts.
 
-Row ``i`` of the index is ``kb.names[i]``. Three back-ends share one API (``kind``):
+Row ``i`` of the index is ``kb.names[i]``. Four back-ends share one API (``kind``):
 
 - ``exact``: one ``Q @ X.T`` + ``topk`` in torch; chosen automatically up to :data:`EXACT_MAX_NAMES` names;
 - ``hnsw``: hnswlib (float32, read whole into RAM at load); chosen up to :data:`COMPACT_MIN_NAMES`;
 - ``compact``: usearch over int8 copies, re-scored exactly against memory-mapped float16 vectors
-  (``compact.py``); chosen above :data:`COMPACT_MIN_NAMES` names (all of UMLS).
+  (``compact.py``); chosen above :data:`COMPACT_MIN_NAMES` names (all of UMLS);
+- ``ivf``: faiss inverted lists of 4-bit fast-scan product codes, re-scored the same way (``ivf.py``;
+  the ``[faiss]`` extra): faster to build and to search than ``compact`` at millions of names, codes in
+  RAM; asked for by name.
 
 Concept scores are the maximum over a concept's names; concepts are ranked by score, ties broken
 by concept id. Filters (semantic types, definitions) are applied *before* the top-k cut, as
@@ -31,6 +34,7 @@ from .filters import FilterMixin
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_RESCORE, LARGE_KB_NAMES,
                       CompactBackend, default_expansion_search, resolve_candidate_dims)
+from .ivf import DEFAULT_IVF_RESCORE, IvfBackend, sub_quantizers, check_settings as check_ivf_settings
 
 logger = get_logger("index")
 
@@ -38,13 +42,14 @@ META_FILE = "index_meta.json"
 FORMAT_VERSION = 2
 EXACT_MAX_NAMES = 20_000
 COMPACT_MIN_NAMES = LARGE_KB_NAMES  # the compact index, and its larger beam, from 500,000 names
-KINDS = ("auto", "exact", "hnsw", "compact")
+KINDS = ("auto", "exact", "hnsw", "compact", "ivf")
 DEFAULT_M = 32
 DEFAULT_EF_CONSTRUCTION = 200
 DEFAULT_EF_SEARCH = 200
 # an empty row→concept cache (checksum "" matches no KB): ConceptIndex builds the real one on first use
 _NO_CSR = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))
-_BACKENDS = {"exact": ExactBackend, "hnsw": HnswBackend, "compact": CompactBackend}
+_BACKENDS = {"exact": ExactBackend, "hnsw": HnswBackend, "compact": CompactBackend, "ivf": IvfBackend}
+_TWO_STAGE = ("compact", "ivf")  # float16 vectors re-scored, collected in a memory-mapped file while building
 
 
 def choose_kind(n_names: int, kind: str = "auto", exact: Optional[bool] = None) -> str:
@@ -102,8 +107,8 @@ class ConceptIndex(FilterMixin):
         return int(self.meta["n_names"])
 
     def set_ef(self, ef_search: int) -> None:
-        """Search depth of the graph (hnsw ``ef``, usearch ``expansion_search``; higher: better recall,
-        slower); no effect on exact search."""
+        """Search depth (hnsw ``ef``, usearch ``expansion_search``, the cells an ivf index scans; higher:
+        better recall, slower); no effect on exact search."""
         if ef_search < 1:
             raise ConfigError(Errors.E111.format(what="ef_search", minimum=1, value=ef_search))
         self.ef_search = int(ef_search)
@@ -131,8 +136,9 @@ class ConceptIndex(FilterMixin):
         candidate_dtype: str = "i8",
         connectivity: int = DEFAULT_CONNECTIVITY,
         expansion_add: int = DEFAULT_EXPANSION_ADD,
-        rescore: int = DEFAULT_RESCORE,
+        rescore: Optional[int] = None,
         candidate_dims: Optional[int] = None,
+        lists: Optional[int] = None,
     ) -> "ConceptIndex":
         """Encode every KB name with ``enc`` and index the vectors (see :meth:`from_vectors`).
 
@@ -140,17 +146,20 @@ class ConceptIndex(FilterMixin):
         :data:`COMPACT_MIN_NAMES` and the compact index above (``exact=True/False`` is the older way
         to ask for exact or hnsw). With ``work_dir`` the name vectors are written there chunk by chunk
         and an interrupted build resumes from the chunks already done; a compact build then keeps
-        the float16 vectors in a memory-mapped file there instead of RAM. ``num_threads=1`` builds
-        the same graph every time; more threads build faster but the graph may differ between runs.
+        the float16 vectors in a memory-mapped file there instead of RAM (an ivf build too).
+        ``num_threads=1`` builds the same graph every time; more threads build faster but the graph may
+        differ between runs.
         """
         n = len(kb.names)
         if n == 0:
             raise EmptyResultError(Errors.E106)
         kind = choose_kind(n, kind, exact)
         resolve_candidate_dims(candidate_dims, int(enc.dim))  # E581 before the encoding, not after
+        if kind == "ivf":
+            check_ivf_settings(n, lists)  # E583 / E584 likewise
         t0 = time.perf_counter()
         out = None
-        if kind == "compact":
+        if kind in _TWO_STAGE:
             out = _float16_buffer(work_dir, n, int(enc.dim))
         vectors = _encode_names(kb, enc, batch_size=batch_size, work_dir=work_dir, show_progress=show_progress,
                                 chunk_size=chunk_size, out=out)
@@ -158,7 +167,8 @@ class ConceptIndex(FilterMixin):
         index = cls.from_vectors(kb, vectors, enc, kind=kind, M=M, ef_construction=ef_construction,
                                  ef_search=ef_search, num_threads=num_threads, seed=seed, show_progress=show_progress,
                                  candidate_dtype=candidate_dtype, connectivity=connectivity,
-                                 expansion_add=expansion_add, rescore=rescore, candidate_dims=candidate_dims)
+                                 expansion_add=expansion_add, rescore=rescore, candidate_dims=candidate_dims,
+                                 lists=lists)
         index.meta["encode_seconds"] = round(encode_s, 3)
         index.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
         logger.info("indexed %d names (%s) in %.1f s", n, kind, index.meta["build_seconds"])
@@ -181,17 +191,23 @@ class ConceptIndex(FilterMixin):
         candidate_dtype: str = "i8",
         connectivity: int = DEFAULT_CONNECTIVITY,
         expansion_add: int = DEFAULT_EXPANSION_ADD,
-        rescore: int = DEFAULT_RESCORE,
+        rescore: Optional[int] = None,
         candidate_dims: Optional[int] = None,
+        lists: Optional[int] = None,
     ) -> "ConceptIndex":
         """Index name vectors computed elsewhere (row ``i`` = ``kb.names[i]``, L2-normalised, float32
         or float16, may be memory-mapped). ``enc`` gives the fields the index checks queries against:
         ``fingerprint``, ``dim``, ``pooling``, ``max_length`` (and ``name``). ``candidate_dims``
-        (compact): PCA dimensions of the candidate graph, None: half from 256 dimensions up, 0: all."""
+        (compact): PCA dimensions of the candidate graph, None: half from 256 dimensions up, 0: all.
+        ``rescore`` (compact, ivf): candidates re-scored per query, None: 64 (compact), 512 (ivf).
+        ``lists`` (ivf): cells, None: :func:`~spacy_sapbert.index.ivf.default_lists`; its ``ef_search`` is
+        the cells scanned per query (None: :func:`~spacy_sapbert.index.ivf.default_probes`)."""
         n = len(kb.names)
         if vectors.ndim != 2 or vectors.shape[0] != n or vectors.shape[1] != int(enc.dim):
             raise ConfigError(Errors.E125.format(shape=list(vectors.shape), n=n, dim=int(enc.dim)))
         kind = choose_kind(n, kind)
+        if rescore is None:
+            rescore = DEFAULT_IVF_RESCORE if kind == "ivf" else DEFAULT_RESCORE
         for what, value, minimum in (("M", M, 2), ("ef_construction", ef_construction, 1),
                                      ("ef_search", ef_search or 1, 1), ("connectivity", connectivity, 2),
                                      ("expansion_add", expansion_add, 1), ("rescore", rescore, 1)):
@@ -200,7 +216,7 @@ class ConceptIndex(FilterMixin):
         if candidate_dtype not in CANDIDATE_DTYPES:
             raise ConfigError(Errors.E124.format(value=candidate_dtype, choices=", ".join(CANDIDATE_DTYPES)))
         dims = resolve_candidate_dims(candidate_dims, int(enc.dim))  # E581 before any work
-        if ef_search is None:
+        if ef_search is None and kind != "ivf":  # ivf: the backend picks it from its cells
             ef_search = default_expansion_search(n) if kind == "compact" else DEFAULT_EF_SEARCH
         t0 = time.perf_counter()
         meta: Dict[str, Any] = {
@@ -216,7 +232,7 @@ class ConceptIndex(FilterMixin):
             "pooling": enc.pooling,
             "max_length": int(enc.max_length),
             "kb_checksum": kb.checksum,
-            "ef_search": int(ef_search),
+            "ef_search": None if ef_search is None else int(ef_search),
             "seed": int(seed),
         }
         if kind == "exact":
@@ -226,6 +242,11 @@ class ConceptIndex(FilterMixin):
             hnsw = _build_hnsw(numpy.asarray(vectors, dtype=numpy.float32), M=M, ef_construction=ef_construction,
                                num_threads=num_threads, seed=seed, show_progress=show_progress)
             backend = HnswBackend(hnsw, int(ef_search))
+        elif kind == "ivf":
+            backend = IvfBackend.build(vectors, lists=lists, probes=ef_search, rescore=rescore,
+                                       num_threads=num_threads, show_progress=show_progress, seed=seed)
+            meta.update(lists=backend.lists, rescore=int(rescore), ef_search=backend.ef_search,
+                        sub_quantizers=sub_quantizers(int(enc.dim)))
         else:
             meta.update(candidate_dtype=candidate_dtype, connectivity=int(connectivity),
                         expansion_add=int(expansion_add), rescore=int(rescore), candidate_dims=dims)
