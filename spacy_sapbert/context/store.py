@@ -129,10 +129,7 @@ class PrototypeStore:
         pairs = [(q, c, self._pos[c]) for q, ids in enumerate(concept_lists) for c in ids if c in self._pos]
         if self.names is None or not pairs:
             return out
-        at = numpy.fromiter((i for _q, _c, i in pairs), dtype=numpy.int64, count=len(pairs))
-        starts, lengths = self.offsets[at], self.offsets[at + 1] - self.offsets[at]
-        segments = numpy.cumsum(lengths) - lengths
-        rows = numpy.repeat(starts - segments, lengths) + numpy.arange(int(lengths.sum()))
+        rows, segments, lengths = self._rows_of([i for _q, _c, i in pairs])
         queries = numpy.asarray(name_vectors, dtype=numpy.float32)[numpy.repeat([q for q, _c, _i in pairs], lengths)]
         sims = numpy.einsum("ij,ij->i", numpy.asarray(self.names[rows], dtype=numpy.float32), queries)
         best = numpy.maximum.reduceat(numpy.where(numpy.asarray(self.kinds[rows]) == EXAMPLE, sims, -numpy.inf),
@@ -142,6 +139,14 @@ class PrototypeStore:
                 out[q][c] = s
         return out
 
+    def _rows_of(self, positions: Sequence[int]) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
+        """The rows of the concepts at ``positions`` (in ``concept_ids``), one concept after the other; where
+        each concept's rows start among them; how many each has."""
+        at = numpy.asarray(positions, dtype=numpy.int64)
+        starts, lengths = self.offsets[at], self.offsets[at + 1] - self.offsets[at]
+        segments = numpy.cumsum(lengths) - lengths
+        return numpy.repeat(starts - segments, lengths) + numpy.arange(int(lengths.sum())), segments, lengths
+
     def _best(self, matrix: numpy.ndarray, query: numpy.ndarray, concept_ids: Sequence[str]
               ) -> Tuple[Dict[str, float], Dict[str, float]]:
         """Best row of ``matrix`` (the context vectors) by inner product with ``query``, per concept of
@@ -150,10 +155,7 @@ class PrototypeStore:
         found = [(c, self._pos[c]) for c in concept_ids if c in self._pos]
         if not found:
             return {}, {}
-        at = numpy.fromiter((i for _c, i in found), dtype=numpy.int64, count=len(found))
-        starts, lengths = self.offsets[at], self.offsets[at + 1] - self.offsets[at]
-        segments = numpy.cumsum(lengths) - lengths  # where each concept's rows start in the gathered block
-        rows = numpy.repeat(starts - segments, lengths) + numpy.arange(int(lengths.sum()))
+        rows, segments, _lengths = self._rows_of([i for _c, i in found])
         sims = numpy.asarray(matrix[rows], dtype=numpy.float32) @ numpy.asarray(query, dtype=numpy.float32)
         kinds = numpy.asarray(self.kinds[rows])
         out: List[Dict[str, float]] = []

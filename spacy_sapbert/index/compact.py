@@ -272,15 +272,24 @@ class CompactBackend:
     def _path(self, name: str) -> Path:
         return (self._folder / name) if self._folder is not None else Path("<memory>") / name
 
+    def _files(self) -> List[str]:
+        """The data files of the index folder, the float16 vectors first."""
+        return [VECTORS_F16_FILE, GRAPH_FILE] + ([PROJECTION_FILE] if self._P is not None else [])
+
     def save(self, folder: Path) -> List[str]:
         self.reused_files = self._folder is not None
-        files = [VECTORS_F16_FILE, GRAPH_FILE] + ([PROJECTION_FILE] if self._P is not None else [])
+        files = self._files()
         if self._folder is not None:  # loaded from disk (memory-mapped, read-only): the files are final
             if folder.resolve() != self._folder.resolve():
                 for name in files:
                     link_or_copy(self._folder / name, folder / name)
             return files
         save_float16(self._X, folder)
+        self._save_candidates(folder)
+        return files
+
+    def _save_candidates(self, folder: Path) -> None:
+        """Write the candidate stage's files (the graph, the projection) into ``folder``."""
         gtmp = folder / f".{GRAPH_FILE}.tmp"
         self._graph.save(str(gtmp))
         gtmp.replace(folder / GRAPH_FILE)
@@ -289,7 +298,6 @@ class CompactBackend:
 
             with atomic_write(folder / PROJECTION_FILE, "wb") as fh:
                 numpy.save(fh, self._P)
-        return files
 
     @classmethod
     def load(cls, folder: Path, meta: Dict[str, Any]) -> "CompactBackend":

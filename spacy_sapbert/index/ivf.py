@@ -27,8 +27,7 @@ from tqdm import tqdm
 
 from ..errors import ConfigError, Errors
 from ..util import atomic_write
-from .compact import (CompactBackend, VECTORS_F16_FILE, _damaged, load_float16, save_float16)
-from .files import link_or_copy
+from .compact import CompactBackend, VECTORS_F16_FILE, _damaged, load_float16
 from .threads import search_threads
 
 CENTROIDS_FILE = "ivf.centroids.npy"  # float32 [lists, dim]
@@ -102,7 +101,7 @@ class IvfBackend(CompactBackend):
         """Pickled as its folder (the other process reads it again), or whole when built in memory."""
         if self._folder is not None:
             meta = {"n_names": len(self._X), "dim": self._X.shape[1], "rescore": self.rescore,
-                    "ef_search": self.ef_search, "lists": self.lists}
+                    "ef_search": self.ef_search}
             return (IvfBackend.load, (self._folder, meta))
         return (IvfBackend._from_arrays, (self._arrays(), numpy.asarray(self._X), self.rescore, self.ef_search))
 
@@ -164,26 +163,21 @@ class IvfBackend(CompactBackend):
         for i, size in enumerate(sizes.tolist()):
             if size:
                 ids.append(faiss.rev_swig_ptr(invlists.get_ids(i), size).copy())
-                codes.append(faiss.rev_swig_ptr(invlists.get_codes(i), -(-size // BLOCK) * BLOCK * half).copy())
+                codes.append(faiss.rev_swig_ptr(invlists.get_codes(i), int(_code_bytes(size, half))).copy())
         return {CENTROIDS_FILE: ivf.quantizer.reconstruct_n(0, self.lists),
                 CODEBOOK_FILE: faiss.vector_to_array(ivf.pq.centroids),
                 IDS_FILE: numpy.concatenate(ids) if ids else numpy.zeros(0, numpy.int64),
                 OFFSETS_FILE: numpy.concatenate([[0], numpy.cumsum(sizes)]).astype(numpy.int64),
                 CODES_FILE: numpy.concatenate(codes) if codes else numpy.zeros(0, numpy.uint8)}
 
-    def save(self, folder: Path) -> List[str]:
-        self.reused_files = self._folder is not None
-        files = [VECTORS_F16_FILE, *ARRAY_FILES]
-        if self._folder is not None:  # loaded from disk: the files are final
-            if folder.resolve() != self._folder.resolve():
-                for name in files:
-                    link_or_copy(self._folder / name, folder / name)
-            return files
-        save_float16(self._X, folder)
+    def _files(self) -> List[str]:
+        return [VECTORS_F16_FILE, *ARRAY_FILES]
+
+    def _save_candidates(self, folder: Path) -> None:
+        """Write the index's arrays into ``folder`` (``save``, inherited, writes the float16 vectors)."""
         for name, array in self._arrays().items():
             with atomic_write(folder / name, "wb") as fh:
                 numpy.save(fh, array, allow_pickle=False)
-        return files
 
     @classmethod
     def load(cls, folder: Path, meta: Dict[str, Any]) -> "IvfBackend":
@@ -198,6 +192,12 @@ class IvfBackend(CompactBackend):
                 raise _damaged(folder / name, str(err) or type(err).__name__) from err
         return cls._from_arrays(arrays, X, int(meta.get("rescore", DEFAULT_IVF_RESCORE)),
                                 int(meta.get("ef_search", 1)), folder=folder)
+
+
+def _code_bytes(sizes: Any, half: int) -> Any:
+    """Bytes of packed codes of cells of ``sizes`` rows: whole blocks of :data:`BLOCK` rows, ``half`` bytes a row
+    (half the padded sub-quantizer count: two 4-bit codes a byte)."""
+    return -(-sizes // BLOCK) * BLOCK * half
 
 
 def _check(arrays: Dict[str, numpy.ndarray], n: int, dim: int, lists: int, half: int,
@@ -219,7 +219,7 @@ def _check(arrays: Dict[str, numpy.ndarray], n: int, dim: int, lists: int, half:
         raise _damaged(where / OFFSETS_FILE, "cell offsets that do not cover the names once")
     if n and (ids.min() < 0 or ids.max() >= n or numpy.bincount(ids, minlength=n).max() != 1):
         raise _damaged(where / IDS_FILE, "row ids that are out of range or repeated")
-    code_sizes = -(-sizes // BLOCK) * BLOCK * half
+    code_sizes = _code_bytes(sizes, half)
     codes = arrays[CODES_FILE]
     if codes.dtype != numpy.uint8 or codes.ndim != 1 or codes.shape[0] != int(code_sizes.sum()):
         raise _damaged(where / CODES_FILE, f"{codes.shape} {codes.dtype}, expected ({int(code_sizes.sum())},) uint8")
