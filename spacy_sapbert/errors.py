@@ -119,6 +119,11 @@ class Warnings(metaclass=_CodedMessages):
             "{theirs} != {ours}): {missing} of {total} gold concepts are not in the pipeline's KB and cannot be "
             "found. Build the pipeline on the evaluation KB (`spacy-sapbert create-pipeline`) or evaluate with its KB.")
 
+    # ---- W585: the ivf index (E582–E589) ----
+    W585 = ("kind 'auto' picks the ivf index for a KB of {n:,} names, but faiss is not installed ({reason}): the "
+            "compact index is built instead, which takes 40-55x longer on the same cores (docs/scale.md). Install "
+            "the extra (`pip install \"spacy-sapbert[faiss]\"`), or ask for --kind compact to keep it.")
+
     # ---- W600–W699: context (prototypes, re-ranking, type priors) ----
     W600 = ("{n} of {total} annotated mentions have ids that are not in the knowledge base (e.g. {examples}); they "
             "were skipped. Check that the documents and the KB use the same identifiers.")

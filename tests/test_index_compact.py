@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 
 import numpy
 import pytest
 
 from spacy_sapbert.errors import ConfigError, IntegrityError, MissingInputError
-from spacy_sapbert.index import META_FILE, ConceptIndex, choose_kind
+from spacy_sapbert.index import LARGE_MIN_NAMES, META_FILE, ConceptIndex, choose_kind
 from spacy_sapbert.index.compact import GRAPH_FILE, VECTORS_F16_FILE
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
@@ -50,13 +51,26 @@ def clustered():
 
 
 def test_choose_kind_by_size_and_by_request():
+    pytest.importorskip("faiss")
     assert choose_kind(100) == "exact"
     assert choose_kind(100_000) == "hnsw"
-    assert choose_kind(5_000_000) == "compact"
+    assert choose_kind(LARGE_MIN_NAMES - 1) == "hnsw"
+    assert choose_kind(LARGE_MIN_NAMES) == choose_kind(5_000_000) == "ivf"
     assert choose_kind(100, "compact") == "compact"
     assert choose_kind(5_000_000, exact=False) == "hnsw"
     with pytest.raises(ConfigError, match="SB-E124"):
         choose_kind(100, "faiss")
+
+
+def test_auto_falls_back_to_compact_without_faiss(monkeypatch):
+    """Where faiss is not installed, a large KB gets the compact index, with W585 saying how to get ivf."""
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss raises ImportError
+    with pytest.warns(UserWarning, match="SB-W585.*5,000,000 names.*spacy-sapbert\\[faiss\\]"):
+        assert choose_kind(5_000_000) == "compact"
+    assert choose_kind(100_000) == "hnsw"  # no warning below the size: the test fails on one (filterwarnings)
+    kb = KnowledgeBase.from_concepts([Concept(f"C{i:03d}", f"name {i}", (), ("T1",), "") for i in range(100)])
+    with pytest.raises(ConfigError, match="SB-E582.*spacy-sapbert\\[faiss\\]"):
+        ConceptIndex.from_vectors(kb, _unit(numpy.eye(100, DIM) + 0.01), _Enc(), kind="ivf", show_progress=False)
 
 
 def test_the_compact_defaults_follow_the_kb_size(clustered):
@@ -87,6 +101,30 @@ def test_compact_matches_exact_search_on_clustered_data(clustered):
     for g, w in zip(got[:20], want[:20]):
         if g[0][0] == w[0][0]:
             assert abs(g[0][1] - w[0][1]) < 2e-3
+
+
+def test_rescoring_ranks_candidates_by_their_float16_scores():
+    """Each query's valid candidates scored against the stored float16 rows, best k by (-score, row); -1
+    candidates (none found, or masked by a filter) never rank, and a query without any gives -1 rows."""
+    from spacy_sapbert.index.compact import CompactBackend
+
+    rng = numpy.random.default_rng(3)
+    X16 = _unit(rng.normal(size=(400, DIM))).astype(numpy.float16)
+    backend = CompactBackend(type("Graph", (), {})(), X16, rescore=64, expansion_search=64)
+    Q = _unit(rng.normal(size=(6, DIM)))
+    cand = numpy.argsort(rng.random((6, 400)), axis=1)[:, :50]  # distinct rows per query, as an index returns
+    cand[rng.random(cand.shape) < 0.7] = -1  # sparse, as after a filter's mask
+    cand[2] = -1
+    rows, scores = backend._rescore(Q, cand, 5)
+    for i in range(len(Q)):
+        valid = cand[i][cand[i] >= 0]
+        exact = X16[valid].astype(numpy.float64) @ Q[i]
+        order = numpy.lexsort((valid, -exact))[:5]
+        n = len(order)
+        assert rows[i, :n].tolist() == valid[order].tolist()
+        assert numpy.allclose(scores[i, :n], exact[order], atol=1e-5)
+        assert (rows[i, n:] == -1).all() and numpy.isneginf(scores[i, n:]).all()
+    assert (rows[2] == -1).all()
 
 
 def test_compact_filters_equal_exact_filters(clustered):

@@ -24,10 +24,11 @@ def build_index_command(
     exact: Optional[bool] = typer.Option(None, "--exact/--hnsw",
                                          help="Exact matrix search or hnswlib (older form of --kind)."),
     kind: str = typer.Option("auto", "--kind",
-                             help="auto (exact up to 20,000 names, hnsw below 500,000, compact above), exact, hnsw, "
-                                  "compact (usearch int8 + float16 re-scoring, memory-mapped: for UMLS), or ivf "
-                                  "(faiss fast-scan codes in RAM + float16 re-scoring: faster to build and search "
-                                  "at millions of names; the [faiss] extra)."),
+                             help="auto (exact up to 20,000 names, hnsw below 500,000, ivf from there: compact "
+                                  "where faiss is not installed), exact, hnsw, ivf (faiss fast-scan codes in RAM + "
+                                  "float16 re-scoring, memory-mapped: for UMLS; the [faiss] extra) or compact "
+                                  "(usearch int8 graph + float16 re-scoring, all memory-mapped: the least RAM, "
+                                  "40-55x slower to build)."),
     rescore: Optional[int] = typer.Option(None, "--rescore",
                                           help="compact, ivf: candidates re-scored exactly per query (default 64; ivf 512)."),
     lists: Optional[int] = typer.Option(None, "--lists",

@@ -235,17 +235,18 @@ class CompactBackend:
 
     def _rescore(self, vectors: numpy.ndarray, cand: numpy.ndarray, k: int) -> Result:
         """Exact scores of the candidate rows; the ``k`` best per query by (-score, row)."""
-        n_q, depth = cand.shape
         valid = cand >= 0
-        # each row once per batch, in file order (sequential page-ins of the memory map), then per pair
+        # each row once per batch, in file order (sequential page-ins of the memory map), kept as float16
         rows, pair = numpy.unique(cand[valid], return_inverse=True)
-        gathered = numpy.asarray(self._X[rows], dtype=numpy.float32)[pair]
-        qrow = numpy.repeat(numpy.arange(n_q), valid.sum(1))
-        exact = numpy.einsum("ij,ij->i", gathered, vectors[qrow])
-        if not (numpy.abs(exact) <= _SCORE_LIMIT).all():  # also false for NaN
-            raise _damaged(self._path(VECTORS_F16_FILE), "stored name vectors are not unit length: the file is damaged")
+        found = numpy.asarray(self._X[rows])
+        queries = numpy.asarray(vectors, dtype=numpy.float32)
+        counts = valid.sum(1)
+        ends = numpy.cumsum(counts)
         scores = numpy.full(cand.shape, -numpy.inf, dtype=numpy.float32)
-        scores[valid] = exact
+        for i in numpy.flatnonzero(counts):  # one query's rows at a time: no [pairs, dim] float32 copy
+            scores[i, valid[i]] = found[pair[ends[i] - counts[i]:ends[i]]].astype(numpy.float32) @ queries[i]
+        if not (numpy.abs(scores[valid]) <= _SCORE_LIMIT).all():  # also false for NaN
+            raise _damaged(self._path(VECTORS_F16_FILE), "stored name vectors are not unit length: the file is damaged")
         return top_k(cand, scores, k)
 
     @property

@@ -3,12 +3,12 @@
 Row ``i`` of the index is ``kb.names[i]``. Four back-ends share one API (``kind``):
 
 - ``exact``: one ``Q @ X.T`` + ``topk`` in torch; chosen automatically up to :data:`EXACT_MAX_NAMES` names;
-- ``hnsw``: hnswlib (float32, read whole into RAM at load); chosen up to :data:`COMPACT_MIN_NAMES`;
-- ``compact``: usearch over int8 copies, re-scored exactly against memory-mapped float16 vectors
-  (``compact.py``); chosen above :data:`COMPACT_MIN_NAMES` names (all of UMLS);
-- ``ivf``: faiss inverted lists of 4-bit fast-scan product codes, re-scored the same way (``ivf.py``;
-  the ``[faiss]`` extra): faster to build and to search than ``compact`` at millions of names, codes in
-  RAM; asked for by name.
+- ``hnsw``: hnswlib (float32, read whole into RAM at load); chosen below :data:`LARGE_MIN_NAMES`;
+- ``ivf``: faiss inverted lists of 4-bit fast-scan product codes, re-scored exactly against memory-mapped
+  float16 vectors (``ivf.py``; the ``[faiss]`` extra); chosen from :data:`LARGE_MIN_NAMES` names (all of
+  UMLS): 40-55x faster to build and faster to search than ``compact`` at millions of names, codes in RAM;
+- ``compact``: usearch over int8 copies, re-scored the same way (``compact.py``): the least RAM; chosen
+  instead of ``ivf`` where faiss is not installed (W585).
 
 Concept scores are the maximum over a concept's names; concepts are ranked by score, ties broken
 by concept id. Filters (semantic types, definitions) are applied *before* the top-k cut, as
@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
 from ..about import __version__
-from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
+from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError, Warnings
 from .aggregate import aggregate_batch
 from .build import _build_hnsw, _encode_names
 from ..integrity import check_files, file_records
@@ -34,14 +35,15 @@ from .filters import FilterMixin
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_RESCORE, LARGE_KB_NAMES,
                       CompactBackend, default_expansion_search, resolve_candidate_dims)
-from .ivf import DEFAULT_IVF_RESCORE, IvfBackend, sub_quantizers, check_settings as check_ivf_settings
+from .ivf import DEFAULT_IVF_RESCORE, IvfBackend, faiss_missing, sub_quantizers, check_settings as check_ivf_settings
 
 logger = get_logger("index")
 
 META_FILE = "index_meta.json"
 FORMAT_VERSION = 2
 EXACT_MAX_NAMES = 20_000
-COMPACT_MIN_NAMES = LARGE_KB_NAMES  # the compact index, and its larger beam, from 500,000 names
+LARGE_MIN_NAMES = LARGE_KB_NAMES  # kind auto: the ivf index (else compact, with its larger beam) from 500,000 names
+COMPACT_MIN_NAMES = LARGE_MIN_NAMES  # the name of earlier versions
 KINDS = ("auto", "exact", "hnsw", "compact", "ivf")
 DEFAULT_M = 32
 DEFAULT_EF_CONSTRUCTION = 200
@@ -54,7 +56,8 @@ _TWO_STAGE = ("compact", "ivf")  # float16 vectors re-scored, collected in a mem
 
 def choose_kind(n_names: int, kind: str = "auto", exact: Optional[bool] = None) -> str:
     """The back-end for ``n_names`` names: ``kind`` unless ``auto``; ``exact`` (legacy flag) picks
-    exact (True) or hnsw (False); else by size (:data:`EXACT_MAX_NAMES`, :data:`COMPACT_MIN_NAMES`)."""
+    exact (True) or hnsw (False); else by size: exact up to :data:`EXACT_MAX_NAMES`, hnsw below
+    :data:`LARGE_MIN_NAMES`, ivf from there (compact, with W585, where faiss is not installed)."""
     if kind not in KINDS:
         raise ConfigError(Errors.E124.format(value=kind, choices=", ".join(KINDS)))
     if kind != "auto":
@@ -63,7 +66,13 @@ def choose_kind(n_names: int, kind: str = "auto", exact: Optional[bool] = None) 
         return "exact" if exact else "hnsw"
     if n_names <= EXACT_MAX_NAMES:
         return "exact"
-    return "hnsw" if n_names < COMPACT_MIN_NAMES else "compact"
+    if n_names < LARGE_MIN_NAMES:
+        return "hnsw"
+    missing = faiss_missing()
+    if missing is None:
+        return "ivf"
+    warnings.warn(Warnings.W585.format(n=n_names, reason=missing))
+    return "compact"
 
 
 class ConceptIndex(FilterMixin):
@@ -142,9 +151,9 @@ class ConceptIndex(FilterMixin):
     ) -> "ConceptIndex":
         """Encode every KB name with ``enc`` and index the vectors (see :meth:`from_vectors`).
 
-        ``kind="auto"`` picks exact search up to :data:`EXACT_MAX_NAMES` names, hnswlib up to
-        :data:`COMPACT_MIN_NAMES` and the compact index above (``exact=True/False`` is the older way
-        to ask for exact or hnsw). With ``work_dir`` the name vectors are written there chunk by chunk
+        ``kind="auto"`` picks exact search up to :data:`EXACT_MAX_NAMES` names, hnswlib below
+        :data:`LARGE_MIN_NAMES` and the ivf index from there (:func:`choose_kind`; ``exact=True/False`` is the
+        older way to ask for exact or hnsw). With ``work_dir`` the name vectors are written there chunk by chunk
         and an interrupted build resumes from the chunks already done; a compact build then keeps
         the float16 vectors in a memory-mapped file there instead of RAM (an ivf build too).
         ``num_threads=1`` builds the same graph every time; more threads build faster but the graph may
@@ -433,5 +442,5 @@ def _float16_buffer(work_dir: Optional[PathLike], n: int, dim: int) -> numpy.nda
     return numpy.lib.format.open_memmap(work / "vectors.f16.npy", mode="w+", dtype=numpy.float16, shape=(n, dim))
 
 
-__all__ = ["ConceptIndex", "choose_kind", "EXACT_MAX_NAMES", "COMPACT_MIN_NAMES", "KINDS", "DEFAULT_M",
+__all__ = ["ConceptIndex", "choose_kind", "EXACT_MAX_NAMES", "LARGE_MIN_NAMES", "COMPACT_MIN_NAMES", "KINDS", "DEFAULT_M",
            "DEFAULT_EF_CONSTRUCTION", "DEFAULT_EF_SEARCH", "META_FILE", "HNSW_FILE", "VECTORS_FILE"]

@@ -83,6 +83,15 @@ def _faiss() -> Any:
     return faiss
 
 
+def faiss_missing() -> Optional[str]:
+    """Why faiss cannot be imported, or None when it can."""
+    try:
+        import faiss  # noqa: F401
+    except ImportError as err:
+        return str(err) or type(err).__name__
+    return None
+
+
 class IvfBackend(CompactBackend):
     kind = "ivf"
 
