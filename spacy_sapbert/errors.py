@@ -121,7 +121,7 @@ class Warnings(metaclass=_CodedMessages):
 
     # ---- W585: the ivf index (E582–E589) ----
     W585 = ("kind 'auto' picks the ivf index for a KB of {n:,} names, but faiss is not installed ({reason}): the "
-            "compact index is built instead, which takes 40-55x longer on the same cores (docs/scale.md). Install "
+            "compact index is built instead, which takes 39-55x longer on the same cores (docs/scale.md). Install "
             "the extra (`pip install \"spacy-sapbert[faiss]\"`), or ask for --kind compact to keep it.")
 
     # ---- W600–W699: context (prototypes, re-ranking, type priors) ----

@@ -28,7 +28,7 @@ def build_index_command(
                                   "where faiss is not installed), exact, hnsw, ivf (faiss fast-scan codes in RAM + "
                                   "float16 re-scoring, memory-mapped: for UMLS; the [faiss] extra) or compact "
                                   "(usearch int8 graph + float16 re-scoring, all memory-mapped: the least RAM, "
-                                  "40-55x slower to build)."),
+                                  "39-55x slower to build)."),
     rescore: Optional[int] = typer.Option(None, "--rescore",
                                           help="compact, ivf: candidates re-scored exactly per query (default 64; ivf 512)."),
     lists: Optional[int] = typer.Option(None, "--lists",

@@ -6,7 +6,7 @@ Row ``i`` of the index is ``kb.names[i]``. Four back-ends share one API (``kind`
 - ``hnsw``: hnswlib (float32, read whole into RAM at load); chosen below :data:`LARGE_MIN_NAMES`;
 - ``ivf``: faiss inverted lists of 4-bit fast-scan product codes, re-scored exactly against memory-mapped
   float16 vectors (``ivf.py``; the ``[faiss]`` extra); chosen from :data:`LARGE_MIN_NAMES` names (all of
-  UMLS): 40-55x faster to build and faster to search than ``compact`` at millions of names, codes in RAM;
+  UMLS): 39-55x faster to build and faster to search than ``compact`` at millions of names, codes in RAM;
 - ``compact``: usearch over int8 copies, re-scored the same way (``compact.py``): the least RAM; chosen
   instead of ``ivf`` where faiss is not installed (W585).
 
