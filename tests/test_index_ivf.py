@@ -45,6 +45,10 @@ def test_ivf_matches_exact_search_and_round_trips(built, tmp_path):
     ivf.to_disk(tmp_path / "ix")
     meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
     assert meta["kind"] == "ivf" and set(meta["files"]) >= {CODES_FILE, IDS_FILE, "vectors.f16.npy"}
+    assert not [f.name for f in (tmp_path / "ix").iterdir() if f.name.startswith(".")]  # no work file left behind
+    on_disk = {name: numpy.load(tmp_path / "ix" / name) for name in (IDS_FILE, CODES_FILE)}
+    in_memory = ivf._backend._arrays()  # what a pickle of an index built in memory carries: the same arrays
+    assert all(numpy.array_equal(on_disk[name], in_memory[name]) for name in on_disk)
     back = ConceptIndex.from_disk(tmp_path / "ix", kb)
     assert back.kind == "ivf" and back.search(queries, 5) == got
     back.to_disk(tmp_path / "again")  # saved from a loaded index: the same files

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy
 from tqdm import tqdm
@@ -161,32 +161,60 @@ class IvfBackend(CompactBackend):
         return rows
 
     # ---- serialisation ------------------------------------------------------------------
-    def _arrays(self) -> Dict[str, numpy.ndarray]:
-        """The index as plain arrays (the files of :data:`ARRAY_FILES`)."""
+    def _sizes(self) -> numpy.ndarray:
+        return numpy.array([self._ivf.invlists.list_size(i) for i in range(self.lists)], dtype=numpy.int64)
+
+    def _small_arrays(self, sizes: numpy.ndarray) -> Dict[str, numpy.ndarray]:
+        """Cell centroids, the sub-quantizers' centroids and the cell offsets."""
         faiss = _faiss()
-        ivf, invlists = self._ivf, self._ivf.invlists
-        sizes = numpy.array([invlists.list_size(i) for i in range(self.lists)], dtype=numpy.int64)
-        half = int(ivf.M2) // 2
-        ids: List[numpy.ndarray] = []
-        codes: List[numpy.ndarray] = []
-        for i, size in enumerate(sizes.tolist()):
-            if size:
-                ids.append(faiss.rev_swig_ptr(invlists.get_ids(i), size).copy())
-                codes.append(faiss.rev_swig_ptr(invlists.get_codes(i), int(_code_bytes(size, half))).copy())
-        return {CENTROIDS_FILE: ivf.quantizer.reconstruct_n(0, self.lists),
-                CODEBOOK_FILE: faiss.vector_to_array(ivf.pq.centroids),
-                IDS_FILE: numpy.concatenate(ids) if ids else numpy.zeros(0, numpy.int64),
-                OFFSETS_FILE: numpy.concatenate([[0], numpy.cumsum(sizes)]).astype(numpy.int64),
-                CODES_FILE: numpy.concatenate(codes) if codes else numpy.zeros(0, numpy.uint8)}
+        return {CENTROIDS_FILE: self._ivf.quantizer.reconstruct_n(0, self.lists),
+                CODEBOOK_FILE: faiss.vector_to_array(self._ivf.pq.centroids),
+                OFFSETS_FILE: numpy.concatenate([[0], numpy.cumsum(sizes)]).astype(numpy.int64)}
+
+    def _cells(self, sizes: numpy.ndarray) -> Iterator[Tuple[numpy.ndarray, numpy.ndarray]]:
+        """The row ids and packed codes of each non-empty cell, in cell order, copied out of faiss one at a time."""
+        faiss = _faiss()
+        invlists, half = self._ivf.invlists, int(self._ivf.M2) // 2
+        for i in numpy.flatnonzero(sizes).tolist():
+            size = int(sizes[i])
+            yield (faiss.rev_swig_ptr(invlists.get_ids(i), size).copy(),
+                   faiss.rev_swig_ptr(invlists.get_codes(i), int(_code_bytes(size, half))).copy())
+
+    def _arrays(self) -> Dict[str, numpy.ndarray]:
+        """The index as plain arrays in memory (the files of :data:`ARRAY_FILES`)."""
+        sizes = self._sizes()
+        cells = list(self._cells(sizes))
+        return {**self._small_arrays(sizes),
+                IDS_FILE: numpy.concatenate([c[0] for c in cells]) if cells else numpy.zeros(0, numpy.int64),
+                CODES_FILE: numpy.concatenate([c[1] for c in cells]) if cells else numpy.zeros(0, numpy.uint8)}
 
     def _files(self) -> List[str]:
         return [VECTORS_F16_FILE, *ARRAY_FILES]
 
     def _save_candidates(self, folder: Path) -> None:
-        """Write the index's arrays into ``folder`` (``save``, inherited, writes the float16 vectors)."""
-        for name, array in self._arrays().items():
+        """Write the index's arrays into ``folder`` (``save``, inherited, writes the float16 vectors); the row ids
+        and codes cell by cell into memory-mapped files, so that saving holds no second copy of the codes."""
+        sizes = self._sizes()
+        for name, array in self._small_arrays(sizes).items():
             with atomic_write(folder / name, "wb") as fh:
                 numpy.save(fh, array, allow_pickle=False)
+        half = int(self._ivf.M2) // 2
+        tmp = {IDS_FILE: folder / f".{IDS_FILE}.tmp", CODES_FILE: folder / f".{CODES_FILE}.tmp"}
+        out = {IDS_FILE: numpy.lib.format.open_memmap(tmp[IDS_FILE], mode="w+", dtype=numpy.int64,
+                                                      shape=(int(sizes.sum()),)),
+               CODES_FILE: numpy.lib.format.open_memmap(tmp[CODES_FILE], mode="w+", dtype=numpy.uint8,
+                                                        shape=(int(_code_bytes(sizes, half).sum()),))}
+        at = {IDS_FILE: 0, CODES_FILE: 0}
+        for cell in self._cells(sizes):
+            for name, part in zip((IDS_FILE, CODES_FILE), cell):
+                out[name][at[name]:at[name] + len(part)] = part
+                at[name] += len(part)
+        for name, array in out.items():
+            array.flush()
+            del array
+        out.clear()
+        for name, path in tmp.items():
+            path.replace(folder / name)
 
     @classmethod
     def load(cls, folder: Path, meta: Dict[str, Any]) -> "IvfBackend":
