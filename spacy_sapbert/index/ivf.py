@@ -209,10 +209,9 @@ class IvfBackend(CompactBackend):
             for name, part in zip((IDS_FILE, CODES_FILE), cell):
                 out[name][at[name]:at[name] + len(part)] = part
                 at[name] += len(part)
-        for name, array in out.items():
+        for array in out.values():
             array.flush()
-            del array
-        out.clear()
+        out.clear()  # the maps are closed before their files are renamed
         for name, path in tmp.items():
             path.replace(folder / name)
 
