@@ -24,7 +24,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy
 
 from ..encoding.onnx_encoder import OnnxEncoder, export_onnx, quantize_export
-from ..encoding.torch_encoder import CachedEncoder, Encoder, fork_guard, weights_fingerprint
+from ..encoding.torch_encoder import CachedEncoder, Encoder, weights_fingerprint
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
 from ..util import PathLike, ensure_path
 
@@ -186,10 +186,7 @@ class ContextEncoder:
         if not len(mentions):
             return numpy.zeros((0, self.dim), dtype=numpy.float32)
         rows = self.token_rows(mentions)
-        if self.quantized:
-            self.encoder.check_fork()
-        else:
-            self.encoder._pid = fork_guard(self.encoder._pid)
+        self.encoder.check_fork()  # either runtime: one thread in a process forked after it ran
         return self.encoder.encode_rows(rows, batch_size, show_progress)
 
 

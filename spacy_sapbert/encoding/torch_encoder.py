@@ -401,8 +401,12 @@ class Encoder(CachedEncoder):
         write_settings(path, self.settings(), exclude=(ONNX_FILE, INT8_FILE, EXPORT_FILE))  # with checksums of the files
 
     # ---- encoding -----------------------------------------------------------------------
-    def _token_rows(self, texts: List[str]) -> List[List[int]]:
+    def check_fork(self) -> None:
+        """Call before torch work: one intra-op thread in a process forked after torch ran (:func:`fork_guard`)."""
         self._pid = fork_guard(self._pid)
+
+    def _token_rows(self, texts: List[str]) -> List[List[int]]:
+        self.check_fork()
         return self.tokenizer(
             list(texts), truncation=True, max_length=self.max_length, padding=False, return_attention_mask=False
         )["input_ids"]

@@ -24,7 +24,7 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import ConfigError, Errors, MissingInputError
-from .files import link_or_copy
+from .files import link_or_copy, write_npy
 from .filtered import masked_search, top_k
 from .threads import search_threads
 
@@ -120,13 +120,8 @@ def _advise_random(X: numpy.ndarray) -> None:
 
 def save_float16(X: numpy.ndarray, folder: Path) -> None:
     """Write ``X`` as ``vectors.f16.npy`` in ``folder`` (atomically, chunk by chunk: ``X`` may be memory-mapped)."""
-    tmp = folder / f".{VECTORS_F16_FILE}.tmp"
-    out = numpy.lib.format.open_memmap(tmp, mode="w+", dtype=numpy.float16, shape=X.shape)
-    for start in range(0, len(X), 1 << 18):
-        out[start:start + (1 << 18)] = X[start:start + (1 << 18)]
-    out.flush()
-    del out
-    tmp.replace(folder / VECTORS_F16_FILE)
+    write_npy(folder / VECTORS_F16_FILE, numpy.float16, X.shape,
+              (X[start:start + (1 << 18)] for start in range(0, len(X), 1 << 18)))
 
 
 def load_float16(folder: Path, n: int, dim: int) -> numpy.ndarray:

@@ -28,6 +28,7 @@ from tqdm import tqdm
 from ..errors import ConfigError, Errors
 from ..util import atomic_write
 from .compact import CompactBackend, VECTORS_F16_FILE, _damaged, load_float16
+from .files import write_npy
 from .threads import search_threads
 
 CENTROIDS_FILE = "ivf.centroids.npy"  # float32 [lists, dim]
@@ -171,22 +172,30 @@ class IvfBackend(CompactBackend):
                 CODEBOOK_FILE: faiss.vector_to_array(self._ivf.pq.centroids),
                 OFFSETS_FILE: numpy.concatenate([[0], numpy.cumsum(sizes)]).astype(numpy.int64)}
 
-    def _cells(self, sizes: numpy.ndarray) -> Iterator[Tuple[numpy.ndarray, numpy.ndarray]]:
-        """The row ids and packed codes of each non-empty cell, in cell order, copied out of faiss one at a time."""
+    def _cells(self, sizes: numpy.ndarray, codes: bool) -> Iterator[numpy.ndarray]:
+        """The row ids (or, with ``codes``, the packed codes) of each non-empty cell, in cell order, copied out
+        of faiss one cell at a time."""
         faiss = _faiss()
         invlists, half = self._ivf.invlists, int(self._ivf.M2) // 2
         for i in numpy.flatnonzero(sizes).tolist():
             size = int(sizes[i])
-            yield (faiss.rev_swig_ptr(invlists.get_ids(i), size).copy(),
-                   faiss.rev_swig_ptr(invlists.get_codes(i), int(_code_bytes(size, half))).copy())
+            if codes:
+                yield faiss.rev_swig_ptr(invlists.get_codes(i), int(_code_bytes(size, half))).copy()
+            else:
+                yield faiss.rev_swig_ptr(invlists.get_ids(i), size).copy()
+
+    def _long_arrays(self, sizes: numpy.ndarray) -> Dict[str, Tuple[Any, int]]:
+        """dtype and length of the ids and codes files."""
+        half = int(self._ivf.M2) // 2
+        return {IDS_FILE: (numpy.int64, int(sizes.sum())),
+                CODES_FILE: (numpy.uint8, int(_code_bytes(sizes, half).sum()))}
 
     def _arrays(self) -> Dict[str, numpy.ndarray]:
         """The index as plain arrays in memory (the files of :data:`ARRAY_FILES`)."""
         sizes = self._sizes()
-        cells = list(self._cells(sizes))
         return {**self._small_arrays(sizes),
-                IDS_FILE: numpy.concatenate([c[0] for c in cells]) if cells else numpy.zeros(0, numpy.int64),
-                CODES_FILE: numpy.concatenate([c[1] for c in cells]) if cells else numpy.zeros(0, numpy.uint8)}
+                **{name: numpy.concatenate([numpy.zeros(0, dtype), *self._cells(sizes, codes=name == CODES_FILE)])
+                   for name, (dtype, _length) in self._long_arrays(sizes).items()}}
 
     def _files(self) -> List[str]:
         return [VECTORS_F16_FILE, *ARRAY_FILES]
@@ -198,22 +207,8 @@ class IvfBackend(CompactBackend):
         for name, array in self._small_arrays(sizes).items():
             with atomic_write(folder / name, "wb") as fh:
                 numpy.save(fh, array, allow_pickle=False)
-        half = int(self._ivf.M2) // 2
-        tmp = {IDS_FILE: folder / f".{IDS_FILE}.tmp", CODES_FILE: folder / f".{CODES_FILE}.tmp"}
-        out = {IDS_FILE: numpy.lib.format.open_memmap(tmp[IDS_FILE], mode="w+", dtype=numpy.int64,
-                                                      shape=(int(sizes.sum()),)),
-               CODES_FILE: numpy.lib.format.open_memmap(tmp[CODES_FILE], mode="w+", dtype=numpy.uint8,
-                                                        shape=(int(_code_bytes(sizes, half).sum()),))}
-        at = {IDS_FILE: 0, CODES_FILE: 0}
-        for cell in self._cells(sizes):
-            for name, part in zip((IDS_FILE, CODES_FILE), cell):
-                out[name][at[name]:at[name] + len(part)] = part
-                at[name] += len(part)
-        for array in out.values():
-            array.flush()
-        out.clear()  # the maps are closed before their files are renamed
-        for name, path in tmp.items():
-            path.replace(folder / name)
+        for name, (dtype, length) in self._long_arrays(sizes).items():
+            write_npy(folder / name, dtype, (length,), self._cells(sizes, codes=name == CODES_FILE))
 
     @classmethod
     def load(cls, folder: Path, meta: Dict[str, Any]) -> "IvfBackend":
