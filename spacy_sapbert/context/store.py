@@ -222,6 +222,10 @@ class PrototypeStore:
         n = arrays["vectors"].shape[0]
         if len(arrays["kinds"]) != n or int(arrays["offsets"][-1]) != n or n != meta.get("n_prototypes"):
             raise DataFormatError(Errors.E607.format(path=path, why="the arrays disagree with each other or the meta"))
+        offsets = arrays["offsets"]
+        if len(offsets) != len(arrays["concept_ids"]) + 1 or offsets[0] != 0 or (numpy.diff(offsets) < 1).any():
+            raise DataFormatError(Errors.E607.format(path=path, why="offsets.npy does not give each concept its rows "
+                                                                      "(one or more, in order)"))
         names = _names(path, meta, n)
         quantized = bool(meta.get("encoder", {}).get("quantized", False))
         encoder = (ContextEncoder.from_disk(path / ENCODER_DIR, device=device, quantized=quantized)
