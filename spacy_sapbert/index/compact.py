@@ -17,15 +17,18 @@ Filters (semantic types, definitions) are applied without a Python call per visi
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 from tqdm import tqdm
 
+from ..encoding.torch_encoder import fork_guard
 from ..errors import ConfigError, Errors, MissingInputError
 from .files import link_or_copy, write_npy
 from .filtered import masked_search, top_k
+from .rescore import PageIn, candidate_scores, torch_rows
 from .threads import search_threads
 
 GRAPH_FILE = "names.usearch"
@@ -144,6 +147,8 @@ class CompactBackend:
                  folder: Optional[Path] = None, projection: Optional[numpy.ndarray] = None) -> None:
         self._graph = graph
         self._X = vectors16
+        self._rows16: Any = None  # torch view of _X, made at the first re-scoring
+        self._pid = os.getpid()
         self._P = projection  # float32 [dim, candidate_dims], or None: the graph holds full vectors
         self.rescore = int(rescore)
         self.ef_search = int(expansion_search)
@@ -230,16 +235,12 @@ class CompactBackend:
 
     def _rescore(self, vectors: numpy.ndarray, cand: numpy.ndarray, k: int) -> Result:
         """Exact scores of the candidate rows; the ``k`` best per query by (-score, row)."""
+        self._pid = fork_guard(self._pid)
+        if self._rows16 is None:
+            self._rows16, self._page_in = torch_rows(self._X), PageIn(self._X)
+        self._page_in(cand)
+        scores = candidate_scores(self._rows16, vectors, cand)
         valid = cand >= 0
-        # each row once per batch, in file order (sequential page-ins of the memory map), kept as float16
-        rows, pair = numpy.unique(cand[valid], return_inverse=True)
-        found = numpy.asarray(self._X[rows])
-        queries = numpy.asarray(vectors, dtype=numpy.float32)
-        counts = valid.sum(1)
-        ends = numpy.cumsum(counts)
-        scores = numpy.full(cand.shape, -numpy.inf, dtype=numpy.float32)
-        for i in numpy.flatnonzero(counts):  # one query's rows at a time: no [pairs, dim] float32 copy
-            scores[i, valid[i]] = found[pair[ends[i] - counts[i]:ends[i]]].astype(numpy.float32) @ queries[i]
         if not (numpy.abs(scores[valid]) <= _SCORE_LIMIT).all():  # also false for NaN
             raise _damaged(self._path(VECTORS_F16_FILE), "stored name vectors are not unit length: the file is damaged")
         return top_k(cand, scores, k)

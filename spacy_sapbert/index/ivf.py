@@ -19,6 +19,7 @@ centroids, and per cell its row ids and packed codes (any byte is a valid pair o
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -100,6 +101,8 @@ class IvfBackend(CompactBackend):
                  folder: Optional[Path] = None) -> None:
         self._ivf = index
         self._X = vectors16
+        self._rows16: Any = None
+        self._pid = os.getpid()
         self._P = None
         self.lists = int(index.nlist)
         self.rescore = int(rescore)
