@@ -147,7 +147,8 @@ class CompactBackend:
                  folder: Optional[Path] = None, projection: Optional[numpy.ndarray] = None) -> None:
         self._graph = graph
         self._X = vectors16
-        self._rows16: Any = None  # torch view of _X, made at the first re-scoring
+        self._rows16: Any = None  # torch view of _X and its PageIn, made at the first re-scoring
+        self._page_in: Any = None
         self._pid = os.getpid()
         self._P = projection  # float32 [dim, candidate_dims], or None: the graph holds full vectors
         self.rescore = int(rescore)
