@@ -1,14 +1,17 @@
-"""Exact re-scoring of candidate rows (index/rescore.py): scores, and the read-ahead of rows not in the page cache."""
+"""Exact re-scoring of candidate rows (index/rescore.py): scores, the read-ahead of rows not in the page cache,
+and the budget of mapped vector pages."""
 from __future__ import annotations
 
 import mmap
+import sys
+from pathlib import Path
 
 import numpy
 import pytest
 
 from spacy_sapbert.index import rescore
 from spacy_sapbert.index.compact import CompactBackend, load_float16, save_float16
-from spacy_sapbert.index.rescore import PageIn, candidate_scores, torch_rows
+from spacy_sapbert.index.rescore import MappedBudget, PageIn, candidate_scores, torch_rows
 
 DIM = 512  # 1 KiB a float16 row: four rows a page
 
@@ -34,7 +37,7 @@ class _Recorder:
     def __len__(self) -> int:
         return self.size
 
-    def madvise(self, option: int, start: int, length: int) -> None:
+    def madvise(self, option: int, start: int = 0, length: int = 0) -> None:
         if self.fail:
             raise OSError(22, "Invalid argument")
         self.calls.append((option, start, length))
@@ -104,3 +107,42 @@ def test_rescore_through_a_memory_map_with_read_ahead_matches_brute_force(mapped
         order = numpy.lexsort((cand[i], -exact))[:3]
         assert rows[i].tolist() == cand[i][order].tolist()
         assert numpy.allclose(scores[i], exact[order], atol=1e-5)
+
+
+def test_mapped_budget_releases_the_mapping_when_the_rows_may_exceed_it(mapped):
+    _, X = mapped
+    budget = MappedBudget(X, budget=4 * mmap.PAGESIZE)  # 1 KiB rows: each may span 2 pages
+    rec = budget._map = _Recorder(len(X._mmap))
+    budget(numpy.array([[3, -1, 9]]))  # 4 pages: within the budget
+    assert rec.calls == [] and budget.releases == 0
+    budget(numpy.array([[12]]))  # 6 > 4: released first, then counted
+    assert rec.calls == [(mmap.MADV_DONTNEED, 0, 0)] and budget.releases == 1
+    budget(numpy.array([[-1, 20]]))  # 2 + 2 pages: within again
+    assert budget.releases == 1
+    assert MappedBudget(X, budget=len(X._mmap))._map is None  # a file within the budget: left alone
+    refused = MappedBudget(X, budget=mmap.PAGESIZE)
+    refused._map = _Recorder(len(X._mmap), fail=True)
+    refused(numpy.array([[1]]))
+    assert refused._map is None
+
+
+def _rss_file_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssFile")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads RssFile from /proc")
+def test_mapped_budget_lowers_the_resident_set_and_the_rows_read_the_same(tmp_path):
+    rng = numpy.random.default_rng(6)
+    X16 = rng.normal(size=(16_384, DIM)).astype(numpy.float16)  # 16 MiB
+    save_float16(X16, tmp_path)
+    X = load_float16(tmp_path, len(X16), DIM)
+    float(numpy.asarray(X, dtype=numpy.float32).sum())  # every page mapped
+    before = _rss_file_kb()
+    budget = MappedBudget(X, budget=4 << 20)
+    budget(numpy.arange(len(X16))[None, :])
+    assert budget.releases == 1
+    assert before - _rss_file_kb() >= 12 * 1024  # the file's pages left the process
+    assert numpy.array_equal(numpy.asarray(X[[0, 5000, 16_383]]), X16[[0, 5000, 16_383]])

@@ -28,7 +28,7 @@ from ..encoding.torch_encoder import fork_guard
 from ..errors import ConfigError, Errors, MissingInputError
 from .files import link_or_copy, write_npy
 from .filtered import masked_search, top_k
-from .rescore import PageIn, candidate_scores, torch_rows
+from .rescore import MappedBudget, PageIn, candidate_scores, torch_rows
 from .threads import search_threads
 
 GRAPH_FILE = "names.usearch"
@@ -147,8 +147,9 @@ class CompactBackend:
                  folder: Optional[Path] = None, projection: Optional[numpy.ndarray] = None) -> None:
         self._graph = graph
         self._X = vectors16
-        self._rows16: Any = None  # torch view of _X and its PageIn, made at the first re-scoring
+        self._rows16: Any = None  # torch view of _X, its PageIn and MappedBudget, made at the first re-scoring
         self._page_in: Any = None
+        self._budget: Any = None
         self._pid = os.getpid()
         self._P = projection  # float32 [dim, candidate_dims], or None: the graph holds full vectors
         self.rescore = int(rescore)
@@ -238,7 +239,8 @@ class CompactBackend:
         """Exact scores of the candidate rows; the ``k`` best per query by (-score, row)."""
         self._pid = fork_guard(self._pid)
         if self._rows16 is None:
-            self._rows16, self._page_in = torch_rows(self._X), PageIn(self._X)
+            self._rows16, self._page_in, self._budget = torch_rows(self._X), PageIn(self._X), MappedBudget(self._X)
+        self._budget(cand)
         self._page_in(cand)
         scores = candidate_scores(self._rows16, vectors, cand)
         valid = cand >= 0

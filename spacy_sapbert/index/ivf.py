@@ -103,6 +103,7 @@ class IvfBackend(CompactBackend):
         self._X = vectors16
         self._rows16: Any = None
         self._page_in: Any = None
+        self._budget: Any = None
         self._pid = os.getpid()
         self._P = None
         self.lists = int(index.nlist)
