@@ -377,6 +377,9 @@ class Errors(metaclass=_CodedMessages):
     E583 = ("The ivf index needs at least {minimum} names (its cells and product codes are trained on them), the KB "
             "has {n}. Use --kind exact or hnsw for a KB this small.")
     E584 = ("{what} must be between {minimum} and {maximum} for the ivf index, got {value!r}.")
+    E585 = ("{name} must be a whole number of MiB, 0 or more, got {value!r}. It caps the name-vector file pages a "
+            "process keeps mapped while re-scoring (compact and ivf indexes; default 2048, 0: no cap); unset it for "
+            "the default.")
 
     # ---- E600–E699: context (prototypes, re-ranking, type priors) ----
     E600 = ("The context encoder needs a PyTorch encoder or a quantized ONNX Runtime one, got {what}. Load the "

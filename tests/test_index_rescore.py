@@ -11,7 +11,9 @@ import pytest
 
 from spacy_sapbert.index import rescore
 from spacy_sapbert.index.compact import CompactBackend, load_float16, save_float16
-from spacy_sapbert.index.rescore import MappedBudget, PageIn, candidate_scores, torch_rows
+from spacy_sapbert.errors import ConfigError
+from spacy_sapbert.index.rescore import (MAPPED_ENV, MappedBudget, PageIn, candidate_scores, mapped_budget_bytes,
+                                         torch_rows)
 
 DIM = 512  # 1 KiB a float16 row: four rows a page
 
@@ -109,20 +111,25 @@ def test_rescore_through_a_memory_map_with_read_ahead_matches_brute_force(mapped
         assert numpy.allclose(scores[i], exact[order], atol=1e-5)
 
 
-def test_mapped_budget_releases_the_mapping_when_the_rows_may_exceed_it(mapped):
+def test_mapped_budget_releases_the_mapping_after_a_batch_that_left_too_many_pages(mapped, monkeypatch):
     _, X = mapped
-    budget = MappedBudget(X, budget=4 * mmap.PAGESIZE)  # 1 KiB rows: each may span 2 pages
+    budget = MappedBudget(X, budget=4 * mmap.PAGESIZE)
+    if budget._map is None:
+        pytest.skip("no /proc/self/statm or MADV_DONTNEED here")
     rec = budget._map = _Recorder(len(X._mmap))
-    budget(numpy.array([[3, -1, 9]]))  # 4 pages: within the budget
+    resident = iter([4, 5, 3])
+    monkeypatch.setattr(budget, "file_pages", lambda: next(resident))
+    budget()  # 4 pages: within the budget
     assert rec.calls == [] and budget.releases == 0
-    budget(numpy.array([[12]]))  # 6 > 4: released first, then counted
+    budget()  # 5 > 4: released
     assert rec.calls == [(mmap.MADV_DONTNEED, 0, 0)] and budget.releases == 1
-    budget(numpy.array([[-1, 20]]))  # 2 + 2 pages: within again
+    budget()
     assert budget.releases == 1
     assert MappedBudget(X, budget=len(X._mmap))._map is None  # a file within the budget: left alone
+    assert MappedBudget(X, budget=None)._map is None  # no cap
     refused = MappedBudget(X, budget=mmap.PAGESIZE)
     refused._map = _Recorder(len(X._mmap), fail=True)
-    refused(numpy.array([[1]]))
+    refused()  # the process maps far more than a page of files (its libraries): a release is due, and refused
     assert refused._map is None
 
 
@@ -142,7 +149,23 @@ def test_mapped_budget_lowers_the_resident_set_and_the_rows_read_the_same(tmp_pa
     float(numpy.asarray(X, dtype=numpy.float32).sum())  # every page mapped
     before = _rss_file_kb()
     budget = MappedBudget(X, budget=4 << 20)
-    budget(numpy.arange(len(X16))[None, :])
+    budget()  # the process's libraries alone map more than 4 MiB of files
     assert budget.releases == 1
     assert before - _rss_file_kb() >= 12 * 1024  # the file's pages left the process
     assert numpy.array_equal(numpy.asarray(X[[0, 5000, 16_383]]), X16[[0, 5000, 16_383]])
+
+
+def test_mapped_budget_is_read_from_the_environment_and_a_bad_value_is_e585(monkeypatch, mapped):
+    monkeypatch.delenv(MAPPED_ENV, raising=False)
+    assert mapped_budget_bytes() == 2048 << 20
+    monkeypatch.setenv(MAPPED_ENV, "512")
+    assert mapped_budget_bytes() == 512 << 20
+    monkeypatch.setenv(MAPPED_ENV, "0")
+    assert mapped_budget_bytes() is None
+    for bad in ("-1", "1.5", "lots"):
+        monkeypatch.setenv(MAPPED_ENV, bad)
+        with pytest.raises(ConfigError, match="E585") as err:
+            mapped_budget_bytes()
+        assert MAPPED_ENV in str(err.value) and repr(bad) in str(err.value)
+    with pytest.raises(ConfigError, match="E585"):  # at load, not at the first search
+        CompactBackend(type("Graph", (), {})(), mapped[1], rescore=8, expansion_search=8)

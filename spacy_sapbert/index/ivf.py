@@ -29,6 +29,7 @@ from tqdm import tqdm
 from ..errors import ConfigError, Errors
 from ..util import atomic_write
 from .compact import CompactBackend, VECTORS_F16_FILE, _damaged, load_float16
+from .rescore import mapped_budget_bytes
 from .files import write_npy
 from .threads import search_threads
 
@@ -104,6 +105,7 @@ class IvfBackend(CompactBackend):
         self._rows16: Any = None
         self._page_in: Any = None
         self._budget: Any = None
+        self._budget_bytes = mapped_budget_bytes()
         self._pid = os.getpid()
         self._P = None
         self.lists = int(index.nlist)

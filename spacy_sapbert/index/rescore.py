@@ -11,9 +11,11 @@ not to be in the page cache.
 
 Over thousands of queries a UMLS-sized vector file ends up mostly mapped into the process, and its RSS counts
 those pages (10M x 768: 10.4 GB of the file after 10,000 queries) although they are the kernel's page cache,
-dropped under memory pressure. :class:`MappedBudget` lets them go (``madvise(MADV_DONTNEED)``) when the rows
-re-scored since the last release may have mapped more than :data:`MAPPED_BUDGET_BYTES`: the pages leave the
-process and stay in the page cache, so the next read of such a row is a minor fault, not a disk read.
+dropped under memory pressure. :class:`MappedBudget` lets them go (``madvise(MADV_DONTNEED)``) after a batch
+that left more than ``$SPACY_SAPBERT_MAPPED_MB`` MiB (default 2048; 0: no cap) of file pages mapped: the pages
+leave the process and stay in the page cache, so the next read of such a row is a minor fault, not a disk read.
+It costs queries/s where a batch's rows span more than the cap (3M x 768, cache warm: 215 -> 181 q/s; RSS of the
+file pages 4.2 GB -> 0.14 GB).
 
 ``benchmarks/rescore_speed.py`` (3M x 768, 512 rows a query): 0.17 ms a query against 0.89 ms for the numpy
 code this replaced, cache warm; right after a load 449,000 rows/s read ahead against 55,000 faulted one by one.
@@ -21,15 +23,21 @@ code this replaced, cache warm; right after a load 449,000 rows/s read ahead aga
 from __future__ import annotations
 
 import mmap
+import os
 import warnings
+from pathlib import Path
 from time import perf_counter
-from typing import Any
+from typing import Any, Optional
 
 import numpy
 
+from ..errors import ConfigError, Errors
+
 COLD_ROW_SECONDS = 20e-6  # a row in the page cache is read in well under 1 us; one from disk in ~100 us
 PROBE_ROWS = 32
-MAPPED_BUDGET_BYTES = 2 << 30  # vector-file pages a process keeps mapped (files up to this size: all of them)
+MAPPED_ENV = "SPACY_SAPBERT_MAPPED_MB"
+DEFAULT_MAPPED_MB = 2048  # file-backed pages a process keeps mapped (vector files up to this size: all of them)
+_STATM = "/proc/self/statm"
 
 
 def torch_rows(X16: numpy.ndarray) -> Any:
@@ -97,34 +105,47 @@ class PageIn:
             self._map = None
 
 
-class MappedBudget:
-    """Keeps the part of a memory-mapped vector file that this process maps within ``budget`` bytes (module
-    docstring). Counts an upper bound (every candidate row, as many pages as a row may span): no system call
-    unless a release is due. Files no larger than the budget are left alone."""
+def mapped_budget_bytes() -> Optional[int]:
+    """The cap of :class:`MappedBudget`: ``$SPACY_SAPBERT_MAPPED_MB`` MiB, :data:`DEFAULT_MAPPED_MB` where unset,
+    None for 0 (no cap). A value that is not a whole number >= 0 is E585."""
+    raw = os.environ.get(MAPPED_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAPPED_MB << 20
+    if not raw.isdigit():
+        raise ConfigError(Errors.E585.format(name=MAPPED_ENV, value=raw))
+    return (int(raw) << 20) or None
 
-    def __init__(self, X16: numpy.ndarray, budget: int = MAPPED_BUDGET_BYTES) -> None:
+
+class MappedBudget:
+    """Keeps this process's file-backed resident pages within ``budget`` bytes by letting the vector file's
+    mapping go after a batch that left more (module docstring). Reading a row maps more than its own page: the
+    kernel maps the cached pages around a fault too (fault-around, 64 KiB), so the check reads the resident
+    count (``/proc/self/statm``; where there is none, nothing is done). Files no larger than the budget are
+    left alone."""
+
+    def __init__(self, X16: numpy.ndarray, budget: Optional[int]) -> None:
         handle = getattr(X16, "_mmap", None)
-        big = handle is not None and len(handle) > budget
-        self._map = handle if big and hasattr(mmap, "MADV_DONTNEED") else None
-        row_bytes = int(X16.shape[1]) * X16.itemsize
-        self._row_pages = 1 + -(-(row_bytes - 1) // mmap.PAGESIZE)  # pages one row may span
-        self._budget_pages = budget // mmap.PAGESIZE
-        self._mapped = 0
+        big = handle is not None and budget is not None and len(handle) > budget
+        self._map = handle if big and hasattr(mmap, "MADV_DONTNEED") and Path(_STATM).exists() else None
+        self._budget_pages = (budget or 0) // mmap.PAGESIZE
         self.releases = 0
 
-    def __call__(self, cand: numpy.ndarray) -> None:
+    def file_pages(self) -> int:
+        """Resident file-backed (and shared) pages of this process."""
+        return int(Path(_STATM).read_text().split()[2])
+
+    def __call__(self) -> None:
+        """Call after a batch's rows were read."""
         if self._map is None:
             return
-        pages = int((cand >= 0).sum()) * self._row_pages
-        if self._mapped + pages > self._budget_pages:
-            try:
-                self._map.madvise(mmap.MADV_DONTNEED)
-            except OSError:  # refused: the pages stay mapped, as without the budget
-                self._map = None
+        try:
+            if self.file_pages() <= self._budget_pages:
                 return
-            self._mapped = 0
-            self.releases += 1
-        self._mapped += pages
+            self._map.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError, IndexError):  # refused or unreadable: the pages stay mapped, as without it
+            self._map = None
+            return
+        self.releases += 1
 
 
-__all__ = ["candidate_scores", "torch_rows", "PageIn", "MappedBudget", "MAPPED_BUDGET_BYTES"]
+__all__ = ["candidate_scores", "torch_rows", "PageIn", "MappedBudget", "mapped_budget_bytes", "MAPPED_ENV"]
