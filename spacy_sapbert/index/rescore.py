@@ -14,8 +14,8 @@ those pages (10M x 768: 10.4 GB of the file after 10,000 queries) although they 
 dropped under memory pressure. :class:`MappedBudget` lets them go (``madvise(MADV_DONTNEED)``) after a batch
 that left more than ``$SPACY_SAPBERT_MAPPED_MB`` MiB (default 2048; 0: no cap) of file pages mapped: the pages
 leave the process and stay in the page cache, so the next read of such a row is a minor fault, not a disk read.
-It costs queries/s where a batch's rows span more than the cap (3M x 768, cache warm: 215 -> 181 q/s; RSS of the
-file pages 4.2 GB -> 0.14 GB).
+It costs queries/s where a batch's rows span more than the cap (``benchmarks/umls_scale.py``, 768 dimensions,
+cache warm: 3M 226 -> 194 q/s, 10M 70 -> 56; RSS after 10,000 queries 5.2 -> 2.7 GB and 12.7 -> 3.3 GB).
 
 ``benchmarks/rescore_speed.py`` (3M x 768, 512 rows a query): 0.17 ms a query against 0.89 ms for the numpy
 code this replaced, cache warm; right after a load 449,000 rows/s read ahead against 55,000 faulted one by one.
