@@ -162,7 +162,7 @@ def test_mapped_budget_is_read_from_the_environment_and_a_bad_value_is_e585(monk
     assert mapped_budget_bytes() == 512 << 20
     monkeypatch.setenv(MAPPED_ENV, "0")
     assert mapped_budget_bytes() is None
-    for bad in ("-1", "1.5", "lots"):
+    for bad in ("-1", "1.5", "lots", "²"):
         monkeypatch.setenv(MAPPED_ENV, bad)
         with pytest.raises(ConfigError, match="E585") as err:
             mapped_budget_bytes()

@@ -111,7 +111,7 @@ def mapped_budget_bytes() -> Optional[int]:
     raw = os.environ.get(MAPPED_ENV, "").strip()
     if not raw:
         return DEFAULT_MAPPED_MB << 20
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise ConfigError(Errors.E585.format(name=MAPPED_ENV, value=raw))
     return (int(raw) << 20) or None
 
