@@ -17,18 +17,16 @@ Filters (semantic types, definitions) are applied without a Python call per visi
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 from tqdm import tqdm
 
-from ..encoding.torch_encoder import fork_guard
 from ..errors import ConfigError, Errors, MissingInputError
 from .files import link_or_copy, write_npy
 from .filtered import masked_search, top_k
-from .rescore import MappedBudget, PageIn, candidate_scores, mapped_budget_bytes, torch_rows
+from .rescore import Rescorer
 from .threads import search_threads
 
 GRAPH_FILE = "names.usearch"
@@ -147,11 +145,7 @@ class CompactBackend:
                  folder: Optional[Path] = None, projection: Optional[numpy.ndarray] = None) -> None:
         self._graph = graph
         self._X = vectors16
-        self._rows16: Any = None  # torch view of _X, its PageIn and MappedBudget, made at the first re-scoring
-        self._page_in: Any = None
-        self._budget: Any = None
-        self._budget_bytes = mapped_budget_bytes()  # read at load: a bad $SPACY_SAPBERT_MAPPED_MB is E585 there
-        self._pid = os.getpid()
+        self._scores = Rescorer(vectors16)
         self._P = projection  # float32 [dim, candidate_dims], or None: the graph holds full vectors
         self.rescore = int(rescore)
         self.ef_search = int(expansion_search)
@@ -238,13 +232,7 @@ class CompactBackend:
 
     def _rescore(self, vectors: numpy.ndarray, cand: numpy.ndarray, k: int) -> Result:
         """Exact scores of the candidate rows; the ``k`` best per query by (-score, row)."""
-        self._pid = fork_guard(self._pid)
-        if self._rows16 is None:
-            self._rows16, self._page_in = torch_rows(self._X), PageIn(self._X)
-            self._budget = MappedBudget(self._X, self._budget_bytes)
-        self._page_in(cand)
-        scores = candidate_scores(self._rows16, vectors, cand)
-        self._budget()
+        scores = self._scores(vectors, cand)
         valid = cand >= 0
         if not (numpy.abs(scores[valid]) <= _SCORE_LIMIT).all():  # also false for NaN
             raise _damaged(self._path(VECTORS_F16_FILE), "stored name vectors are not unit length: the file is damaged")

@@ -19,7 +19,6 @@ centroids, and per cell its row ids and packed codes (any byte is a valid pair o
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -29,8 +28,8 @@ from tqdm import tqdm
 from ..errors import ConfigError, Errors
 from ..util import atomic_write
 from .compact import CompactBackend, VECTORS_F16_FILE, _damaged, load_float16
-from .rescore import mapped_budget_bytes
 from .files import write_npy
+from .rescore import Rescorer
 from .threads import search_threads
 
 CENTROIDS_FILE = "ivf.centroids.npy"  # float32 [lists, dim]
@@ -102,11 +101,7 @@ class IvfBackend(CompactBackend):
                  folder: Optional[Path] = None) -> None:
         self._ivf = index
         self._X = vectors16
-        self._rows16: Any = None
-        self._page_in: Any = None
-        self._budget: Any = None
-        self._budget_bytes = mapped_budget_bytes()
-        self._pid = os.getpid()
+        self._scores = Rescorer(vectors16)
         self._P = None
         self.lists = int(index.nlist)
         self.rescore = int(rescore)

@@ -1,4 +1,5 @@
-"""Exact re-scoring of candidate rows against float16 name vectors (both two-stage index kinds).
+"""Exact re-scoring of candidate rows against float16 name vectors (both two-stage index kinds hold a
+:class:`Rescorer`).
 
 Each query's candidate rows are gathered as float16 and widened to float32 by torch, a query at a time:
 torch converts float16 with the CPU's vector instructions on its intra-op threads, where numpy converts
@@ -31,6 +32,7 @@ from typing import Any, Optional
 
 import numpy
 
+from ..encoding.torch_encoder import fork_guard
 from ..errors import ConfigError, Errors
 
 COLD_ROW_SECONDS = 20e-6  # a row in the page cache is read in well under 1 us; one from disk in ~100 us
@@ -148,4 +150,28 @@ class MappedBudget:
         self.releases += 1
 
 
-__all__ = ["candidate_scores", "torch_rows", "PageIn", "MappedBudget", "mapped_budget_bytes", "MAPPED_ENV"]
+class Rescorer:
+    """What a two-stage index re-scores with: :func:`candidate_scores` over a torch view of ``X16``, with its
+    :class:`PageIn` before and :class:`MappedBudget` after each batch. The cap is read when it is made (a bad
+    ``$SPACY_SAPBERT_MAPPED_MB`` is E585 at load); torch is first touched at the first batch. In a process
+    forked after torch ran, torch gets one intra-op thread (:func:`fork_guard`)."""
+
+    def __init__(self, X16: numpy.ndarray) -> None:
+        self._X = X16
+        self._budget_bytes = mapped_budget_bytes()
+        self._rows16: Any = None
+        self._pid = os.getpid()
+
+    def __call__(self, queries: numpy.ndarray, cand: numpy.ndarray) -> numpy.ndarray:
+        """float32 ``[n, depth]`` scores of ``cand`` (:func:`candidate_scores`)."""
+        self._pid = fork_guard(self._pid)
+        if self._rows16 is None:
+            self._rows16, self._page_in = torch_rows(self._X), PageIn(self._X)
+            self._budget = MappedBudget(self._X, self._budget_bytes)
+        self._page_in(cand)
+        scores = candidate_scores(self._rows16, queries, cand)
+        self._budget()
+        return scores
+
+
+__all__ = ["candidate_scores", "torch_rows", "PageIn", "MappedBudget", "Rescorer", "mapped_budget_bytes", "MAPPED_ENV"]
