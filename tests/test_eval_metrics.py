@@ -131,3 +131,17 @@ def test_subset_masks_by_hand():
     # "mammary cancers" is 1 edit from "mammary cancer" (1/15 <= 0.2); "ovarian tumour" is 6 from
     # "ovarian cancer" (6/14 > 0.2)
     assert masks["filtered_lev0.2"] == [False, False, False, True, True]
+
+
+def test_mention_classes_and_split():
+    from spacy_sapbert.evaluation.metrics import class_split, mention_classes
+
+    classes = mention_classes(["a", "b", "c", "d"], ["a", "x"], ["b", "a"])
+    assert classes == ["dictionary", "train", "neither", "neither"]
+    split = class_split([True, False, True, False], classes)
+    assert split["overall"] == {"n": 4, "acc": 0.5}
+    assert split["dictionary"] == {"n": 1, "acc": 1.0}
+    assert split["train"] == {"n": 1, "acc": 0.0}
+    assert split["neither"] == {"n": 2, "acc": 0.5}
+    with pytest.raises(ValueError):
+        class_split([True], classes)

@@ -239,6 +239,30 @@ def seen_mask(queries: Sequence[str], dictionary_names: Sequence[str], train_men
     return [q in refs for q in queries]
 
 
+MENTION_CLASSES = ("dictionary", "train", "neither")
+
+
+def mention_classes(queries: Sequence[str], dictionary_names: Sequence[str], train_mentions: Sequence[str]) -> List[str]:
+    """The protocol's three classes of each query (normalise all three the same way first):
+    ``"dictionary"`` (equal to a dictionary name), ``"train"`` (equal to a training mention and not a
+    dictionary name), ``"neither"`` (the *refined* subset of Tutubalina et al. 2020: what nobody spelled
+    out). ``seen`` of :func:`seen_mask` is the first two together."""
+    names, train = set(dictionary_names), set(train_mentions)
+    return ["dictionary" if q in names else "train" if q in train else "neither" for q in queries]
+
+
+def class_split(hits: Sequence[bool], classes: Sequence[str]) -> Dict[str, Dict[str, Optional[float]]]:
+    """Accuracy and count overall and per class of :func:`mention_classes`: ``{"overall": {"n", "acc"},
+    "dictionary": ..., "train": ..., "neither": ...}`` (``acc`` None for an empty class)."""
+    if len(hits) != len(classes):
+        raise ValueError(f"{len(hits)} hits but {len(classes)} classes")
+    out: Dict[str, Dict[str, Optional[float]]] = {}
+    for part in ("overall",) + MENTION_CLASSES:
+        chosen = [bool(h) for h, c in zip(hits, classes) if part == "overall" or c == part]
+        out[part] = {"n": len(chosen), "acc": (sum(chosen) / len(chosen)) if chosen else None}
+    return out
+
+
 def seen_split(hits: Sequence[bool], seen: Sequence[bool]) -> Dict[str, Dict[str, Optional[float]]]:
     """Accuracy and count overall, on the seen and on the unseen mentions: ``{"overall": {"n", "acc"},
     "seen": ..., "unseen": ...}`` (``acc`` None for an empty part)."""
@@ -252,6 +276,9 @@ def seen_split(hits: Sequence[bool], seen: Sequence[bool]) -> Dict[str, Dict[str
 
 
 __all__ = [
+    "MENTION_CLASSES",
+    "mention_classes",
+    "class_split",
     "seen_mask",
     "seen_split",
     "Ranking",
