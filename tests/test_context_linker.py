@@ -203,6 +203,7 @@ def test_evaluate_reports_the_context_system_and_its_subsets(fixtures_dir, tiny_
     f = fixtures_dir / "eval"
     block = {"dataset": {"path": str(f / "test.pubtator"), "train": [str(f / "train.pubtator")]},
              "kb": {"sources": [[str(f / "kb_medic.txt"), "medic"]]}, "show_progress": False,
+             "exclude_composite": False,
              "systems": {"tfidf": False, "scispacy": False, "exact_match": False, "base_encoder": str(tiny_bert_path),
                          "pooling": "mean", "device": "cpu", "context": True, "context_weight": 0.0,
                          "example_names": False}}
