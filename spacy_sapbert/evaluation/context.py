@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -97,10 +96,12 @@ def prototype_masks(golds: Sequence[Gold], store: Any) -> Dict[str, List[bool]]:
 def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: Any) -> Tuple[Any, Any, Dict[str, Any]]:
     """``(store, weights, description)`` for the run's context system: the store at
     ``systems.prototypes`` or built from the run's training files with the name system's model as
-    context encoder; weights from the config, or tuned on ``systems.context_dev``."""
+    context encoder; weights from the config, or tuned on ``systems.context_dev`` at the run's (the linker's)
+    ``context_margin`` and ``one_sense_per_document``, with the name system's (cached) name vectors."""
     import warnings
 
-    from ..context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes, tune_weights
+    from ..context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes
+    from ..context.tune import tune_at_linker_settings
     from ..errors import ConfigError, Errors
     from .datasets import read_dataset
     from .datasets import select_mentions
@@ -143,10 +144,12 @@ def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: 
         keep = [i for i, g in enumerate(golds) if g.in_kb and ok[i]]
         names = name_system.encoder.encode(dev_queries, batch_size=settings["batch_size"]) \
             if sy["example_names"] else None
-        weights, table = tune_weights([rankings[i].concepts for i in keep], vectors[keep], store,
-                                      [golds[i].ids for i in keep], step=0.05,
-                                      name_vectors=None if names is None else names[keep])
-        weights = replace(weights, margin=sy["context_margin"], one_sense_per_document=sy["one_sense_per_document"])
+        keys = mention_keys(dev, dev_queries)
+        weights, table = tune_at_linker_settings([rankings[i].concepts for i in keep], vectors[keep], store,
+                                                 [golds[i].ids for i in keep], margin=sy["context_margin"],
+                                                 one_sense_per_document=bool(sy["one_sense_per_document"]),
+                                                 keys=[keys[i] for i in keep], step=0.05,
+                                                 name_vectors=None if names is None else names[keep])
         desc["tuned_on"] = {"path": str(sy["context_dev"]), "mentions": len(keep),
                             "best_dev_acc@1": max(row["acc@1"] for row in table)}
     desc["weights"] = weights.to_dict()
