@@ -162,6 +162,13 @@ def test_ambiguous_subset_has_one_definition_named_in_the_report(fixtures_dir, t
         assert with_context["candidate_recall"]["mention_only"][name]["depth"] == 30  # the re-ranked candidates
     md = render_markdown(with_context)
     assert "| base encoder + example names only |" in md and "| base encoder + context |" in md
+    # weights tuned on a dev file at the run's (the linker's) margin and one sense per document
+    f = fixtures_dir / "eval"
+    tuned = _run(fixtures_dir, systems={**dense, "context": True, "context_dev": str(f / "train.pubtator"),
+                                        "context_margin": 0.02, "one_sense_per_document": False})
+    desc = tuned["systems"]["base encoder + context"]
+    assert desc["tuned_on"]["mentions"] == 2
+    assert desc["weights"]["context_margin"] == 0.02 and desc["weights"]["one_sense_per_document"] is False
 
 
 def test_exclude_composite_default_is_one_thing_everywhere():
