@@ -156,7 +156,10 @@ def test_ambiguous_subset_has_one_definition_named_in_the_report(fixtures_dir, t
     assert systems[-2:] == ["base encoder + context", "base encoder + example names only"]
     only = with_context["systems"]["base encoder + example names only"]
     assert only["weights"]["context_weight"] == 0.0 and only["weights"]["example_names"] is True
-    assert "context" not in only["encodes"] and "context" in with_context["systems"]["base encoder + context"]["encodes"]
+    ctx = with_context["systems"]["base encoder + context"]
+    assert "context" not in only["encodes"] and "context" in ctx["encodes"] and only["contexts_encoded"] == 0
+    # as the linker, only the contexts of the mentions re-ranked (ties, one sense per document) are encoded
+    assert ctx["contexts_encoded"] < with_context["counts"]["evaluated"]
     for name in systems[-2:]:
         assert with_context["systems"][name]["mentions_per_s"] > 0 and with_context["systems"][name]["setup_seconds"] >= 0
         assert with_context["candidate_recall"]["mention_only"][name]["depth"] == 30  # the re-ranked candidates

@@ -14,8 +14,9 @@
   first ``k`` concepts of a system's *candidate stage* (strict), for k in :data:`CANDIDATE_KS`; for a
   re-ranker it is the ceiling of what re-ranking can reach.
 - **Linking speed** (:func:`link_speed`): mentions/s of ranking every mention with everything the system
-  encodes for them (mention names, contexts), encoder caches emptied first; the one-off encoding of the
-  dictionary and the prototypes is not part of it (it is reported apart, as ``setup_seconds``).
+  encodes for them (mention names; the contexts a context system re-ranks, as the linker picks them), encoder
+  caches emptied first; the one-off encoding of the dictionary and the prototypes is not part of it (it is
+  reported apart, as ``setup_seconds``).
 """
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ CANDIDATE_RECALL = ("candidate recall@k: share of mentions whose gold concept is
                     "the stage proposes")
 
 SPEED = ("linking speed: mentions/s of ranking every mention with everything the system encodes for it (mention "
-         "names, contexts; encoder caches emptied first); the one-off encoding of the dictionary and prototypes "
-         "(setup) is not counted")
+         "names; the contexts of the mentions a context system re-ranks; encoder caches emptied first); the one-off "
+         "encoding of the dictionary and prototypes (setup) is not counted")
 
 
 def protocol_key(fold_punctuation: bool) -> Callable[[str], str]:

@@ -10,8 +10,6 @@ import warnings
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from ..errors import ConfigError, EmptyResultError, Errors, MissingInputError, Warnings
 from ..util import PathLike, atomic_dir, ensure_path, get_logger
 from .baselines import Dictionary, System
@@ -154,7 +152,7 @@ def _context_systems(settings: Dict[str, Any], kb, base: System, docs: Sequence[
     vectors and (context) every mention's context vector; building the store and tuning are setup."""
     from dataclasses import replace
 
-    from .context import context_rankings, context_setup, context_vectors, mention_keys, prototype_masks
+    from .context import context_rankings, context_setup, lazy_context_vectors, mention_keys, prototype_masks
 
     options = InputOptions(**settings["input"])
     prep = make_preprocessor(lowercase=options.lowercase, fold_punctuation=options.fold_punctuation)
@@ -173,15 +171,16 @@ def _context_systems(settings: Dict[str, Any], kb, base: System, docs: Sequence[
         t = time.perf_counter()
         candidates = base.rank(list(queries), depth)
         names = base.encoder.encode(list(queries), batch_size=settings["batch_size"]) if w.example_names else None
-        if with_context:
-            vectors, ok = context_vectors(store.encoder, docs, batch_size=settings["batch_size"])
-        else:  # no context encoded: the example names re-sort the candidates, nothing is re-ranked
-            vectors, ok = np.zeros((len(queries), 1), np.float32), [False] * len(queries)
-        rankings = context_rankings(candidates, vectors, ok, store, w, name_vectors=names, keys=keys)
+        encode, ok, encoded = lazy_context_vectors(store.encoder, docs, batch_size=settings["batch_size"])
+        if not with_context:  # no context: the example names re-sort the candidates, nothing is re-ranked
+            ok = [False] * len(queries)
+        rankings = context_rankings(candidates, encode, ok, store, w, name_vectors=names, keys=keys)
         speed = link_speed(len(queries), time.perf_counter() - t)
         described[name] = {**desc, "weights": w.to_dict(), "setup_seconds": setup, **speed,
-                           "encodes": "mention names, example-name vectors" + (", every mention's context"
-                                                                               if with_context else "")}
+                           "contexts_encoded": len(encoded),
+                           "encodes": "mention names" + (", example-name vectors" if w.example_names else "")
+                           + (", the contexts of the mentions re-ranked (context_margin, one sense per document)"
+                              if with_context else "")}
         out.append((name, rankings, candidates, depth))
     masks.update(prototype_masks(golds, store))
     return out
