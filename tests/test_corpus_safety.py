@@ -122,9 +122,12 @@ def test_files_not_read_are_reported(tmp_path, caplog):
     (notes / "ward").mkdir(parents=True)
     (notes / "n1.txt").write_text("flu", encoding="utf8")
     (notes / "ward" / "scan.pdf").write_bytes(b"%PDF")
+    (notes / ".ipynb_checkpoints").mkdir()
+    (notes / ".ipynb_checkpoints" / "n1-checkpoint.txt").write_text("flu", encoding="utf8")  # hidden: a copy
     with caplog.at_level(logging.WARNING, logger="spacy_sapbert"):
-        assert [s.fmt for s in find_shards([notes])] == ["txt"]
-    assert "SB-W701" in caplog.text and "scan.pdf" in caplog.text
+        txt = find_shards([notes])
+    assert [s.fmt for s in txt] == ["txt"] and list(read_shard(txt[0])) == [("n1", "flu")]
+    assert "SB-W701" in caplog.text and "scan.pdf" in caplog.text and "checkpoint" not in caplog.text
 
 
 # ---- item 4: finished shards are verified before they are skipped ----------------------------------------
@@ -152,6 +155,8 @@ def test_a_shard_file_without_its_record_is_linked_again(corpus_pipeline, write_
     out = tmp_path / "out"
     link_corpus([shards], str(corpus_pipeline), out, show_progress=False)
     reference = _digests(out)
+    (out / "progress.jsonl").unlink()  # a run finished by an earlier version: its manifest vouches for the files
+    assert link_corpus([shards], str(corpus_pipeline), out, show_progress=False).skipped == 2
     (out / MANIFEST_FILE).unlink()
     (out / "progress.jsonl").write_text("{torn", encoding="utf8")  # a record cut off by the kill
     again = link_corpus([shards], str(corpus_pipeline), out, show_progress=False)
@@ -203,6 +208,17 @@ def test_a_damaged_parquet_input_is_a_coded_error(tmp_path):
 
 
 # ---- item 6: a hostile file system -----------------------------------------------------------------------
+def test_an_input_that_cannot_be_read_is_a_coded_error(tmp_path):
+    from spacy_sapbert.corpus.readers import shard_fingerprint
+
+    shards = find_shards([_write_jsonl(tmp_path / "a.jsonl", _docs("a", 2))])
+    (tmp_path / "a.jsonl").unlink()  # gone between the listing and the reading (a network share, a cleanup job)
+    with pytest.raises(ConfigError, match=r"SB-E715.*a\.jsonl"):
+        scan_shards(shards)
+    with pytest.raises(ConfigError, match=r"SB-E715.*a\.jsonl"):
+        shard_fingerprint(shards[0])
+
+
 def test_rows_being_a_file_is_a_coded_error(corpus_pipeline, write_corpus_shards, tmp_path):
     shards = write_corpus_shards(tmp_path / "in", sizes=(2,))
     out = tmp_path / "out"

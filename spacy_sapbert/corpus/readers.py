@@ -62,6 +62,11 @@ def _visible(folder: Path) -> List[Path]:
     return [p for p in sorted(folder.iterdir()) if not p.name.startswith(".")]
 
 
+def _hidden(relative: Path) -> bool:
+    """A hidden file, or one inside a hidden folder (``.git/``, ``.ipynb_checkpoints/``): never read."""
+    return any(part.startswith(".") for part in relative.parts)
+
+
 def _listed(names: Sequence[str], most: int = 5) -> str:
     return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
 
@@ -78,8 +83,7 @@ def _folder_shards(folder: Path, fmt: str) -> List[Tuple[str, Path]]:
     """``(format, path)`` of the shards ``folder`` stands for."""
     if fmt == "txt" or (fmt == "auto" and not any(p.is_file() and p.suffix.lower() in DATA_EXTENSIONS
                                                   for p in _visible(folder))):
-        files = [p for p in sorted(folder.rglob("*")) if p.is_file()
-                 and not any(part.startswith(".") for part in p.relative_to(folder).parts)]
+        files = [p for p in sorted(folder.rglob("*")) if p.is_file() and not _hidden(p.relative_to(folder))]
         _report(folder, [p for p in files if p.suffix.lower() != ".txt"],
                 "a folder of plain-text documents is read for its .txt files only")
         if fmt == "auto" and not any(p.suffix.lower() == ".txt" for p in files):
@@ -160,7 +164,7 @@ def _txt_files(folder: Path) -> List[Tuple[str, Path]]:
         raise MissingInputError(Errors.E001.format(what="Folder of .txt documents", path=folder,
                                                    hint="--format txt reads folders of .txt files."))
     return [(p.relative_to(folder).with_suffix("").as_posix(), p) for p in sorted(folder.rglob("*.txt"))
-            if p.is_file() and not p.name.startswith(".")]
+            if p.is_file() and not _hidden(p.relative_to(folder))]
 
 
 def _field(record: Dict[str, Any], field: str, option: str, what: str, path: str, where: str) -> str:
@@ -270,10 +274,5 @@ def _read_parquet(path: Path, id_field: str, text_field: str) -> Iterator[Tuple[
                    _field(record, text_field, "--text-field", "text", str(path), where))
 
 
-def check_shard(shard: Shard, *, id_field: str = "id", text_field: str = "text") -> None:
-    """Read the first document of ``shard`` (fails fast on a wrong field name before any work starts)."""
-    next(read_shard(shard, id_field=id_field, text_field=text_field), None)
-
-
-__all__ = ["Shard", "FORMATS", "find_shards", "read_shard", "iter_documents", "check_shard",
+__all__ = ["Shard", "FORMATS", "find_shards", "read_shard", "iter_documents",
            "shard_fingerprint", "read_error"]
