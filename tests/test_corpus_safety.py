@@ -186,6 +186,14 @@ def test_duplicate_document_ids_are_refused_naming_both(tmp_path):
     assert scan_shards(find_shards([tmp_path / "a.jsonl"])) == [2]
 
 
+def test_a_digest_collision_is_not_a_duplicate(tmp_path, monkeypatch):
+    from spacy_sapbert.corpus import checks
+
+    monkeypatch.setattr(checks, "_digest", lambda doc_id: 7)  # every id collides; the ids themselves differ
+    _write_jsonl(tmp_path / "a.jsonl", [{"id": "x", "text": "flu"}, {"id": "y", "text": "a"}])
+    assert scan_shards(find_shards([tmp_path / "a.jsonl"])) == [2]
+
+
 def test_a_lone_surrogate_is_a_coded_error_naming_the_line(tmp_path):
     (tmp_path / "s.jsonl").write_text('{"id": "1", "text": "flu"}\n{"id": "2", "text": "bad \\ud800 here"}\n',
                                       encoding="utf8")

@@ -5,7 +5,8 @@ document of every shard reads, with an id no other document has.
 Reading every document first costs one pass over the inputs (link-corpus reads their bytes for the
 sha256 anyway) and means a bad line in the last shard stops the run before an hour of linking, not
 after. Duplicate ids are found with 64-bit digests of the ids (8 bytes a document: PubMed's 36 M ids in
-~300 MB), then confirmed on the ids themselves, so a digest collision is never reported as a duplicate.
+~300 MB, twice that while they are put together), then confirmed on the ids themselves, so a digest
+collision is never reported as a duplicate.
 """
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ def scan_shards(shards: Sequence[Shard], *, id_field: str = "id", text_field: st
                                 iter_documents(shard, id_field=id_field, text_field=text_field)), dtype=numpy.uint64)
         counts.append(len(found))
         digests.append(found)
-    every = numpy.sort(numpy.concatenate(digests)) if digests else numpy.empty(0, dtype=numpy.uint64)
+    every = numpy.concatenate(digests) if digests else numpy.empty(0, dtype=numpy.uint64)
+    del digests
+    every.sort()  # in place
     twice = every[1:][every[1:] == every[:-1]]
     if len(twice):
         _raise_duplicate(shards, {int(d) for d in twice}, id_field, text_field)

@@ -259,13 +259,13 @@ def _read_parquet(path: Path, id_field: str, text_field: str) -> Iterator[Tuple[
     while True:
         try:
             batch = next(batches, None)
-        except Exception as err:  # a damaged data page: ArrowInvalid, OSError (a Thrift or decompression error)
-            fix = f"The file is damaged after row {row}: write it again."
+            if batch is None:
+                return
+            ids, texts = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+        except Exception as err:  # a damaged page (ArrowInvalid, OSError), text that is not UTF-8 (UnicodeDecodeError)
+            fix = f"The file is damaged or holds text that is not UTF-8 after row {row}: write it again."
             raise DataFormatError(Errors.E552.format(path=path, what="a Parquet shard", why=str(err)[:200],
                                                      fix=fix)) from None
-        if batch is None:
-            return
-        ids, texts = batch.column(0).to_pylist(), batch.column(1).to_pylist()
         for doc_id, text in zip(ids, texts):
             row += 1
             record = {id_field: doc_id, text_field: text}
