@@ -317,6 +317,8 @@ PROBES = {
     "output-is-the-pipeline": (_good, "PIPE", ["--overwrite"], 1, "SB-E503"),
     "output-is-the-input-folder": (_good, "in", ["--overwrite"], 1, "SB-E503"),
     "output-inside-the-input-folder": (_good, "in/out", [], 1, "SB-E710"),
+    "output-inside-the-pipeline": (_good, "PIPE/linked", [], 1, "SB-E710"),
+    "output-holds-the-input": (_good, ".", ["--overwrite"], 1, "SB-E503"),
     "mixed-formats": (_mixed_folder, "out", [], 1, "SB-E711"),
     "lone-surrogate": (_surrogate, "out", [], 1, "SB-E713"),
     "duplicate-ids": (_duplicates, "out", [], 1, "SB-E712"),
@@ -331,7 +333,7 @@ def test_link_corpus_probe(case, own_pipeline, tmp_path, monkeypatch, capsys):
 
     setup, output, extra, status, code = PROBES[case]
     inputs = setup(tmp_path)
-    output = str(own_pipeline) if output == "PIPE" else str(tmp_path / output)
+    output = str(own_pipeline / output[4:].lstrip("/")) if output.startswith("PIPE") else str(tmp_path / output)
     before = _tree(tmp_path / "in"), _tree(own_pipeline)
     monkeypatch.setattr(sys, "argv", ["spacy-sapbert", "link-corpus", *inputs, "-p", str(own_pipeline), "-o", output,
                                       *extra])
