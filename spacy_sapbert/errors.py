@@ -141,8 +141,8 @@ class Warnings(metaclass=_CodedMessages):
             "only had its reachability checked. Call ray.shutdown() first to join another cluster.")
     W701 = ("{path}: {n} {what} not read ({names}): {why}. Give them as inputs of their own (with --format when "
             "their extension does not tell it), or move them out of the folder.")
-    W702 = ("{path}: the finished shard file does not match its record in {record} ({why}); it was damaged after "
-            "it was written, and its shard is linked again.")
+    W702 = ("{path}: the finished shard file does not match the record written with it ({why}): it was damaged "
+            "after it was written, and its shard is linked again.")
 
     # ---- W735–W739: name languages, translations ----
     W735 = ("{path}: {n} translated names of {ids} ids that are not concepts of the ontology were skipped (e.g. "

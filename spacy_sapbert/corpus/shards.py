@@ -191,7 +191,7 @@ def pending_shards(output: Path, shards: Sequence[Shard], fmt: str) -> List[Shar
                 if not why:
                     verified.append(dict(record, input=shard.path, bytes=path.stat().st_size))
                     continue
-                logger.warning(Warnings.W702.format(path=path, record=PROGRESS_FILE, why=why))
+                logger.warning(Warnings.W702.format(path=path, why=why))
             elif path.is_file():
                 logger.info("%s has no record in %s (a run stopped just after writing it); linking its shard again",
                             path, PROGRESS_FILE)
