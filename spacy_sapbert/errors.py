@@ -482,6 +482,9 @@ class Errors(metaclass=_CodedMessages):
     E714 = ("Cannot write '{path}' ({reason}): {fix}. The shards finished before are kept; rerun the same command "
             "to resume.")
     E715 = ("Cannot read the input '{path}' ({reason}). Check that the file is there and readable, then rerun.")
+    E716 = ("The inputs changed while they were linked: {expected} documents were read in the check before the run, "
+            "{found} were linked. The rows written may not match the inputs: keep the inputs as they are while "
+            "link-corpus runs, then rerun with --overwrite.")
 
     # ---- E720–E734: multilingual encoders and evaluation readers (brat, XL-BEL, CodiEsp) ----
     E720 = ("{path}: line {line}: {what}. A brat annotation file holds entity lines 'T1<TAB>TYPE START END<TAB>text' "

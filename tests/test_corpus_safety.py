@@ -164,6 +164,25 @@ def test_a_shard_file_without_its_record_is_linked_again(corpus_pipeline, write_
 
 
 # ---- item 4: bad documents anywhere stop the run before any work -----------------------------------------
+def test_an_input_changed_during_the_run_is_a_coded_error(corpus_pipeline, tmp_path, monkeypatch):
+    """Documents appended to a shard after the check: the run does not end as if complete (no manifest)."""
+    from spacy_sapbert.corpus import checks, run
+
+    inputs = tmp_path / "in"
+    _write_jsonl(inputs / "s0.jsonl", _docs("a", 3))
+
+    def check_then_append(shards, **kwargs):
+        counts = checks.scan_shards(shards, **kwargs)
+        with open(inputs / "s0.jsonl", "a", encoding="utf8") as fh:
+            fh.write(json.dumps({"id": "late", "text": "flu"}) + "\n")
+        return counts
+
+    monkeypatch.setattr(run, "scan_shards", check_then_append)
+    with pytest.raises(DataFormatError, match=r"SB-E716.*3 documents.*4 were linked"):
+        link_corpus([inputs], str(corpus_pipeline), tmp_path / "out", show_progress=False)
+    assert not (tmp_path / "out" / MANIFEST_FILE).exists()
+
+
 def test_a_bad_line_in_a_later_shard_stops_the_run_before_any_work(corpus_pipeline, tmp_path):
     inputs = tmp_path / "in"
     _write_jsonl(inputs / "s0.jsonl", _docs("a", 3))

@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from tqdm import tqdm
 
-from ..errors import ConfigError, Errors
+from ..errors import ConfigError, DataFormatError, Errors
 from ..util import PathLike, ensure_path, get_logger
 from .local import link_local, load_pipeline, run_info, torch_threads
 from .checks import check_paths, scan_shards
@@ -125,6 +125,9 @@ def link_corpus(
                 del nlp  # the actors load their own
                 docs = link_ray(str(pipeline), todo, actors=actors, gpus_per_actor=gpus_per_actor, threads=threads,
                                 address=address, **options)
+        expected = sum(n_docs[s.index] for s in todo)
+        if docs != expected:  # a file rewritten or appended to after the check: never a silent short shard
+            raise DataFormatError(Errors.E716.format(expected=expected, found=docs))
         manifest = write_manifest(output, shards, output_format)
     finally:
         lock.release()
