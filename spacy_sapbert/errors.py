@@ -139,6 +139,10 @@ class Warnings(metaclass=_CodedMessages):
     # ---- W700–W709: scale-out (link-corpus, Ray) ----
     W700 = ("Ray is already started in this process ({current}); it is used as it is and --address '{address}' "
             "only had its reachability checked. Call ray.shutdown() first to join another cluster.")
+    W701 = ("{path}: {n} {what} not read ({names}): {why}. Give them as inputs of their own (with --format when "
+            "their extension does not tell it), or move them out of the folder.")
+    W702 = ("{path}: the finished shard file does not match the record written with it ({why}): it was damaged "
+            "after it was written, and its shard is linked again.")
 
     # ---- W735–W739: name languages, translations ----
     W735 = ("{path}: {n} translated names of {ids} ids that are not concepts of the ontology were skipped (e.g. "
@@ -465,6 +469,22 @@ class Errors(metaclass=_CodedMessages):
             "`pip install \"spacy-sapbert[ray]\"` (it pins pyarrow==25.0.1), or pass --output-format jsonl.")
     E709 = ("The Ray job failed while {what}: {reason}. Shards (or chunks) finished so far are kept; fix the cause "
             "and rerun the same command to resume.")
+    E710 = ("Output '{path}' lies inside {what} '{input}' that this command reads. Choose an output folder outside "
+            "the inputs and the pipeline.")
+    E711 = ("'{path}' holds .txt files ({txt}) beside {others} files. A .txt file there may be a PubTator file or a "
+            "plain-text document, so link-corpus does not guess. Give the .txt files (or the other files) as inputs "
+            "of their own with --format pubtator or --format txt, or move them into separate folders.")
+    E712 = ("Document id '{doc_id}' appears twice: {first} and {second}. The rows of the two could not be told "
+            "apart (ids are compared as text, so 1 and \"1\" are the same id). Make the ids unique, or pass "
+            "--id-field with a field that is unique.")
+    E713 = ("{path}: {where}: the {what} (field '{field}') is not valid Unicode text: it holds a lone surrogate "
+            "{char} (a JSON escape such as \\ud800 without its pair). Fix or remove that document.")
+    E714 = ("Cannot write '{path}' ({reason}): {fix}. The shards finished before are kept; rerun the same command "
+            "to resume.")
+    E715 = ("Cannot read the input '{path}' ({reason}). Check that the file is there and readable, then rerun.")
+    E716 = ("The inputs changed while they were linked: {expected} documents were read in the check before the run, "
+            "{found} were linked. The rows written may not match the inputs: keep the inputs as they are while "
+            "link-corpus runs, then rerun with --overwrite.")
 
     # ---- E720–E734: multilingual encoders and evaluation readers (brat, XL-BEL, CodiEsp) ----
     E720 = ("{path}: line {line}: {what}. A brat annotation file holds entity lines 'T1<TAB>TYPE START END<TAB>text' "

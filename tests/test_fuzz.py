@@ -1,6 +1,9 @@
 """Fuzzing with Hypothesis: every reader and the link input get random bytes, random text, mutated and
 truncated copies of a valid fixture. The only outcomes allowed are a result or a coded
-:class:`SapbertError`; anything else (a traceback from inside a reader) fails the test.
+:class:`SapbertError`; anything else (a traceback from inside a reader) fails the test. The link-corpus
+readers (``corpus_jsonl``, ``corpus_parquet``) also may not lose a document: when a shard reads, every
+non-blank line (every Parquet row) is a document with an id of its own and text that can be written,
+and the check before the run counts the same.
 
 Bounded in the default run (profile ``bounded``: a few dozen examples per test, the whole file well
 under a minute); ``SAPBERT_FUZZ_EXAMPLES=5000 pytest tests/test_fuzz.py`` loads the ``fuzz`` profile
@@ -18,6 +21,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from spacy_sapbert.corpus import find_shards, read_shard
+from spacy_sapbert.corpus.checks import scan_shards
 from spacy_sapbert.errors import SapbertError
 from spacy_sapbert.evaluation.datasets import read_biosyn, read_mentions_jsonl, read_mentions_tsv, read_pubtator
 from spacy_sapbert.kb import KnowledgeBase
@@ -61,6 +66,30 @@ def _biosyn_text(path: Path) -> object:
     return read_biosyn(concept)
 
 
+def _corpus_shard(fmt: str) -> Callable[[Path], object]:
+    """A link-corpus shard as the run reads it: the check of every document (ids unique), then the documents."""
+
+    def read(path: Path) -> object:
+        shards = find_shards([path], fmt)
+        counts = scan_shards(shards)
+        docs = list(read_shard(shards[0]))
+        assert counts == [len(docs)], "the check and the linking pass read different documents"
+        assert len({doc_id for doc_id, _ in docs}) == len(docs), "two documents with one id passed"
+        for doc_id, text in docs:
+            (doc_id + text).encode("utf8")  # what is read can be written (no lone surrogate)
+        if fmt == "jsonl":
+            lines = [raw.decode("utf8") for raw in path.read_bytes().split(b"\n")]
+            assert len(docs) == sum(1 for n, line in enumerate(lines) if (line[1:] if n == 0 and
+                                                                          line[:1] == "\ufeff" else line).strip())
+        else:
+            import pyarrow.parquet as pq
+
+            assert len(docs) == pq.read_metadata(path).num_rows, "a Parquet row was lost"
+        return docs
+
+    return read
+
+
 # name → (read function on one file, valid fixture, characters its syntax is made of)
 READERS: Dict[str, tuple] = {
     "medic": (_kb_reader(read_medic), FIXTURES / "kb" / "tiny_medic.txt", "|\t:#"),
@@ -73,6 +102,8 @@ READERS: Dict[str, tuple] = {
     "biosyn_text": (_biosyn_text, FIXTURES / "eval" / "biosyn" / "100.txt", " "),
     "mentions_tsv": (read_mentions_tsv, FIXTURES / "eval" / "mentions.tsv", "\t"),
     "mentions_jsonl": (read_mentions_jsonl, FIXTURES / "eval" / "mentions.jsonl", "{}[]\":,"),
+    "corpus_jsonl": (_corpus_shard("jsonl"), FIXTURES / "corpus" / "docs.jsonl", "{}[]\":,\\u"),
+    "corpus_parquet": (_corpus_shard("parquet"), FIXTURES / "corpus" / "docs.parquet", "PAR1\x00\x15\x19\x1c"),
 }
 NAMES = sorted(READERS)
 

@@ -16,8 +16,8 @@ from ..errors import ConfigError, Errors
 from ..linking import linker_extension
 from ..util import get_logger
 from .readers import Shard, read_shard
-from .rows import add_doc_rows, empty_columns, write_rows
-from .shards import shard_file
+from .rows import add_doc_rows, empty_columns
+from .shards import write_shard
 
 logger = get_logger("corpus")
 
@@ -96,14 +96,14 @@ def link_local(nlp: Any, extension: str, shards: Sequence[Shard], *, output: Pat
     for doc, (index, doc_id) in stream:
         if index != current:
             if current is not None:
-                write_rows(shard_file(output, by_index[current], output_format), columns, output_format)
+                write_shard(output, by_index[current], columns, output_format)
             current, columns = index, empty_columns()
         if doc_id is not None:
             add_doc_rows(columns, doc, doc_id, extension, run)
             docs += 1
             progress(1)
     if current is not None:
-        write_rows(shard_file(output, by_index[current], output_format), columns, output_format)
+        write_shard(output, by_index[current], columns, output_format)
     return docs
 
 
