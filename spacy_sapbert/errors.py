@@ -349,6 +349,7 @@ class Errors(metaclass=_CodedMessages):
             "it to finish, or pass another --work-dir.")
     E510 = ("Cannot write '{path}' ({reason}). Check the path and its folder's permissions, or choose another "
             "output.")
+    E511 = ("{what} '{path}' is a folder, not a file (it holds: {files}). Give the file itself; {hint}")
 
     # ---- E550–E599: hardening: untrusted bytes, integrity, damaged files ----
     E550 = ("Refusing the sapbert_linker bytes: {what}. Only bytes written by SapbertLinker.to_bytes / "

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from .errors import DataFormatError, Errors, MissingInputError
 from .index import META_FILE, ConceptIndex
-from .util import PathLike, atomic_dir, ensure_path, get_logger
+from .util import PathLike, atomic_dir, ensure_path, folder_contents, get_logger
 
 logger = get_logger("linking")
 
@@ -264,14 +264,17 @@ def export_onnx_dir(path: PathLike) -> List[Path]:
 def read_texts(paths: Sequence[PathLike], stdin: BinaryIO) -> List[Tuple[str, str]]:
     """The ``link`` command's input as ``(id, text)`` pairs: each file is one document (id: its path),
     else each line of ``stdin`` is one (id: its line number). Input must be UTF-8 (E506 names the file
-    and line otherwise); a missing input file is E001."""
+    and line otherwise); a missing input file is E001, a folder E511."""
     if not paths:
         return [(str(i), _decode(line, "<stdin>", i).rstrip("\r\n")) for i, line in enumerate(stdin, start=1)]
     texts = []
+    hint = "give text files (one document each), or lines on stdin."
     for path in map(ensure_path, paths):
+        if path.is_dir():
+            raise MissingInputError(Errors.E511.format(what="Input text file", path=path, files=folder_contents(path),
+                                                       hint=hint))
         if not path.is_file():
-            raise MissingInputError(Errors.E001.format(what="Input text file", path=path,
-                                                       hint="give text files (one document each), or lines on stdin."))
+            raise MissingInputError(Errors.E001.format(what="Input text file", path=path, hint=hint))
         data = path.read_bytes()
         texts.append((str(path), _decode(data, str(path), 1)))
     return texts
