@@ -145,7 +145,8 @@ def test_link_pipeline_refuses_index_only_options_and_applies_device(kb_dir, ind
         assert isinstance(result.exception, ConfigError) and "SB-E508" in str(result.exception)
         assert extra[0] in str(result.exception)
     result = CliRunner().invoke(app, ["link", str(pipe), "--device", "tpu"], input="flu\n")
-    assert isinstance(result.exception, ConfigError) and "SB-E002" in str(result.exception)  # applied, not ignored
+    # checked before the pipeline is loaded (issue 30), not ignored
+    assert isinstance(result.exception, ConfigError) and "SB-E012" in str(result.exception)
     with pytest.warns(UserWarning, match="SB-W551"):  # a pipeline without NER links nothing, and says so
         result = CliRunner().invoke(app, ["link", str(pipe), "--device", "cpu"], input="flu\n")
     assert result.exit_code == 0, result.output

@@ -41,8 +41,16 @@ def build_prototypes_command(
     from ..context import ContextEncoder, build_prototypes, read_documents
     from ..encoding.torch_encoder import Encoder
     from ..errors import ConfigError, Errors
+    from ..context.build import DEFINITION_MODES, DOC_FORMATS
     from ..kb import KnowledgeBase
+    from ._options import check_choice, check_device, check_pooling
 
+    check_pooling("--pooling", pooling)
+    if name_model.lower() != "none":
+        check_pooling("--name-pooling", name_pooling)
+    check_choice("--format", doc_format, DOC_FORMATS)
+    check_choice("--definitions", definitions, DEFINITION_MODES)
+    check_device("--device", device)
     if output.exists() and not overwrite:
         raise ConfigError(Errors.E003.format(path=output))
     start = time.perf_counter()
@@ -85,7 +93,10 @@ def tune_context_command(
     from ..context import read_documents
     from ..context.tune import tune_on_documents
     from ..util import atomic_write
+    from ._options import check_device, check_pooling
 
+    check_pooling("--pooling", pooling)
+    check_device("--device", device)
     docs = read_documents(dev, types=types or None)
     best, table, n = tune_on_documents(docs, kb_dir, model, prototypes, pooling=pooling, max_length=max_length,
                                        k=k, step=step, device=device, index_dir=index_dir)

@@ -44,7 +44,9 @@ def link_command(
     from ..linking import link_records, load_linking_nlp, read_texts, write_jsonl
     from ..outputs import check_output
     from ..util import atomic_write
+    from ._options import check_device
 
+    check_device("--device", device)
     overrides = _overrides(k, threshold, max_entities)
     if output is not None:
         check_output(output, folder=False, inputs=[("the input", path) for path in inputs or []])
@@ -98,9 +100,16 @@ def create_pipeline_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Write a ready pipeline folder: a blank or given NER pipeline + an initialised sapbert_linker."""
+    from ..encoding.onnx_encoder import RUNTIMES
+    from ..index.concept_index import KINDS
     from ..linking import create_pipeline
     from ..outputs import check_output
+    from ._options import check_choice, check_device, check_pooling
 
+    check_pooling("--pooling", pooling)
+    check_choice("--index-kind", index_kind, KINDS)
+    check_choice("--runtime", runtime, RUNTIMES)
+    check_device("--device", device)
     check_output(output, overwrite=overwrite,
                  inputs=[("the KB folder", kb), ("the model", model), ("the base pipeline", base), ("the index", index)])
     config = dict(_overrides(k, threshold, max_entities), pooling=pooling, max_length=max_length, device=device,
