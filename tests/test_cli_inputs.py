@@ -78,7 +78,8 @@ BAD_OPTIONS = [
     (["build-prototypes", "DOCS", "--kb", "KB", "-m", "M", "-o", "OUT"], "--pooling", "max", "cls, mean"),
     (["build-prototypes", "DOCS", "--kb", "KB", "-m", "M", "-o", "OUT"], "--name-pooling", "max", "auto, cls, mean"),
     (["build-prototypes", "DOCS", "--kb", "KB", "-m", "M", "-o", "OUT"], "--device", "gpu", "cuda:N"),
-    (["build-prototypes", "DOCS", "--kb", "KB", "-m", "M", "-o", "OUT"], "--format", "brat", "auto, pubtator, jsonl, docbin"),
+    (["build-prototypes", "DOCS", "--kb", "KB", "-m", "M", "-o", "OUT"], "--format", "brat",
+     "auto, pubtator, jsonl, docbin"),
     (["build-prototypes", "DOCS", "--kb", "KB", "-m", "M", "-o", "OUT"], "--definitions", "some", "none, missing, all"),
     (["tune-context", "DEV", "--kb", "KB", "-m", "M", "-p", "P"], "--pooling", "max", "auto, cls, mean"),
     (["tune-context", "DEV", "--kb", "KB", "-m", "M", "-p", "P"], "--device", "gpu", "cuda:N"),
@@ -96,8 +97,9 @@ BAD_OPTIONS = [
                          ids=[f"{a[0]} {o}" for a, o, _, _ in BAD_OPTIONS])
 def test_a_bad_option_value_fails_first_naming_option_value_and_choices(tmp_path, args, option, value, choices):
     args = [str(tmp_path / a) if a.isupper() else a for a in args]
-    message = _error(CliRunner().invoke(app, args + [option, value]))
-    assert isinstance(CliRunner().invoke(app, args + [option, value]).exception, ConfigError)
+    result = CliRunner().invoke(app, args + [option, value])
+    message = _error(result)
+    assert isinstance(result.exception, ConfigError)
     assert "SB-E012" in message and option in message and repr(value) in message and choices in message, message
 
 

@@ -8,6 +8,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
+from spacy_sapbert.cli import app
 from spacy_sapbert.encoding import files
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import MissingInputError
@@ -41,17 +42,19 @@ def test_hub_id_that_the_hub_cannot_give_fails_fast(monkeypatch, answer, words):
 
     def probe(name, timeout=5.0):
         asked.append(name)
-        return {"unreachable": files.HubAnswer.UNREACHABLE, "missing": files.HubAnswer.NOT_FOUND}[answer], "ConnectionError"
+        answers = {"unreachable": files.HubAnswer.UNREACHABLE, "missing": files.HubAnswer.NOT_FOUND}
+        return answers[answer], "ConnectionError"
 
     monkeypatch.setattr(files, "_hub_offline", lambda: False)
     monkeypatch.setattr(files, "_probe_hub", probe)
     with pytest.raises(MissingInputError) as err:
         Encoder.load("cambridgeltl/SapBERT-from-PubMedBERT-fulltext")
     assert asked == ["cambridgeltl/SapBERT-from-PubMedBERT-fulltext"]
-    assert "SB-E512" in str(err.value) and words in str(err.value) and "local Hugging Face model folder" in str(err.value)
+    message = str(err.value)
+    assert "SB-E512" in message and words in message and "local Hugging Face model folder" in message
 
 
-def test_a_path_that_does_not_exist_is_not_taken_for_a_hub_id(no_probe, tmp_path):
+def test_a_path_that_does_not_exist_is_not_taken_for_a_hub_id(no_probe):
     with pytest.raises(MissingInputError) as err:
         Encoder.load("models/minilm/v2")
     assert "SB-E512" in str(err.value) and "not a local folder" in str(err.value)
@@ -61,7 +64,7 @@ def test_build_index_with_an_offline_hub_id_fails_before_encoding(no_probe, tmp_
     from spacy_sapbert.kb import Concept, KnowledgeBase
 
     KnowledgeBase.from_concepts([Concept("D1", "Influenza", ("flu",), ())]).to_disk(tmp_path / "kb")
-    result = CliRunner().invoke(app_(), ["build-index", str(tmp_path / "kb"), "-o", str(tmp_path / "index")])
+    result = CliRunner().invoke(app, ["build-index", str(tmp_path / "kb"), "-o", str(tmp_path / "index")])
     assert isinstance(result.exception, MissingInputError) and "SB-E512" in str(result.exception)
     assert "cambridgeltl/SapBERT-from-PubMedBERT-fulltext" in str(result.exception)
 
@@ -71,9 +74,3 @@ def test_pretrain_base_model_while_offline_fails_fast(no_probe):
 
     with pytest.raises(MissingInputError, match="SB-E512"):
         load_base_model("no-such-org/no-such-model-xyz")
-
-
-def app_():
-    from spacy_sapbert.cli import app
-
-    return app

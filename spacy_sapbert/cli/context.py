@@ -39,9 +39,9 @@ def build_prototypes_command(
 ) -> None:
     """Encode annotated mentions in their context into a prototype store for the linker."""
     from ..context import ContextEncoder, build_prototypes, read_documents
+    from ..context.build import DEFINITION_MODES, DOC_FORMATS
     from ..encoding.torch_encoder import Encoder
     from ..errors import ConfigError, Errors
-    from ..context.build import DEFINITION_MODES, DOC_FORMATS
     from ..kb import KnowledgeBase
     from ._options import check_choice, check_device, check_pooling
 
