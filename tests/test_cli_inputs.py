@@ -7,19 +7,11 @@ from typer.testing import CliRunner
 
 from spacy_sapbert.cli import app
 from spacy_sapbert.errors import ConfigError, SapbertError
-from spacy_sapbert.kb import Concept, KnowledgeBase
 
 
 def _error(result) -> str:
     assert isinstance(result.exception, SapbertError), (result.output, result.exception)
     return str(result.exception)
-
-
-@pytest.fixture(scope="module")
-def kb_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("inputs_kb") / "kb"
-    KnowledgeBase.from_concepts([Concept("D1", "Influenza", ("flu",), ())]).to_disk(path)
-    return path
 
 
 # ------------------------------------------------------------------ a folder where a file is expected
@@ -38,7 +30,7 @@ def test_build_kb_from_a_folder_says_it_is_a_folder_and_what_it_holds(tmp_path, 
     assert f"'{data}' is a folder" in message and "hp.obo, medic.txt" in message
 
 
-def test_link_with_a_folder_as_input_says_it_is_a_folder(tmp_path, kb_dir):
+def test_link_with_a_folder_as_input_says_it_is_a_folder(tmp_path):
     folder = tmp_path / "texts"
     folder.mkdir()
     (folder / "a.txt").write_text("flu", encoding="utf8")

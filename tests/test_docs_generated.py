@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import html
 import importlib.util
 import re
 from html.parser import HTMLParser
