@@ -175,8 +175,8 @@ class Errors(metaclass=_CodedMessages):
     # ---- E100–E199: encoder, index, linker ----
     E100 = ("Model folder '{path}' has no tokenizer (none of: {files}). Save the tokenizer next to the "
             "weights, e.g. `AutoTokenizer.from_pretrained(base).save_pretrained('{path}')`.")
-    E101 = ("Cannot load the model '{name}': {reason}. Give a local Hugging Face model folder, or a hub id "
-            "on a machine that can reach the hub (offline: set HF_HUB_OFFLINE=0 only if it can).")
+    E101 = ("Cannot load the model '{name}': {reason}. Give a local Hugging Face model folder (config.json, "
+            "weights, tokenizer), or a hub id on a machine that can reach the hub.")
     E102 = ("Precision '{precision}' needs a CUDA GPU but the device is '{device}'. Use precision='auto', "
             "'fp32' or 'bf16' (CPU autocast) on CPU.")
     E103 = "max_length must be an integer >= 3 (word pieces incl. [CLS]/[SEP]), got {value!r}."
@@ -353,6 +353,9 @@ class Errors(metaclass=_CodedMessages):
             "it to finish, or pass another --work-dir.")
     E510 = ("Cannot write '{path}' ({reason}). Check the path and its folder's permissions, or choose another "
             "output.")
+    E511 = ("{what} '{path}' is a folder, not a file (it holds: {files}). Give the file itself; {hint}")
+    E512 = ("Model '{name}' is not a local folder, and {reason}. Pass the path of a local Hugging Face model folder "
+            "(config.json, weights, tokenizer), or {fix}.")
 
     # ---- E550–E599: hardening: untrusted bytes, integrity, damaged files ----
     E550 = ("Refusing the sapbert_linker bytes: {what}. Only bytes written by SapbertLinker.to_bytes / "

@@ -250,7 +250,8 @@ class SapbertLinker(LinkerStorage, Pipe):
             index = ConceptIndex.build(kb, encoder, kind=kind, exact=exact, M=M, ef_construction=ef_construction,
                                        ef_search=self.cfg["ef_search"], batch_size=self.cfg["batch_size"],
                                        work_dir=work_dir, num_threads=num_threads, show_progress=show_progress)
-            if index_path is not None:
+            if index_path is not None:  # recorded as build-index does: `spacy-sapbert link INDEX` can use it alone
+                index.meta.update(model=encoder.name, kb_path=str(ensure_path(kb_path).resolve()))
                 index.to_disk(index_path)
         if prototypes_path is not None:
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
