@@ -24,6 +24,7 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import ConfigError, Errors, MissingInputError
+from ..integrity import unit_norm_problem
 from .files import link_or_copy, write_npy
 from .filtered import masked_search, top_k
 from .rescore import Rescorer
@@ -49,6 +50,7 @@ HUGE_KB_EXPANSION_SEARCH = 1536
 HUGE_KB_NAMES = 2_000_000
 DEFAULT_RESCORE = 64
 CANDIDATE_DTYPES = ("i8", "f16")
+NORM_SAMPLE_ROWS = 64  # rows of vectors.f16.npy whose length is checked at load (64 pages read)
 _SCORE_LIMIT = 1.02  # inner products of unit vectors; float16 rounding stays far below this
 
 Result = Tuple[numpy.ndarray, numpy.ndarray]
@@ -135,6 +137,12 @@ def load_float16(folder: Path, n: int, dim: int) -> numpy.ndarray:
     if X.shape != (n, dim) or X.dtype != numpy.float16:
         raise _damaged(path, f"shape {X.shape} {X.dtype}, expected ({n}, {dim}) float16")
     _advise_random(X)
+    # a sample of rows (memory-mapped: reading all 15 GB of a UMLS index at every load is no option; one page
+    # each): a file of zeros or scaled vectors fails here; damage elsewhere is caught when a search re-scores the
+    # row (_SCORE_LIMIT) and by `verify` (every row)
+    problem = unit_norm_problem(X, sample=NORM_SAMPLE_ROWS)
+    if problem is not None:
+        raise _damaged(path, f"stored vectors are not unit length: {problem}")
     return X
 
 
