@@ -16,6 +16,7 @@ a memory-mapped array), vectorised in blocks: the check behind every index kind 
 from __future__ import annotations
 
 import hashlib
+import tokenize
 from pathlib import Path, PurePosixPath
 from typing import Any, Dict, Iterable, Mapping, Optional
 
@@ -26,6 +27,9 @@ from .util import file_sha256
 
 SAMPLE_BLOCKS = 16
 SAMPLE_BLOCK = 64 * 1024
+# what numpy.load raises on a damaged .npy: its header is parsed with ast.literal_eval (SyntaxError, TokenError,
+# TypeError, RecursionError), a bad shape or dtype is a ValueError, a short file an EOFError or OSError
+NPY_READ_ERRORS = (ValueError, OSError, EOFError, SyntaxError, TypeError, RecursionError, tokenize.TokenError)
 NORM_TOLERANCE = 1e-2  # float16 rounding moves a unit vector's norm by ~1e-3
 _ROWS_PER_BLOCK = 65_536
 
@@ -126,4 +130,5 @@ def _fail(folder: Path, name: str, what: str, why: str) -> None:
     raise IntegrityError(Errors.E551.format(path=folder / name, what=what, why=why, folder=folder))
 
 
-__all__ = ["file_records", "check_files", "inside", "unit_norm_problem", "SAMPLE_BLOCKS", "SAMPLE_BLOCK", "NORM_TOLERANCE"]
+__all__ = ["file_records", "check_files", "inside", "unit_norm_problem", "SAMPLE_BLOCKS", "SAMPLE_BLOCK", "NORM_TOLERANCE",
+           "NPY_READ_ERRORS"]

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping
 
 from .encoding.files import SETTINGS_FILE, read_json_file, read_settings
 from .errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError
-from .integrity import check_files, unit_norm_problem
+from .integrity import NPY_READ_ERRORS, check_files, unit_norm_problem
 from .util import PathLike, ensure_path
 
 KB_META = "kb.json"
@@ -84,7 +84,15 @@ def _index_lengths(folder: Path, meta: Dict[str, Any]) -> Dict[str, Any]:
     from .index.hnsw_file import check_hnsw_file
 
     def npy(name: str) -> Any:
-        return lambda: unit_norm_problem(numpy.load(folder / name, mmap_mode="r", allow_pickle=False))
+        def problem() -> Any:
+            try:
+                X = numpy.load(folder / name, mmap_mode="r", allow_pickle=False)
+            except NPY_READ_ERRORS as err:
+                return f"not a readable array ({err or type(err).__name__})"
+            if X.shape != (meta["n_names"], meta["dim"]) or X.dtype.kind != "f":
+                return f"shape {X.shape} {X.dtype}, expected ({meta['n_names']}, {meta['dim']}) floats"
+            return unit_norm_problem(X)
+        return problem
 
     def hnsw() -> Any:
         try:
@@ -139,8 +147,8 @@ def verify_prototypes(folder: Path) -> List[FileCheck]:
     def safe_lengths() -> Any:
         try:
             return lengths()
-        except (ValueError, OSError) as err:  # a pickle-bearing or truncated array
-            return f"an array cannot be read as a plain array: {err}"
+        except (*NPY_READ_ERRORS, IndexError) as err:  # a pickle-bearing, truncated or malformed array
+            return f"an array cannot be read as a plain array: {err or type(err).__name__}"
 
     if all(check.status == "ok" for check in checks):
         checks = _lengths(checks, {"vectors.npy": safe_lengths})

@@ -34,7 +34,7 @@ import numpy
 
 from ..about import __version__
 from ..errors import DataFormatError, Errors, IncompatibleError, IntegrityError, Warnings
-from ..integrity import NORM_TOLERANCE, check_files, file_records, unit_norm_problem
+from ..integrity import NORM_TOLERANCE, NPY_READ_ERRORS, check_files, file_records, unit_norm_problem
 from ..util import PathLike, atomic_dir, atomic_write, ensure_path
 
 META_FILE = "prototypes_meta.json"
@@ -56,7 +56,7 @@ def _load(file: Any, *, mmap: bool) -> numpy.ndarray:
             return numpy.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
         except ValueError:  # an empty array cannot be memory-mapped
             return numpy.load(file, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:  # a pickle-bearing (object) array, a damaged header
+    except NPY_READ_ERRORS as err:  # a pickle-bearing (object) array, a damaged header
         raise DataFormatError(Errors.E558.format(path=file.parent, why=f"{file.name} cannot be read as a plain "
                                                                          f"array ({err})")) from None
 

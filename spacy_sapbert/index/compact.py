@@ -24,7 +24,7 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import ConfigError, Errors, MissingInputError
-from ..integrity import unit_norm_problem
+from ..integrity import NPY_READ_ERRORS, unit_norm_problem
 from .files import link_or_copy, write_npy
 from .filtered import masked_search, top_k
 from .rescore import Rescorer
@@ -101,7 +101,7 @@ def fit_projection(vectors: numpy.ndarray, dims: int, seed: int) -> numpy.ndarra
 def _load_projection(path: Path, dim: int, dims: int) -> numpy.ndarray:
     try:
         P = numpy.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
+    except NPY_READ_ERRORS as err:
         raise MissingInputError(Errors.E580.format(path=path, why=str(err) or type(err).__name__)) from err
     if P.shape != (dim, dims) or P.dtype != numpy.float32:
         why = f"shape {P.shape} {P.dtype}, expected ({dim}, {dims}) float32"
@@ -132,7 +132,7 @@ def load_float16(folder: Path, n: int, dim: int) -> numpy.ndarray:
     path = folder / VECTORS_F16_FILE
     try:
         X = numpy.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
+    except NPY_READ_ERRORS as err:
         raise _damaged(path, str(err)) from err
     if X.shape != (n, dim) or X.dtype != numpy.float16:
         raise _damaged(path, f"shape {X.shape} {X.dtype}, expected ({n}, {dim}) float16")
