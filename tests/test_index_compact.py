@@ -279,6 +279,8 @@ def test_damaged_vectors_are_caught_at_query_time_when_records_are_bypassed(clus
     back = ConceptIndex.from_disk(tmp_path / "ix", kb)
     with pytest.raises(MissingInputError, match="SB-E107.*not unit length"):
         back.search(queries[:5], 5)
+    with pytest.raises(IntegrityError, match=r"SB-E556.*the index at '.*ix'"):  # a KB name's vector reused as query
+        back.name_vectors([1])
 
 
 def test_from_vectors_refuses_a_shape_that_does_not_match_the_kb(clustered):

@@ -462,13 +462,34 @@ def test_prototype_similarities_outside_minus_one_one_are_refused(tmp_path):
         store.similarities(vectors[0], [concept])
 
 
-def test_pickle_bearing_prototype_array_is_a_coded_error(tmp_path):
+@pytest.mark.parametrize("name", ["vectors.npy", "kinds.npy"])
+def test_pickle_bearing_prototype_array_is_a_coded_error(tmp_path, name):
+    """Refused before too, but by a bare ValueError from numpy: now E558 naming the file."""
     from spacy_sapbert.context import PrototypeStore
 
     folder = _store(tmp_path)
-    np.save(folder / "kinds.npy", np.array([{"x": 1}] * 40, dtype=object), allow_pickle=True)
+    np.save(folder / name, np.array([{"x": 1}] * 40, dtype=object), allow_pickle=True)
     meta = json.loads((folder / "prototypes_meta.json").read_text())
     meta["files"] = file_records(folder, meta["files"])  # records rewritten to match
     (folder / "prototypes_meta.json").write_text(json.dumps(meta))
-    with pytest.raises(DataFormatError, match=r"\[SB-E558\].*kinds.npy"):
+    with pytest.raises(DataFormatError, match=rf"\[SB-E558\].*{name}"):
         PrototypeStore.from_disk(folder, load_encoder=False)
+    verdict = CliRunner().invoke(app, ["verify", str(folder)])
+    assert verdict.exit_code == 1 and "cannot be read as a plain array" in verdict.stdout, verdict.output
+
+
+# ---- hints that pointed the wrong way (issue 30, item 7) -------------------------------------------
+def test_hints_say_what_is_wrong(tmp_path):
+    from spacy_sapbert.corpus.readers import find_shards, read_shard
+    from spacy_sapbert.errors import ConfigError
+    from spacy_sapbert.outputs import check_output
+
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(ConfigError, match=r"\[SB-E502\]") as refused:
+        check_output(tmp_path / "a_file", overwrite=True)
+    assert str(refused.value).count("not a folder") == 1  # was "a file, not a folder, not a folder"
+    for line in ("{broken", "[1, 2]"):  # not a field problem: no "Pass --text-field"
+        (tmp_path / "docs.jsonl").write_text('{"id": "1", "text": "flu"}\n' + line + "\n")
+        with pytest.raises(DataFormatError, match=r"\[SB-E552\].*line 2") as bad:
+            list(read_shard(find_shards([tmp_path / "docs.jsonl"])[0]))
+        assert "--text-field" not in str(bad.value)
