@@ -73,9 +73,12 @@ def _lengths(checks: List[FileCheck], problem_of: Dict[str, Any]) -> List[FileCh
     for check in checks:
         find = problem_of.get(check.path.name)
         problem = find() if find is not None and check.status == "ok" else None
-        out.append(check if problem is None else FileCheck(check.path, "damaged", f"stored vectors are not unit "
-                                                                                  f"length: {problem}"))
+        out.append(check if problem is None else FileCheck(check.path, "damaged", problem))
     return out
+
+
+def _not_unit(problem: Any) -> Any:
+    return None if problem is None else f"stored vectors are not unit length: {problem}"
 
 
 def _index_lengths(folder: Path, meta: Dict[str, Any]) -> Dict[str, Any]:
@@ -91,7 +94,7 @@ def _index_lengths(folder: Path, meta: Dict[str, Any]) -> Dict[str, Any]:
                 return f"not a readable array ({err or type(err).__name__})"
             if X.shape != (meta["n_names"], meta["dim"]) or X.dtype.kind != "f":
                 return f"shape {X.shape} {X.dtype}, expected ({meta['n_names']}, {meta['dim']}) floats"
-            return unit_norm_problem(X)
+            return _not_unit(unit_norm_problem(X))
         return problem
 
     def hnsw() -> Any:
@@ -142,7 +145,7 @@ def verify_prototypes(folder: Path) -> List[FileCheck]:
         def load(name: str) -> Any:
             return numpy.load(folder / name, mmap_mode="r", allow_pickle=False)
         names = load("names.npy") if meta.get("name_encoder") else None
-        return unit_problem(load("vectors.npy"), load("kinds.npy"), names, sample=None)
+        return _not_unit(unit_problem(load("vectors.npy"), load("kinds.npy"), names, sample=None))
 
     def safe_lengths() -> Any:
         try:
@@ -155,8 +158,7 @@ def verify_prototypes(folder: Path) -> List[FileCheck]:
     elif all(check.status == "unrecorded" for check in checks):  # no hashes to compare, the lengths still count
         problem = safe_lengths()
         checks.append(FileCheck(folder / "vectors.npy", "damaged" if problem else "ok",
-                                f"stored vectors are not unit length: {problem}" if problem
-                                else "every stored vector is unit length (no hash recorded)"))
+                                problem or "every stored vector is unit length (no hash recorded)"))
     if (folder / "encoder").is_dir():
         checks += verify_encoder(folder / "encoder")
     return checks
