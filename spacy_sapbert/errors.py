@@ -118,6 +118,10 @@ class Warnings(metaclass=_CodedMessages):
     W553 = ("Pipeline '{path}' links against another knowledge base than the one evaluated against (checksum "
             "{theirs} != {ours}): {missing} of {total} gold concepts are not in the pipeline's KB and cannot be "
             "found. Build the pipeline on the evaluation KB (`spacy-sapbert create-pipeline`) or evaluate with its KB.")
+    W554 = ("The prototype store at '{path}' records no checksums of its files (built by an older version): they "
+            "are not checked at load and `spacy-sapbert verify` cannot check them (its vectors' lengths still are). "
+            "Rebuild it with `spacy-sapbert build-prototypes`, or save it again "
+            "(`PrototypeStore.from_disk(path).to_disk(new_path)`) to add them.")
 
     # ---- W585: the ivf index (E582–E589) ----
     W585 = ("kind 'auto' picks the ivf index for a KB of {n:,} names, but faiss is not installed ({reason}): the "
@@ -336,7 +340,7 @@ class Errors(metaclass=_CodedMessages):
     E500 = "Interrupted by {signal}; {kept}."
     E501 = ("Refusing to replace '{path}': it is not empty and was not written by spacy-sapbert (no {marker} file). "
             "Choose another output, or move the folder away yourself.")
-    E502 = ("Refusing to replace '{path}': it is {what}, not a folder. Choose another output, or move it away "
+    E502 = ("Refusing to replace '{path}': it is {what}. Choose another output, or move it away "
             "yourself.")
     E503 = ("Output '{path}' would replace {what} '{input}' that this command reads. Choose an output folder that "
             "does not hold the command's inputs.")
@@ -369,7 +373,27 @@ class Errors(metaclass=_CodedMessages):
     E554 = ("Knowledge base strings are damaged: bytes {start}-{end} of {what} are not UTF-8. Run "
             "`spacy-sapbert verify KB_FOLDER` to find the file, then rebuild the KB (`spacy-sapbert build-kb`).")
     E555 = ("'{path}' is not a folder verify knows: none of kb.json (knowledge base), sapbert_encoder.json "
-            "(encoder), index_meta.json (index) or config.cfg (spaCy pipeline) is in it. Give one of those folders.")
+            "(encoder), index_meta.json (index), prototypes_meta.json (prototype store) or config.cfg (spaCy "
+            "pipeline) is in it. Give one of those folders.")
+    E556 = ("A score of {score!r} came out of {what} at '{path}': scores of unit vectors lie in [-1, 1], so its "
+            "stored vectors are damaged; nothing was linked. Run `spacy-sapbert verify {path}`, then rebuild it "
+            "({fix}) or copy the folder again.")
+    E557 = ("'{path}': field '{field}' is {value!r}, expected {expected}. The index metadata was edited or is "
+            "damaged: restore index_meta.json from the original folder, or rebuild the index "
+            "(`spacy-sapbert build-index`).")
+    E558 = ("The prototype store at '{path}' is damaged: {why}. Rebuild it with `spacy-sapbert build-prototypes` "
+            "or copy the folder again; `spacy-sapbert verify {path}` checks every file.")
+    E559 = "{what} must be a whole number between {minimum} and {maximum:,}, got {value!r}."
+    E560 = ("Document {doc_id!r} has {n:,} characters, more than the pipeline accepts (nlp.max_length = "
+            "{maximum:,}; spaCy's E088: a parser or NER needs about 1 GB of memory per 100,000 characters). Split "
+            "it into smaller documents (paragraphs, pages) before linking, or raise nlp.max_length in your own "
+            "code if the pipeline has no parser and you have the memory.")
+    E561 = ("Out of memory ({detail}): the command was stopped (the files it writes appear only when complete). "
+            "Free memory or raise the "
+            "limit (`ulimit -v`), or make the command need less: a smaller --batch-size, fewer or shorter "
+            "documents at once, or an index that memory-maps its vectors (build-index --kind compact or ivf).")
+    E562 = ("Query vector {i} has norm {norm:.6g}: the index scores inner products of L2-normalised vectors. "
+            "Normalise the queries (x / ||x||), or encode them with the encoder the index was built with.")
 
     # ---- E580–E581 / W580–W584: compact index speed (PCA-reduced candidate graph) ----
     E580 = ("The compact index's candidate projection '{path}' is missing or damaged ({why}): the graph in "

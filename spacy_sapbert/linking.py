@@ -165,6 +165,9 @@ def link_records(nlp: Any, texts: Iterable[Tuple[str, str]], *, whole_text: bool
     from spacy.tokens import Span
 
     pairs = list(texts)
+    for doc_id, text in pairs:  # spaCy's E088 (a ValueError from deep inside nlp.pipe) as a coded error, up front
+        if len(text) > nlp.max_length:
+            raise DataFormatError(Errors.E560.format(doc_id=doc_id, n=len(text), maximum=nlp.max_length))
     ext = linker_extension(nlp) or "kb_ents"
     name_of = canonical_names(nlp) if names else None
     if whole_text:

@@ -14,12 +14,13 @@ from ._app import app
 def _overrides(k: Optional[int], threshold: Optional[float], max_entities: Optional[int]) -> Dict[str, Any]:
     """Linker options given on the command line, checked here: spaCy's config cannot hold nan or inf."""
     from ..errors import ConfigError, Errors
+    from ..index.meta import MAX_K
 
     if threshold is not None and not (math.isfinite(threshold) and -1.0 <= threshold <= 1.0):
         raise ConfigError(Errors.E507.format(option="--threshold", what="a number between -1 and 1", value=threshold))
     for option, value in (("--k", k), ("--max-entities", max_entities)):
-        if value is not None and value < 1:
-            raise ConfigError(Errors.E507.format(option=option, what="at least 1", value=value))
+        if value is not None and not 1 <= value <= MAX_K:  # --k 10**20: an OverflowError deep down otherwise
+            raise ConfigError(Errors.E507.format(option=option, what=f"between 1 and {MAX_K:,}", value=value))
     values = {"k": k, "threshold": threshold, "max_entities_per_mention": max_entities}
     return {key: value for key, value in values.items() if value is not None}
 

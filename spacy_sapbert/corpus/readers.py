@@ -213,11 +213,12 @@ def _documents(shard: Shard, id_field: str, text_field: str) -> Iterator[Tuple[s
             try:
                 record = json.loads(line)
             except ValueError as err:
-                raise DataFormatError(Errors.E702.format(
-                    path=path, where=f"line {n}", field=text_field, option="--text-field",
-                    found=f"not a JSON object ({err})", what="text")) from None
-            if not isinstance(record, dict):
-                record = {}
+                record = err
+            if not isinstance(record, dict):  # not a field problem: --text-field would not help (E552, not E702)
+                why = f"line {n} is {'not valid JSON: ' if isinstance(record, ValueError) else 'JSON but not an object: '}"
+                raise DataFormatError(Errors.E552.format(
+                    path=path, what="a JSONL input (one JSON object a line)", why=why + str(record)[:200],
+                    fix="Fix or remove that line: each line must be one JSON object such as {\"id\": ..., \"text\": ...}."))
             where = f"line {n}"
             yield (f"{shard.path}: {where}",
                    _field(record, id_field, "--id-field", "document id", shard.path, where),

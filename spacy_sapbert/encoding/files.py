@@ -28,16 +28,16 @@ _FIX = ("Save the encoder again (Encoder.to_disk / nlp.to_disk) or re-download t
 _SETTING_TYPES = {"pooling": str, "max_length": int, "dim": int, "fingerprint": str}
 
 
-def read_json_file(path: Path, *, what: str) -> Dict[str, Any]:
-    """A JSON object from ``path``; a damaged file gives E552 naming it."""
+def read_json_file(path: Path, *, what: str, fix: str = _FIX) -> Dict[str, Any]:
+    """A JSON object from ``path``; a damaged file gives E552 naming it, with ``fix`` (``{folder}``: its folder)."""
     try:
         data = json.loads(path.read_text(encoding="utf8"))
     except (ValueError, UnicodeDecodeError) as err:
         raise DataFormatError(Errors.E552.format(path=path, what=what, why=f"not valid JSON: {err}",
-                                                 fix=_FIX.format(folder=path.parent))) from None
+                                                 fix=fix.format(folder=path.parent))) from None
     if not isinstance(data, dict):
         raise DataFormatError(Errors.E552.format(path=path, what=what, why="not a JSON object",
-                                                 fix=_FIX.format(folder=path.parent)))
+                                                 fix=fix.format(folder=path.parent)))
     return data
 
 
