@@ -73,7 +73,7 @@ def link_corpus(
     per input shard. A rerun skips the shards already written (resume); an output folder of another
     run is E705 unless ``overwrite``.
 
-    ``backend="local"``: ``nlp.pipe(n_process=n_process, batch_size=batch_size)``. ``backend="ray"``:
+    ``backend="local"``: ``n_process`` processes, each shard in ``nlp.pipe(batch_size=batch_size)``. ``backend="ray"``:
     Ray Data with ``actors`` actors (``gpus_per_actor`` GPUs each) on the cluster at ``address``
     (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``; default: a local Ray). ``threads``: torch threads
     per process / actor. Both back-ends write the same rows.
