@@ -57,25 +57,33 @@ _RUN = """
 import json, sys
 from spacy_sapbert.corpus import link_corpus, run as corpus_run
 from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
+from spacy_sapbert.encoding.torch_encoder import Encoder
 
 shards, pipeline, out = sys.argv[1:4]
 real = corpus_run.load_pipeline
+
+
+runtime = "onnx"
 
 
 def threaded(path):
     # the parent's encoder session has a thread pool and has run before the fork, as on any multi-core machine
     nlp, extension = real(path)
     linker = nlp.get_pipe("sapbert_linker")
-    linker.set_resources(OnnxEncoder.from_disk(path + "/sapbert_linker/encoder", threads=2, cache_size=0),
-                         linker.index)
+    folder = path + "/sapbert_linker/encoder"
+    if runtime == "onnx":
+        encoder = OnnxEncoder.from_disk(folder, threads=2, cache_size=0)
+    else:
+        encoder = Encoder.from_disk(folder, device="cpu", cache_size=0)
+    linker.set_resources(encoder, linker.index)
     linker.encoder.encode(["warm the session up", "before the fork"])
     return nlp, extension
 
 
 corpus_run.load_pipeline = threaded
-for n, batch_size in ((1, 3), (2, 3), (1, 8)):
-    result = link_corpus([shards], pipeline, f"{out}/n{n}_b{batch_size}", n_process=n, batch_size=batch_size,
-                         show_progress=False)
+for n, batch_size, runtime in ((1, 3, "onnx"), (2, 3, "onnx"), (1, 8, "onnx"), (1, 3, "torch"), (2, 3, "torch")):
+    result = link_corpus([shards], pipeline, f"{out}/{runtime}_n{n}_b{batch_size}", n_process=n,
+                         batch_size=batch_size, show_progress=False)
     print(json.dumps([n, result.docs, result.rows]))
 """
 
@@ -94,18 +102,21 @@ def test_two_workers_encode_mentions_and_write_the_files_one_process_writes(enco
     except subprocess.TimeoutExpired:
         pytest.fail("link-corpus --n-process 2 with the ONNX encoder hung")
     assert out.returncode == 0, out.stderr[-3000:]
-    runs = [json.loads(line) for line in out.stdout.strip().splitlines()[-3:]]
-    assert [r[:2] for r in runs] == [[1, 22], [2, 22], [1, 22]] and runs[0][2] == runs[1][2] == runs[2][2] > 22 * 6
-    # same batch size: the same bytes from one process (a 2-thread session) and two workers (1 thread each)
-    assert _digests(tmp_path / "out" / "n2_b3") == _digests(tmp_path / "out" / "n1_b3")
-    rows = pq.read_table(tmp_path / "out" / "n2_b3" / ROWS_DIR / "part-00002.parquet").to_pylist()
+    runs = [json.loads(line) for line in out.stdout.strip().splitlines()[-5:]]
+    assert [r[:2] for r in runs] == [[1, 22], [2, 22], [1, 22], [1, 22], [2, 22]]
+    assert len({r[2] for r in runs}) == 1 and runs[0][2] > 22 * 6
+    # same batch size: the same bytes from one process (ONNX: a 2-thread session) and two workers (1 thread each);
+    # with torch at one thread (link-corpus's default --threads 1) too
+    assert _digests(tmp_path / "out" / "onnx_n2_b3") == _digests(tmp_path / "out" / "onnx_n1_b3")
+    assert _digests(tmp_path / "out" / "torch_n2_b3") == _digests(tmp_path / "out" / "torch_n1_b3")
+    rows = pq.read_table(tmp_path / "out" / "onnx_n2_b3" / ROWS_DIR / "part-00002.parquet").to_pylist()
     encoded = [r for r in rows if r["label"] == "WORD"]
     assert len(encoded) == 11 * 6 and all(r["kb_id"] for r in encoded)  # nonsense words, linked by their vectors
     # another batch size: the same rows and concepts, scores within one unit of the 6th decimal (docs/scale-out.md)
     for shard in range(4):
         name = f"part-{shard:05d}.parquet"
-        _same_within(pq.read_table(tmp_path / "out" / "n1_b3" / ROWS_DIR / name).to_pylist(),
-                     pq.read_table(tmp_path / "out" / "n1_b8" / ROWS_DIR / name).to_pylist())
+        _same_within(pq.read_table(tmp_path / "out" / "onnx_n1_b3" / ROWS_DIR / name).to_pylist(),
+                     pq.read_table(tmp_path / "out" / "onnx_n1_b8" / ROWS_DIR / name).to_pylist())
 
 
 SCORE_TOLERANCE = 1e-6 + 2e-7  # one unit of the 6th decimal, plus the float32 the files store scores in
