@@ -29,6 +29,29 @@ def _env() -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
 
 
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group of ``proc`` (started with ``start_new_session``): its workers too, hung or not."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_in_own_group(args: list, timeout: float, what: str) -> tuple:
+    """``(exit status, stdout, stderr)`` of ``args``; past ``timeout`` the test fails and the process and all its
+    workers are killed (none is left behind to hold the output pipes or a CPU)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        proc.communicate()
+        pytest.fail(what)
+    kill_group(proc)  # a worker that outlived its parent
+    return proc.returncode, out, err
+
+
 @pytest.fixture(scope="module")
 def encoding_pipeline(corpus_pipeline, tmp_path_factory) -> Path:
     """corpus_pipeline whose entity ruler also marks every word of 5+ letters: most are no KB name, so the
@@ -96,13 +119,10 @@ def test_two_workers_encode_mentions_and_write_the_files_one_process_writes(enco
     shards = _word_shards(tmp_path / "in", (6, 0, 11, 5))
     script = tmp_path / "run.py"
     script.write_text(_RUN)
-    try:
-        out = subprocess.run([sys.executable, str(script), str(shards), str(encoding_pipeline), str(tmp_path / "out")],
-                             capture_output=True, text=True, timeout=TIMEOUT, env=_env())
-    except subprocess.TimeoutExpired:
-        pytest.fail("link-corpus --n-process 2 with the ONNX encoder hung")
-    assert out.returncode == 0, out.stderr[-3000:]
-    runs = [json.loads(line) for line in out.stdout.strip().splitlines()[-5:]]
+    code, stdout, stderr = run_in_own_group([sys.executable, str(script), str(shards), str(encoding_pipeline),
+                                             str(tmp_path / "out")], TIMEOUT, "link-corpus --n-process 2 hung")
+    assert code == 0, stderr[-3000:]
+    runs = [json.loads(line) for line in stdout.strip().splitlines()[-5:]]
     assert [r[:2] for r in runs] == [[1, 22], [2, 22], [1, 22], [1, 22], [2, 22]]
     assert len({r[2] for r in runs}) == 1 and runs[0][2] > 22 * 6
     # same batch size: the same bytes from one process (ONNX: a 2-thread session) and two workers (1 thread each);
@@ -170,33 +190,41 @@ def _gone(pid: int) -> bool:
 def test_sigterm_ends_link_corpus_and_its_workers(encoding_pipeline, tmp_path):
     shards = _word_shards(tmp_path / "in", [60] * 40, seed=1)
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "spacy_sapbert", "link-corpus", str(shards), "-p",
-                             str(encoding_pipeline), "-o", str(out), "--n-process", "2", "--batch-size", "4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=tmp_path)
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "wb") as err_file:  # a file, not a pipe: a surviving worker cannot block reading it
+        proc = subprocess.Popen([sys.executable, "-m", "spacy_sapbert", "link-corpus", str(shards), "-p",
+                                 str(encoding_pipeline), "-o", str(out), "--n-process", "2", "--batch-size", "4"],
+                                stdout=subprocess.DEVNULL, stderr=err_file, env=_env(), cwd=tmp_path,
+                                start_new_session=True)
+    workers: list = []
     try:
         deadline = time.monotonic() + TIMEOUT
         while not (out / ROWS_DIR).is_dir() or not any((out / ROWS_DIR).glob("part-*.parquet")):
-            assert proc.poll() is None, proc.communicate()[1].decode()[-3000:]
-            assert time.monotonic() < deadline, "no shard written"
+            assert proc.poll() is None, stderr.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no shard written (hung?)"
             time.sleep(0.05)
         workers = _children(proc.pid)
         assert len(workers) >= 2, workers  # both workers run: shards are left for each
         proc.send_signal(signal.SIGTERM)
         started = time.monotonic()
-        _, err = proc.communicate(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("link-corpus did not exit within 60 s of SIGTERM")
         took = time.monotonic() - started
+        print(f"link-corpus exited {took:.2f} s after SIGTERM")
+        time.sleep(0.5)
+        left = [pid for pid in workers if not _gone(pid)]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        kill_group(proc)  # whatever is left, so that a failing run leaves no orphan
+    err = stderr.read_bytes()
     assert proc.returncode == 143, err.decode()[-3000:]
     last = err.decode().replace("\r", "\n").strip().splitlines()[-1]
     assert last == Errors.E500.format(signal="SIGTERM", kept="the shards finished so far are kept in the output "
                                                              "folder, rerun the same command to resume")
     assert b"Traceback" not in err
     assert took < 30, took
-    time.sleep(0.5)
-    assert all(_gone(pid) for pid in workers), [(pid, _gone(pid)) for pid in workers]
+    assert left == [], f"workers {left} outlived link-corpus"
     done = sorted(p.name for p in (out / ROWS_DIR).glob("part-*.parquet"))
     assert 0 < len(done) < 40 and not (out / MANIFEST_FILE).exists()
 

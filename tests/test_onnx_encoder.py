@@ -3,6 +3,8 @@ linker's ``runtime`` setting, fork safety and a load path that imports neither t
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -205,12 +207,16 @@ def test_two_processes_encode_mentions_with_a_session_made_before_the_fork(saved
     _, path = saved_pipeline
     script = tmp_path / "forked_pipe.py"
     script.write_text(_FORKED_PIPE)
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
     try:
-        out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, timeout=300)
+        out, err = proc.communicate(timeout=300)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the workers too: none left behind, hung
+        proc.communicate()
         pytest.fail("nlp.pipe(n_process=2) with the ONNX encoder hung")
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().splitlines()[-1] == "same links 84"
+    assert proc.returncode == 0, err[-3000:]
+    assert out.strip().splitlines()[-1] == "same links 84"
 
 
 def test_onnx_encoder_loads_without_torch_or_transformers(saved_pipeline):
