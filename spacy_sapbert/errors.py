@@ -18,6 +18,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E735–E759 / W735–W739: name languages, translation files, language restriction, cross-lingual pairs
 - E760–E779 / W760–W769: research workflow (pooling from the model folder, epoch schedules, config versions,
   dev evaluation and best-model selection)
+- E770–E779: multiprocess linking
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -557,6 +558,16 @@ class Errors(metaclass=_CodedMessages):
             "{current}). Upgrade the spacy_sapbert package, or write the config for version {current} (see "
             "configs/{task}.cfg).")
     E762 = ("Config '{path}': {what}. Fix the file or the override (spaCy style: --section.key value).")
+
+    # ---- E770–E779: multiprocess linking ----
+    E770 = ("link-corpus worker process '{name}' ended without finishing its shards (exit status {code}; "
+            "a negative status is the signal that killed it, e.g. -9 when the system ran out of memory). The "
+            "shards finished so far are kept: rerun the same command to resume, with fewer --n-process if memory "
+            "is short.")
+    E771 = ("A link-corpus worker process failed: {error}. The shards finished so far are kept; fix the cause "
+            "and rerun the same command to resume.")
+    E772 = ("link-corpus --n-process above 1 needs the 'fork' start method, which this platform does not have "
+            "(it has: {methods}). Use --n-process 1, or --backend ray.")
 
 
 __all__ = [

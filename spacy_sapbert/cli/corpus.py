@@ -25,11 +25,11 @@ def link_corpus_command(
     text_field: str = typer.Option("text", "--text-field", help="JSONL/Parquet: the field holding the text."),
     output_format: str = typer.Option("parquet", "--output-format", help="parquet or jsonl (one row per entity)."),
     backend: str = typer.Option("local", "--backend", help="local (nlp.pipe) or ray (Ray Data actors)."),
-    n_process: int = typer.Option(1, "--n-process", help="local: processes of nlp.pipe."),
+    n_process: int = typer.Option(1, "--n-process", help="local: worker processes, each linking whole shards."),
     batch_size: int = typer.Option(64, "--batch-size", help="Documents per nlp.pipe batch."),
     actors: int = typer.Option(2, "--actors", help="ray: actors, each with its own copy of the pipeline."),
     gpus_per_actor: float = typer.Option(0.0, "--gpus-per-actor", help="ray: GPUs per actor (0: CPU only)."),
-    threads: int = typer.Option(1, "--threads", help="Torch threads per process or actor."),
+    threads: int = typer.Option(1, "--threads", help="Torch threads of the local process or of each Ray actor (local workers run one)."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join (auto, HOST:PORT or "
                                                                   "ray://HOST:10001); default: a local Ray."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an output folder of another run (never the "

@@ -76,7 +76,7 @@ def link_corpus(
     the pipeline or an input (E503/E710), and every document of every input is read (a bad one is its
     coded error, two documents with one id E712).
 
-    ``backend="local"``: ``nlp.pipe(n_process=n_process, batch_size=batch_size)``. ``backend="ray"``:
+    ``backend="local"``: ``n_process`` processes, each shard in ``nlp.pipe(batch_size=batch_size)``. ``backend="ray"``:
     Ray Data with ``actors`` actors (``gpus_per_actor`` GPUs each) on the cluster at ``address``
     (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``; default: a local Ray). ``threads``: torch threads
     per process / actor. Both back-ends write the same rows.
