@@ -442,9 +442,9 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ConfigError(Errors.E116.format(value=threshold))
     cfg["sparse_weight"] = check_weight(cfg["sparse_weight"])
-    if not isinstance(cfg["sparse_k"], int) or isinstance(cfg["sparse_k"], bool) or cfg["sparse_k"] < 1:
+    if not isinstance(cfg["sparse_k"], int) or isinstance(cfg["sparse_k"], bool) or cfg["sparse_k"] < 0:
         raise ConfigError(Errors.E784.format(what="sparse_k", value=cfg["sparse_k"], name="sapbert_linker",
-                                             allowed="a whole number >= 1"))
+                                             allowed="a whole number >= 0 (0: re-score the dense candidates only)"))
     if cfg["resources"] not in ("inside", "outside"):
         raise ConfigError(Errors.E124.format(value=cfg["resources"], choices="inside, outside"))
     if not cfg["extension_name"] or not str(cfg["extension_name"]).isidentifier():

@@ -2,7 +2,8 @@
 :class:`~.sparse.SparseIndex`.
 
 Candidates of a query: the dense top ``k`` concepts (``ConceptIndex.search``) united with the sparse top
-``sparse_k`` concepts (char n-gram tf-idf, max over names). Every name of every candidate concept (that
+``sparse_k`` concepts (char n-gram tf-idf, max over names; none with ``sparse_k = 0`` or above
+:data:`~.sparse.SEARCH_MAX_NAMES` names, where the sparse side only re-scores the dense candidates). Every name of every candidate concept (that
 passes the filters: semantic types, definitions, languages) gets both scores: the dense one from the
 stored name vectors (``ConceptIndex.name_vectors``), the sparse one from the name's string. A name scores
 
@@ -60,8 +61,8 @@ def gather(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.ndarray
            semantic_types: Optional[Collection[str]] = None, require_definition: bool = False,
            languages: Optional[Collection[str]] = None) -> HybridCandidates:
     """The candidates of ``texts`` (normalised mentions) with query ``vectors`` (see the module docstring)."""
-    if k < 1 or sparse_k < 1:
-        raise ConfigError(Errors.E111.format(what="k and sparse_k", minimum=1, value=min(k, sparse_k)))
+    if k < 1 or sparse_k < 0:
+        raise ConfigError(Errors.E111.format(what="k (1) and sparse_k (0)", minimum=0, value=min(k, sparse_k)))
     kb = index.kb
     n_q = len(texts)
     empty = HybridCandidates(n_q, *(numpy.zeros(0, numpy.int64) for _ in range(3)),
@@ -75,12 +76,13 @@ def gather(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.ndarray
     cq = [q for q, ranked in enumerate(dense) for _ in ranked]
     cc = [find(cid) for ranked in dense for cid, _ in ranked]
     q_sparse = sparse.transform(list(texts))
-    s_rows, s_scores = sparse.search(q_sparse, max(4 * sparse_k, sparse_k + 16), row_mask=row_mask)
-    _, ptr, idx = index._row_csr()
-    ranked, _ = aggregate_batch(s_rows, s_scores, sparse_k, allowed, True, ptr, idx)
-    for q, (concepts, _scores) in enumerate(ranked):
-        cq += [q] * len(concepts)
-        cc += concepts.tolist()
+    if sparse_k > 0 and sparse.searchable:  # else the sparse side only re-scores the dense candidates
+        s_rows, s_scores = sparse.search(q_sparse, max(4 * sparse_k, sparse_k + 16), row_mask=row_mask)
+        _, ptr, idx = index._row_csr()
+        ranked, _ = aggregate_batch(s_rows, s_scores, sparse_k, allowed, True, ptr, idx)
+        for q, (concepts, _scores) in enumerate(ranked):
+            cq += [q] * len(concepts)
+            cc += concepts.tolist()
     if not cq:
         return empty
     pairs = numpy.unique(numpy.asarray(cq, numpy.int64) * len(kb) + numpy.asarray(cc, numpy.int64))

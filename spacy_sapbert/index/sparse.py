@@ -36,7 +36,11 @@ ANALYZERS = ("char_wb", "char")
 DEFAULT_ANALYZER = "char_wb"
 DEFAULT_NGRAM_RANGE: Tuple[int, int] = (2, 3)  # picked on NCBI train (benchmarks/hybrid_unseen.py --ngram-grid)
 MAX_NGRAM = 6
-_TRANSFORM_CHUNK = 65_536
+_PAIR_CHUNK = 65_536
+_SCORES_PER_CHUNK = 16_000_000  # query x name scores a search chunk may hold (a query touches up to every name)
+# above this many names the sparse side only re-scores the dense candidates (no sparse top-k search):
+# a query's char n-grams then read millions of postings (benchmarks/hybrid_unseen.py --scale, docs/scale.md)
+SEARCH_MAX_NAMES = 1_000_000
 
 
 def check_settings(analyzer: str, ngram_range: Sequence[int]) -> Tuple[str, Tuple[int, int]]:
@@ -146,8 +150,21 @@ class SparseIndex:
                                       copy=False)
         return self._matrix
 
+    @property
+    def searchable(self) -> bool:
+        """Whether a sparse top-k search is worth its cost (up to :data:`SEARCH_MAX_NAMES` names); above, hybrid
+        ranking re-scores only the dense candidates sparsely."""
+        return self.n_names <= SEARCH_MAX_NAMES
+
+    def postings(self, queries: Any) -> numpy.ndarray:
+        """Per query, the postings (name, weight) a search reads: the summed lengths of its n-grams' lists."""
+        q = self.transform(queries) if isinstance(queries, (list, tuple)) else queries
+        lengths = numpy.diff(numpy.asarray(self.indptr, dtype=numpy.int64))
+        query_of = numpy.repeat(numpy.arange(q.shape[0]), numpy.diff(q.indptr))
+        return numpy.bincount(query_of, weights=lengths[q.indices], minlength=q.shape[0]).astype(numpy.int64)
+
     def search(self, queries: Any, k: int, *, row_mask: Optional[numpy.ndarray] = None,
-               chunk_size: int = 256) -> Tuple[numpy.ndarray, numpy.ndarray]:
+               chunk_size: Optional[int] = None) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """The ``k`` best names per query (rows int64 ``[n, k]``, cosine float32 ``[n, k]``, best first,
         ties by row; -1 / -inf where fewer names share an n-gram with the query or pass ``row_mask``).
         ``queries``: strings, or rows of :meth:`transform`."""
@@ -158,6 +175,7 @@ class SparseIndex:
         rows = numpy.full((n_q, k), -1, dtype=numpy.int64)
         scores = numpy.full((n_q, k), -numpy.inf, dtype=numpy.float32)
         matrix = self.matrix()
+        chunk_size = chunk_size or max(1, min(256, _SCORES_PER_CHUNK // max(1, self.n_names)))
         for start in range(0, n_q, chunk_size):
             sims = (q[start:start + chunk_size] @ matrix).tocsr()
             for i in range(sims.shape[0]):
@@ -186,13 +204,12 @@ class SparseIndex:
         if len(rows) == 0:
             return numpy.zeros(0, dtype=numpy.float32)
         unique, inverse = numpy.unique(rows, return_inverse=True)
+        names_tf = self.transform([names[int(r)] for r in unique])  # each distinct name once
         out = numpy.empty(len(rows), dtype=numpy.float32)
-        for start in range(0, len(unique), _TRANSFORM_CHUNK):
-            part = unique[start:start + _TRANSFORM_CHUNK]
-            tf = self.transform([names[int(r)] for r in part])
-            sel = (inverse >= start) & (inverse < start + len(part))
-            prod = queries[q_of[sel]].multiply(tf[inverse[sel] - start])
-            out[sel] = numpy.asarray(prod.sum(axis=1)).reshape(-1)
+        for start in range(0, len(rows), _PAIR_CHUNK):  # bounded memory: a chunk of pairs at a time
+            sl = slice(start, start + _PAIR_CHUNK)
+            prod = queries[q_of[sl]].multiply(names_tf[inverse[sl]])
+            out[sl] = numpy.asarray(prod.sum(axis=1)).reshape(-1)
         return numpy.clip(out, 0.0, 1.0)
 
     # ---- files ----------------------------------------------------------------------------
