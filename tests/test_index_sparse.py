@@ -180,3 +180,34 @@ def test_weight_validation():
         with pytest.raises(ConfigError, match="SB-E784"):
             check_weight(bad)
     assert check_weight(0) == 0.0 and check_weight(2.5) == 2.5
+
+
+def test_language_filter_applies_to_the_sparse_side():
+    kb = KnowledgeBase.from_concepts([
+        Concept("C1", "fever", ("fiebre",), languages=(("en",), ("es",))),
+        Concept("C2", "fiebre amarilla", ("yellow fever",), languages=(("es",), ("en",))),
+        Concept("C3", "headache", ("cefalea",), languages=(("en",), ("es",)))])
+    sparse = SparseIndex.from_kb(kb)
+    index, vectors = _dense_index(kb)
+    found = hybrid_search(index, sparse, ["fiebre amarila"], vectors[[0]], k=3, sparse_k=3, weight=5.0,
+                          languages=["en"])[0]
+    names = list(kb.names)
+    assert found and all(kb.languages_of_row(x.row) == ("en",) for x in found)
+    assert names[found[0].row] in ("fever", "yellow fever", "headache")
+
+
+def test_sparse_k_zero_only_rescores_the_dense_candidates(kb, sparse):
+    index, vectors = _dense_index(kb)
+    query = vectors[[list(kb.names).index("grippe")]]
+    dense = {c for c, _ in index.search(query, 2)[0]}
+    found = gather(index, sparse, ["myocardial infarctions"], query, k=2, sparse_k=0)
+    assert {kb.concept_ids[int(c)] for c in found.concept} == dense
+    with_sparse = gather(index, sparse, ["myocardial infarctions"], query, k=2, sparse_k=2)
+    assert "D001" in {kb.concept_ids[int(c)] for c in with_sparse.concept} - dense
+
+
+def test_postings_count_what_a_search_reads(kb, sparse):
+    q = sparse.transform(["flu", "zzz", "heart"])
+    lengths = numpy.diff(numpy.asarray(sparse.indptr))
+    expected = [int(lengths[q.indices[q.indptr[i]:q.indptr[i + 1]]].sum()) for i in range(3)]
+    assert sparse.postings(q).tolist() == expected and expected[1] == 0 and expected[0] > 0
