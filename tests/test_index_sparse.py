@@ -211,3 +211,17 @@ def test_postings_count_what_a_search_reads(kb, sparse):
     lengths = numpy.diff(numpy.asarray(sparse.indptr))
     expected = [int(lengths[q.indices[q.indptr[i]:q.indptr[i + 1]]].sum()) for i in range(3)]
     assert sparse.postings(q).tolist() == expected and expected[1] == 0 and expected[0] > 0
+
+
+def test_top1_is_what_rank_puts_first(kb, sparse):
+    from spacy_sapbert.index.hybrid import top1
+
+    index, vectors = _dense_index(kb)
+    queries = _unit(numpy.random.default_rng(5).normal(size=(len(QUERIES), 8)))
+    queries[1] = vectors[list(kb.names).index("mi")]  # a tie between D001 and D002: the smaller id
+    found = gather(index, sparse, QUERIES, queries, k=5, sparse_k=5)
+    weights = [0.0, 0.3, 1.0, 4.0]
+    for w, best in zip(weights, top1(found, weights)):
+        ranked = rank(found, w, 1, kb.concept_ids)
+        assert [kb.concept_ids[c] if c >= 0 else None for c in best.tolist()] == \
+            [r[0].concept_id if r else None for r in ranked]

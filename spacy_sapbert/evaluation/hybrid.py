@@ -16,11 +16,11 @@ import numpy as np
 
 from ..index import ConceptIndex
 from ..index.aggregate import aggregate_batch
-from ..index.hybrid import HybridCandidates, check_weight, gather, rank
+from ..index.hybrid import HybridCandidates, check_weight, gather, rank, top1
 from ..index.sparse import DEFAULT_NGRAM_RANGE, SparseIndex
 from .baselines import System
 from .cache import VectorCache, encoder_key
-from .metrics import Gold, Ranking, first_hit_strict
+from .metrics import Gold, Ranking
 
 WEIGHT_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 
@@ -61,10 +61,11 @@ class HybridSetup:
 def tune_weight(setup: HybridSetup, found: HybridCandidates, golds: Sequence[Gold],
                 grid: Sequence[float] = WEIGHT_GRID) -> Tuple[float, List[Dict[str, float]]]:
     """``(best weight, [{"weight", "acc@1"}, ...])``: strict acc@1 of ``found`` under each weight."""
+    weights = [check_weight(w) for w in grid]
+    ids = setup.kb.concept_ids
     table = []
-    for weight in grid:
-        rankings = setup.rank(found, check_weight(weight), 1)
-        hits = sum(first_hit_strict(g, r) == 1 for g, r in zip(golds, rankings))
+    for weight, best in zip(weights, top1(found, weights)):
+        hits = sum(c >= 0 and ids[int(c)] in g.ids for c, g in zip(best.tolist(), golds))
         table.append({"weight": float(weight), "acc@1": hits / max(1, len(golds))})
     best = max(table, key=lambda row: (row["acc@1"], -row["weight"]))
     return best["weight"], table

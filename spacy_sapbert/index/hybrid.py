@@ -23,7 +23,7 @@ from ..errors import ConfigError, Errors
 from .aggregate import aggregate_batch
 
 MAX_WEIGHT = 100.0  # above it the dense part is below 1% of the score: use the sparse index alone
-_PAIR_CHUNK = 65_536
+_MATMUL_CELLS = 16_000_000  # query x candidate-name scores one dense block may hold
 
 
 class HybridScore(NamedTuple):
@@ -70,15 +70,18 @@ def gather(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.ndarray
     if n_q == 0:
         return empty
     row_mask, allowed = index._filter(semantic_types, require_definition, languages or index.languages)
-    find = getattr(kb.concept_ids, "find", None) or {c: i for i, c in enumerate(kb.concept_ids)}.get
-    dense = index.search(vectors, k, semantic_types=semantic_types, require_definition=require_definition,
-                         languages=languages)
-    cq = [q for q, ranked in enumerate(dense) for _ in ranked]
-    cc = [find(cid) for ranked in dense for cid, _ in ranked]
+    if semantic_types:
+        index.check_types(semantic_types)
+    vectors = index._check_queries(vectors)
+    _, ptr, idx = index._row_csr()
+    cq: List[int] = []
+    cc: List[int] = []
+    for q, concepts in enumerate(_dense_top(index, vectors, k, row_mask, allowed, ptr, idx)):
+        cq += [q] * len(concepts)
+        cc += concepts.tolist()
     q_sparse = sparse.transform(list(texts))
     if sparse_k > 0 and sparse.searchable:  # else the sparse side only re-scores the dense candidates
         s_rows, s_scores = sparse.search(q_sparse, max(4 * sparse_k, sparse_k + 16), row_mask=row_mask)
-        _, ptr, idx = index._row_csr()
         ranked, _ = aggregate_batch(s_rows, s_scores, sparse_k, allowed, True, ptr, idx)
         for q, (concepts, _scores) in enumerate(ranked):
             cq += [q] * len(concepts)
@@ -136,6 +139,46 @@ def hybrid_search(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.
     return rank(found, weight, k, index.kb.concept_ids)
 
 
+def _dense_top(index: Any, vectors: numpy.ndarray, k: int, row_mask: Any, allowed: Any, ptr: numpy.ndarray,
+               idx: numpy.ndarray) -> List[numpy.ndarray]:
+    """The dense top ``k`` concept indices per query: ``ConceptIndex.search``'s deepening search, by index."""
+    n_q = vectors.shape[0]
+    out: List[numpy.ndarray] = [numpy.zeros(0, numpy.int64)] * n_q
+    n_allowed = len(index) if row_mask is None else int(row_mask.sum())
+    per_concept = -(-len(index) // max(1, len(index.kb)))
+    depth = min(n_allowed, max(2 * k, k + 16, k * per_concept))
+    pending = list(range(n_q))
+    while pending and depth > 0:
+        rows, scores = index.search_names(vectors[pending], depth, row_mask=row_mask)
+        ranked, complete = aggregate_batch(rows, scores, k, allowed, depth >= n_allowed, ptr, idx)
+        for q, (concepts, _scores) in zip(pending, ranked):
+            out[q] = concepts
+        if depth >= n_allowed:
+            break
+        pending, depth = [q for q, done in zip(pending, complete.tolist()) if not done], min(n_allowed, depth * 4)
+    return out
+
+
+def top1(candidates: HybridCandidates, weights: Sequence[float]) -> numpy.ndarray:
+    """The best concept index per query (-1: no candidate) under each of ``weights``, ``[len(weights), n_q]``:
+    what :func:`rank` puts first, in one pass over the candidates per weight (for tuning)."""
+    c = candidates
+    out = numpy.full((len(weights), c.n_queries), -1, dtype=numpy.int64)
+    if len(c.row) == 0:
+        return out
+    order = numpy.lexsort((c.concept, c.query))  # per query, concepts ascending: the first best is the tie winner
+    q, con = c.query[order], c.concept[order]
+    d, s = c.dense[order].astype(numpy.float64), c.sparse[order].astype(numpy.float64)
+    starts = numpy.flatnonzero(numpy.r_[True, q[1:] != q[:-1]])
+    for i, w in enumerate(weights):
+        score = numpy.clip((d + float(w) * s) / (1.0 + float(w)), -1.0, 1.0)
+        best = numpy.maximum.reduceat(score, starts)
+        hit = numpy.flatnonzero(score == numpy.repeat(best, numpy.diff(numpy.r_[starts, len(q)])))
+        first = hit[numpy.r_[True, q[hit][1:] != q[hit][:-1]]]
+        out[i, q[first]] = con[first]
+    return out
+
+
 def _concept_rows(index: Any) -> Any:
     """The KB's concept → rows CSR, cached on the index per KB checksum (rebuilt after kb.add_alias)."""
     cached = getattr(index, "_concept_rows_csr", None)
@@ -152,10 +195,14 @@ def _dense_scores(index: Any, vectors: numpy.ndarray, q_of: numpy.ndarray, rows:
         return out
     unique, inverse = numpy.unique(rows, return_inverse=True)
     names = index.name_vectors(unique.tolist())
-    for start in range(0, len(rows), _PAIR_CHUNK):
-        sl = slice(start, start + _PAIR_CHUNK)
-        out[sl] = numpy.einsum("ij,ij->i", names[inverse[sl]], vectors[q_of[sl]])
+    # one matrix product per block of queries (BLAS), then the pairs picked out of it
+    block = max(1, _MATMUL_CELLS // max(1, len(unique)))
+    for start in range(0, vectors.shape[0], block):
+        sel = numpy.flatnonzero((q_of >= start) & (q_of < start + block))
+        if len(sel):
+            sims = vectors[start:start + block] @ names.T
+            out[sel] = sims[q_of[sel] - start, inverse[sel]]
     return numpy.clip(out, -1.0, 1.0)
 
 
-__all__ = ["HybridScore", "HybridCandidates", "check_weight", "gather", "rank", "hybrid_search", "MAX_WEIGHT"]
+__all__ = ["HybridScore", "HybridCandidates", "check_weight", "gather", "rank", "top1", "hybrid_search", "MAX_WEIGHT"]

@@ -36,11 +36,14 @@ ANALYZERS = ("char_wb", "char")
 DEFAULT_ANALYZER = "char_wb"
 DEFAULT_NGRAM_RANGE: Tuple[int, int] = (2, 3)  # picked on NCBI train (benchmarks/hybrid_unseen.py --ngram-grid)
 MAX_NGRAM = 6
-_PAIR_CHUNK = 65_536
+_PAIR_CELLS = 16_000_000  # query x candidate-name sparse scores one block may hold
 _SCORES_PER_CHUNK = 16_000_000  # query x name scores a search chunk may hold (a query touches up to every name)
 # above this many names the sparse side only re-scores the dense candidates (no sparse top-k search):
 # a query's char n-grams then read millions of postings (benchmarks/hybrid_unseen.py --scale, docs/scale.md)
 SEARCH_MAX_NAMES = 1_000_000
+# up to this many nonzeros (~8 bytes each) the name-major copy is kept in RAM for pair scores; above, the
+# candidate names' strings are transformed (a UMLS-sized matrix stays memory-mapped, feature-major only)
+NAME_MAJOR_MAX_NNZ = 8_000_000
 
 
 def check_settings(analyzer: str, ngram_range: Sequence[int]) -> Tuple[str, Tuple[int, int]]:
@@ -70,10 +73,11 @@ class SparseIndex:
         self.indptr, self.indices, self.data = indptr, indices, data
         self._counter: Any = None
         self._matrix: Any = None  # scipy view over the (memory-mapped) arrays, made on first use
+        self._by_name: Any = None  # name-major copy (small KBs only: NAME_MAJOR_MAX_NNZ)
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
-        state["_counter"] = state["_matrix"] = None
+        state["_counter"] = state["_matrix"] = state["_by_name"] = None
         return state
 
     # ---- properties -----------------------------------------------------------------------
@@ -204,12 +208,20 @@ class SparseIndex:
         if len(rows) == 0:
             return numpy.zeros(0, dtype=numpy.float32)
         unique, inverse = numpy.unique(rows, return_inverse=True)
-        names_tf = self.transform([names[int(r)] for r in unique])  # each distinct name once
-        out = numpy.empty(len(rows), dtype=numpy.float32)
-        for start in range(0, len(rows), _PAIR_CHUNK):  # bounded memory: a chunk of pairs at a time
-            sl = slice(start, start + _PAIR_CHUNK)
-            prod = queries[q_of[sl]].multiply(names_tf[inverse[sl]])
-            out[sl] = numpy.asarray(prod.sum(axis=1)).reshape(-1)
+        if len(self.indices) <= NAME_MAJOR_MAX_NNZ:  # the fitted weights, rows of the name-major copy
+            if self._by_name is None:
+                self._by_name = self.matrix().T.tocsr()
+            names_tf = self._by_name[unique]
+        else:  # each distinct candidate name's string, transformed once
+            names_tf = self.transform([names[int(r)] for r in unique])
+        out = numpy.zeros(len(rows), dtype=numpy.float32)
+        names_t = names_tf.T.tocsc()
+        block = max(1, _PAIR_CELLS // max(1, len(unique)))  # queries whose scores against all candidates fit
+        for start in range(0, queries.shape[0], block):
+            sel = numpy.flatnonzero((q_of >= start) & (q_of < start + block))
+            if len(sel):
+                sims = (queries[start:start + block] @ names_t).toarray()
+                out[sel] = sims[q_of[sel] - start, inverse[sel]]
         return numpy.clip(out, 0.0, 1.0)
 
     # ---- files ----------------------------------------------------------------------------
