@@ -27,7 +27,7 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -117,7 +117,7 @@ def accuracy(args) -> None:
     """Every (corpus, n-gram range) part (run as separate processes with --part, or here), then the tables."""
     import json
 
-    parts_dir = ROOT / "benchmarks" / "output" / "hybrid_unseen"
+    parts_dir = args.parts_dir
     parts_dir.mkdir(parents=True, exist_ok=True)
     if args.part:
         corpus, lo_hi = args.part.split(":")
@@ -245,7 +245,7 @@ def scale(args) -> None:
     print(rows, flush=True)
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache-dir", type=Path, default=Path("/work/cache/hybrid"))
     parser.add_argument("--threads", type=int, default=1)
@@ -254,9 +254,10 @@ def main() -> None:
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--max-concepts", type=int, default=0, help="> 0: a quick probe on the first N MEDIC concepts")
     parser.add_argument("--no-write", action="store_true", help="do not write benchmarks/results (probes)")
+    parser.add_argument("--parts-dir", type=Path, default=ROOT / "benchmarks" / "output" / "hybrid_unseen")
     parser.add_argument("--part", default="", help="CORPUS:LO,HI (ncbi:2,3): one part, saved for the final run")
     parser.add_argument("--command", default=None, help="the command recorded in the results (default: this one)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.scale:
         scale(args)
     else:
