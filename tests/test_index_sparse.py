@@ -225,3 +225,18 @@ def test_top1_is_what_rank_puts_first(kb, sparse):
         ranked = rank(found, w, 1, kb.concept_ids)
         assert [kb.concept_ids[c] if c >= 0 else None for c in best.tolist()] == \
             [r[0].concept_id if r else None for r in ranked]
+
+
+@pytest.mark.parametrize("kind", ["exact", "hnsw"])
+def test_hybrid_works_over_other_index_kinds(kb, sparse, kind):
+    from types import SimpleNamespace
+
+    _, vectors = _dense_index(kb)
+    enc = SimpleNamespace(fingerprint="enc-1", dim=8, pooling="mean", max_length=25, name="fake")
+    index = ConceptIndex.from_vectors(kb, vectors, enc, kind=kind, show_progress=False)
+    assert index.kind == kind
+    query = vectors[[list(kb.names).index("grippe")]]
+    best = hybrid_search(index, sparse, ["myocardial infarctions"], query, k=3, sparse_k=3, weight=2.0)[0][0]
+    assert best.concept_id == "D001"
+    zero = hybrid_search(index, sparse, ["myocardial infarctions"], query, k=3, sparse_k=3, weight=0.0)[0]
+    assert [x.concept_id for x in zero] == [c for c, _ in index.search(query, 3)[0]]
