@@ -126,16 +126,17 @@ def accuracy(args) -> None:
         (parts_dir / f"{corpus}_{ngrams[0]}_{ngrams[1]}.json").write_text(json.dumps(found, indent=1))
         print(found["rows"], flush=True)
         return
+    grid = [tuple(int(x) for x in g.split(",")) for g in args.grid] if args.grid else list(NGRAM_GRID)
     parts = {}
     for corpus in CORPORA:
-        for ngrams in NGRAM_GRID:
+        for ngrams in grid:
             path = parts_dir / f"{corpus}_{ngrams[0]}_{ngrams[1]}.json"
             parts[corpus, ngrams] = json.loads(path.read_text()) if path.exists() else run_part(args, corpus, ngrams)
-    chosen = max(NGRAM_GRID, key=lambda n: (parts["ncbi", n]["train_acc@1"], -NGRAM_GRID.index(n)))
+    chosen = max(grid, key=lambda n: (parts["ncbi", n]["train_acc@1"], -grid.index(n)))
     tables: Dict[str, Any] = {"n-gram range picked on NCBI-disease train (strict acc@1 at the weight tuned there)": table(
         ["char_wb n-grams", "tuned w", "NCBI train strict acc@1", "n-grams"],
         [[f"{n[0]}-{n[1]}", parts["ncbi", n]["weight"], round(100 * parts["ncbi", n]["train_acc@1"], 1),
-          parts["ncbi", n]["n_features"]] for n in NGRAM_GRID])}
+          parts["ncbi", n]["n_features"]] for n in grid])}
     figures: Dict[str, Any] = {"ngram_range": list(chosen), "k": K, "sparse_k": K}
     columns = ["system", "strict acc@1", "dictionary name", "train mention", "neither (refined)", "unseen in train"] \
         + [f"recall@{k}" for k in KS]
@@ -255,6 +256,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--max-concepts", type=int, default=0, help="> 0: a quick probe on the first N MEDIC concepts")
     parser.add_argument("--no-write", action="store_true", help="do not write benchmarks/results (probes)")
     parser.add_argument("--parts-dir", type=Path, default=ROOT / "benchmarks" / "output" / "hybrid_unseen")
+    parser.add_argument("--grid", nargs="*", default=None, help="n-gram ranges LO,HI to choose from (default 2,3 3,3)")
     parser.add_argument("--part", default="", help="CORPUS:LO,HI (ncbi:2,3): one part, saved for the final run")
     parser.add_argument("--command", default=None, help="the command recorded in the results (default: this one)")
     args = parser.parse_args(argv)
