@@ -23,9 +23,11 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 
 from .encoding.torch_encoder import DEFAULT_MODEL, CachedEncoder, Encoder
-from .errors import ConfigError, Errors, MissingInputError, Warnings
+from .errors import ConfigError, Errors, IncompatibleError, MissingInputError, Warnings
 from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
+from .index.hybrid import HybridScore, check_weight, hybrid_search
+from .index.sparse import SparseIndex, write_beside
 from .context.ranker import ContextRanker, context_settings
 from .context.store import PrototypeStore
 from .abbreviations import long_forms, make_detector
@@ -73,6 +75,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "one_sense_per_document": True,  # a document's mentions written alike share the first one's context
     "context_k": 30,  # candidates re-ranked with prototypes: 10 caps NCBI test at 87.9, 30 at 93.4 (docs/context.md)
     "type_priors": {},
+    "sparse_weight": 0.0,  # hybrid scores (dense + w * sparse) / (1 + w): 0 = dense only (docs/linker.md)
+    "sparse_k": 20,  # concepts the char n-gram tf-idf adds to the dense candidates
 }
 
 
@@ -112,6 +116,8 @@ def make_sapbert_linker(
     one_sense_per_document: bool,
     context_k: int,
     type_priors: Dict[str, List[str]],
+    sparse_weight: float,
+    sparse_k: int,
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -143,7 +149,10 @@ def make_sapbert_linker(
     mentions written alike (same text and label) and lets it decide for all of them; ``example_names`` lets the
     prototypes' example mentions count as names of their concepts (a store built with the linker's
     encoder as ``--name-model``); ``context_k`` name candidates (concepts) are re-ranked when
-    prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
+    prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``).
+    Hybrid scoring (docs/linker.md): with ``sparse_weight`` w > 0 the candidates (dense top ``k`` united
+    with the ``sparse_k`` best concepts of the index's char n-gram tf-idf, ``build-index --sparse``) are
+    scored ``(dense + w * sparse) / (1 + w)`` per name, max per concept (still in [-1, 1]); 0: dense only."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -155,7 +164,7 @@ def make_sapbert_linker(
         resources_path=resources_path, context_weight=context_weight,
         definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
         example_names=example_names, one_sense_per_document=one_sense_per_document, context_k=context_k,
-        type_priors=type_priors,
+        type_priors=type_priors, sparse_weight=sparse_weight, sparse_k=sparse_k,
     )
 
 
@@ -196,6 +205,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         if self.cfg["semantic_types"]:
             index.check_types(self.cfg["semantic_types"])
         index.set_languages(self.cfg["languages"])  # E735 / E739 here, not at the first doc
+        self._check_sparse(index, path)
         self.encoder, self.index = encoder, index
         self.set_prototypes(self.prototypes)
 
@@ -214,6 +224,9 @@ class SapbertLinker(LinkerStorage, Pipe):
                 store.check_name_encoder(self.encoder, path=path)
         self.prototypes = store
         self._context = ContextRanker(store=store, priors=priors, weights=weights) if store is not None or priors else None
+        if self._context is not None and self.cfg["sparse_weight"] > 0:
+            warnings.warn(Warnings.W780.format(weight=self.cfg["sparse_weight"],
+                                               what="prototypes" if store is not None else "type_priors"))
 
     def initialize(
         self,
@@ -254,6 +267,10 @@ class SapbertLinker(LinkerStorage, Pipe):
             if index_path is not None:  # recorded as build-index does: `spacy-sapbert link INDEX` can use it alone
                 index.meta.update(model=encoder.name, kb_path=str(ensure_path(kb_path).resolve()))
                 index.to_disk(index_path)
+        if self.cfg["sparse_weight"] > 0 and index.sparse is None:  # hybrid scores need the sparse part: build it
+            index.sparse = SparseIndex.from_kb(kb, encoder_fingerprint=encoder.fingerprint)
+            if index_path is not None:
+                write_beside(index.sparse, index_path, index.meta.get("encoder_fingerprint", ""))
         if prototypes_path is not None:
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")
@@ -311,10 +328,7 @@ class SapbertLinker(LinkerStorage, Pipe):
                 require_definition=cfg["filter_for_definitions"], threshold=cfg["threshold"],
                 cap=cfg["max_entities_per_mention"], batch_size=cfg["batch_size"]))
         if unique:
-            vectors = self._vectors(unique)
-            ranked = self.index.search(vectors, max(cfg["k"], cfg["max_entities_per_mention"]),
-                                       semantic_types=cfg["semantic_types"] or None,
-                                       require_definition=cfg["filter_for_definitions"])
+            ranked = self._rank(unique)
             threshold, cap = cfg["threshold"], cfg["max_entities_per_mention"]
             for text, cands in zip(unique, ranked):
                 found[text] = [(cid, round(score, 6)) for cid, score in cands if score >= threshold][:cap]
@@ -341,6 +355,38 @@ class SapbertLinker(LinkerStorage, Pipe):
         raise IntegrityError(Errors.E556.format(score=score, what="the index (or prototype store) of "
                                                 f"'{self.name}'", path=where, fix="`spacy-sapbert build-index`, "
                                                 "`spacy-sapbert build-prototypes`"))
+
+    def _rank(self, texts: List[str]) -> List[List[Tuple[str, float]]]:
+        """The top concepts of normalised mention ``texts``: dense, or hybrid when ``sparse_weight`` > 0."""
+        if self.cfg["sparse_weight"] > 0:
+            return [[(c.concept_id, c.score) for c in found] for found in self.score_parts(texts)]
+        cfg = self.cfg
+        return self.index.search(self._vectors(texts), max(cfg["k"], cfg["max_entities_per_mention"]),
+                                 semantic_types=cfg["semantic_types"] or None,
+                                 require_definition=cfg["filter_for_definitions"])
+
+    def score_parts(self, texts: List[str]) -> List[List[HybridScore]]:
+        """Hybrid ranking of normalised mention ``texts`` with each concept's dense and sparse parts
+        (:class:`~spacy_sapbert.index.hybrid.HybridScore`); needs the index's sparse part (E783)."""
+        if self.encoder is None or self.index is None:
+            raise MissingInputError(Errors.E114.format(name=self.name))
+        self._check_sparse(self.index, self.index.path or "<memory>", needed=True)
+        cfg = self.cfg
+        return hybrid_search(self.index, self.index.sparse, texts, self._vectors(texts),
+                             k=max(cfg["k"], cfg["max_entities_per_mention"]), sparse_k=cfg["sparse_k"],
+                             weight=cfg["sparse_weight"], semantic_types=cfg["semantic_types"] or None,
+                             require_definition=cfg["filter_for_definitions"])
+
+    def _check_sparse(self, index: ConceptIndex, path: Any, *, needed: bool = False) -> None:
+        """E783 when hybrid scoring is on and the index has no sparse part; E781 when it is another KB's."""
+        if not needed and self.cfg["sparse_weight"] <= 0:
+            return
+        if index.sparse is None:
+            raise MissingInputError(Errors.E783.format(path=path))
+        if index.sparse.meta.get("kb_checksum") != index.kb.checksum:
+            raise IncompatibleError(Errors.E781.format(path=path, what="knowledge base",
+                                                       built=index.sparse.meta.get("kb_checksum"),
+                                                       given=index.kb.checksum))
 
     def _warn_without_ner(self, docs: Sequence[Doc]) -> None:
         """Warn once (W551) when docs reach the linker with no entity annotation at all: nothing
@@ -414,6 +460,10 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     threshold = cfg["threshold"]
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ConfigError(Errors.E116.format(value=threshold))
+    cfg["sparse_weight"] = check_weight(cfg["sparse_weight"])
+    if not isinstance(cfg["sparse_k"], int) or isinstance(cfg["sparse_k"], bool) or cfg["sparse_k"] < 0:
+        raise ConfigError(Errors.E784.format(what="sparse_k", value=cfg["sparse_k"], name="sapbert_linker",
+                                             allowed="a whole number >= 0 (0: re-score the dense candidates only)"))
     if cfg["resources"] not in ("inside", "outside"):
         raise ConfigError(Errors.E124.format(value=cfg["resources"], choices="inside, outside"))
     if not cfg["extension_name"] or not str(cfg["extension_name"]).isidentifier():

@@ -81,6 +81,12 @@ one_sense_per_document = true
 context_definitions = "none"
 context_pooling = "mean"
 context_max_length = 64
+hybrid = false
+hybrid_name = "hybrid"
+sparse_weight = 0.5
+sparse_k = 20
+sparse_ngrams = [2,3]
+hybrid_tune = false
 """
 
 
@@ -189,6 +195,15 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
             systems[key] = None
     for key in ("prototypes", "context_dev"):
         systems[key] = _resolve(base, systems[key])
+    if systems["hybrid"]:
+        from ..index.hybrid import check_weight
+        from ..index.sparse import check_settings
+
+        systems["sparse_weight"] = check_weight(systems["sparse_weight"], name="evaluate.systems")
+        check_settings("char_wb", systems["sparse_ngrams"])
+        if systems["hybrid_tune"] and not ds["train"]:
+            raise ConfigError(Errors.E303.format(path=where, what="systems.hybrid_tune needs training files in "
+                                                 "[evaluate.dataset] train (the weight is tuned on their mentions)"))
     return {
         "name": str(ev["name"]), "seed": int(ev["seed"]), "ks": list(ev["ks"]),
         "candidate_ks": list(check_ks(ev["candidate_ks"])), "modes": list(modes),
