@@ -18,6 +18,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E735–E759 / W735–W739: name languages, translation files, language restriction, cross-lingual pairs
 - E760–E779 / W760–W769: research workflow (pooling from the model folder, epoch schedules, config versions,
   dev evaluation and best-model selection)
+- E780–E799 / W780–W789: unseen mentions (E780–E789 sparse + hybrid, E790–E799 calibration)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -150,6 +151,10 @@ class Warnings(metaclass=_CodedMessages):
             "choose another one.")
     W761 = ("Config '{path}' is a version {version} config: {what}. Add [meta] version = {current} to the file once "
             "you have checked the setting (see configs/{task}.cfg).")
+
+    # ---- W785–W789: calibrated confidence ----
+    W785 = ("The calibration '{path}' was fitted with other linker settings ({diff}); its confidences describe "
+            "those settings, not these. Fit it again with `spacy-sapbert calibrate` after changing the settings.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -510,6 +515,24 @@ class Errors(metaclass=_CodedMessages):
             "{current}). Upgrade the spacy_sapbert package, or write the config for version {current} (see "
             "configs/{task}.cfg).")
     E762 = ("Config '{path}': {what}. Fix the file or the override (spaCy style: --section.key value).")
+
+    # ---- E790–E799: calibrated confidence (knowing when not to link) ----
+    E790 = ("The calibration '{path}' was fitted for {what} {fitted}, but this linker has {what} {found}. A "
+            "calibration belongs to one KB and one encoder: fit it again with `spacy-sapbert calibrate DEV "
+            "--pipeline <this pipeline>`.")
+    E791 = ("'{path}' is not a readable calibration file ({why}). Fit it again with `spacy-sapbert calibrate`; "
+            "never edit the file by hand (its sha256 is checked).")
+    E792 = ("The calibration '{path}' needs the feature(s) {missing}, which this linker does not compute (it "
+            "computes: {known}). Use a spacy_sapbert version with those features, or fit the calibration again.")
+    E793 = ("{what} must be {expected}, got {value!r}. Fix the sapbert_linker config "
+            "([components.sapbert_linker] {what}).")
+    E794 = ("The component '{name}' has threshold_on = 'confidence' but no calibration. Fit one with `spacy-sapbert "
+            "calibrate DEV --pipeline <pipeline>`, pass calibration_path to initialize, or set threshold_on = 'score'.")
+    E795 = ("Cannot fit a calibration: {why}. Give a dev set with more gold mentions whose concepts are in the KB "
+            "(both right and wrong top concepts are needed).")
+    E796 = ("{what} must be {expected}, got {value!r}.")
+    E797 = ("The pipeline '{path}' has no sapbert_linker component with its KB and index (its components: {names}). "
+            "calibrate needs one: build it with `spacy-sapbert create-pipeline OUT --kb KB`.")
 
 
 __all__ = [

@@ -12,6 +12,7 @@ are truncated by the encoder; empty or whitespace-only spans get ``[]`` and ``kb
 """
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -28,6 +29,9 @@ from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
 from .context.ranker import ContextRanker, context_settings
 from .context.store import PrototypeStore
+from .calibration.features import Evidence
+from .calibration.model import Calibration
+from .linker_confidence import decide, register_confidence, validate_confidence_cfg
 from .abbreviations import long_forms, make_detector
 from .abbreviations import mention_text as _mention_text
 from .kb.concept import normalize_name
@@ -72,6 +76,9 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "one_sense_per_document": True,  # a document's mentions written alike share the first one's context
     "context_k": 30,  # candidates re-ranked with prototypes: 10 caps NCBI test at 87.9, 30 at 93.4 (docs/context.md)
     "type_priors": {},
+    "confidence_attr": "kb_confidence",  # Span attribute of the calibrated confidence (docs/linker.md)
+    "threshold_on": "score",  # score: kb_ents keep scores >= threshold; confidence: link when confidence >= ...
+    "confidence_threshold": 0.5,
 }
 
 
@@ -111,6 +118,9 @@ def make_sapbert_linker(
     one_sense_per_document: bool,
     context_k: int,
     type_priors: Dict[str, List[str]],
+    confidence_attr: str,
+    threshold_on: str,
+    confidence_threshold: float,
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -142,7 +152,11 @@ def make_sapbert_linker(
     mentions written alike (same text and label) and lets it decide for all of them; ``example_names`` lets the
     prototypes' example mentions count as names of their concepts (a store built with the linker's
     encoder as ``--name-model``); ``context_k`` name candidates (concepts) are re-ranked when
-    prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
+    prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``).
+    Knowing when not to link (docs/linker.md): with a calibration (``spacy-sapbert calibrate``; initialize's
+    ``calibration_path``) ``Span._.<confidence_attr>`` holds the probability that the top concept is right;
+    ``threshold_on`` (``score``: ``threshold`` on the raw score, as before; ``confidence``: link only when that
+    probability is at least ``confidence_threshold``; see :mod:`spacy_sapbert.linker_confidence`)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -154,7 +168,8 @@ def make_sapbert_linker(
         resources_path=resources_path, context_weight=context_weight,
         definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
         example_names=example_names, one_sense_per_document=one_sense_per_document, context_k=context_k,
-        type_priors=type_priors,
+        type_priors=type_priors, confidence_attr=confidence_attr, threshold_on=threshold_on,
+        confidence_threshold=confidence_threshold,
     )
 
 
@@ -179,7 +194,9 @@ class SapbertLinker(LinkerStorage, Pipe):
         self.prototypes: Any = None  # a context.PrototypeStore, set by initialize / from_disk
         self._context: Any = None  # a context.ContextRanker when priors or prototypes are on
         self._context_settings = context_settings(self.cfg)
+        self.calibration: Any = None  # a calibration.Calibration, set by initialize / from_disk / calibrate
         register_kb_ents(self.cfg["extension_name"])
+        register_confidence(self.cfg["confidence_attr"])
 
     # ---- resources ----------------------------------------------------------------------
     @property
@@ -229,10 +246,12 @@ class SapbertLinker(LinkerStorage, Pipe):
         show_progress: bool = True,
         kind: str = "auto",
         prototypes_path: Optional[str] = None,
+        calibration_path: Optional[str] = None,
     ) -> None:
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
         or build it (and save it there, when given, so the next run reuses it); load the prototype
-        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking. ``kind``
+        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking, and the
+        calibration at ``calibration_path`` (from ``spacy-sapbert calibrate``). ``kind``
         picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``, ``ivf``: see
         :mod:`spacy_sapbert.index`)."""
         from .kb import KnowledgeBase
@@ -255,6 +274,22 @@ class SapbertLinker(LinkerStorage, Pipe):
         if prototypes_path is not None:
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")
+        self.set_calibration(None if calibration_path is None else Calibration.from_disk(calibration_path),
+                             path=calibration_path or "<memory>")
+
+    def set_calibration(self, calibration: Any, *, path: Any = "<memory>") -> None:
+        """Use a :class:`~spacy_sapbert.calibration.Calibration` (None: none); it must have been fitted for
+        this KB and encoder (E790). ``threshold_on = "confidence"`` needs one (E794)."""
+        if calibration is not None and self.index is not None and self.encoder is not None:
+            calibration.check(kb_checksum=self.index.kb.checksum, encoder_fingerprint=self.encoder.fingerprint,
+                              path=path)
+            diff = calibration.settings_diff(self.cfg)
+            if diff:
+                warnings.warn(Warnings.W785.format(path=path, diff=", ".join(
+                    f"{key} {old!r} then, {new!r} now" for key, (old, new) in sorted(diff.items()))))
+        if calibration is None and self.cfg["threshold_on"] == "confidence":
+            raise ConfigError(Errors.E794.format(name=self.name))
+        self.calibration = calibration
 
     def _load_encoder(self, name_or_path: str) -> Encoder:
         cfg = self.cfg
@@ -284,7 +319,11 @@ class SapbertLinker(LinkerStorage, Pipe):
             return doc.ents
         return doc.spans[key] if key in doc.spans else ()  # a doc without the group: nothing to link
 
-    def _link(self, docs: Sequence[Doc]) -> None:
+    def evidence(self, docs: Sequence[Doc]) -> List[List[Tuple[Span, Evidence]]]:
+        """Per doc, the spans the linker links with what it has for each before deciding: the normalised
+        text, the ranked candidates with raw scores (up to ``k``, before ``threshold`` and
+        ``max_entities_per_mention``), whether the text is a KB name. Sets nothing on the docs;
+        ``spacy-sapbert calibrate`` fits on it (:mod:`spacy_sapbert.calibration.features`)."""
         if self.encoder is None or self.index is None:
             raise MissingInputError(Errors.E114.format(name=self.name))
         cfg = self.cfg
@@ -306,23 +345,36 @@ class SapbertLinker(LinkerStorage, Pipe):
             ranked_in_context = iter(self._context.rank(
                 self.index, self._vectors, [m for mentions in per_doc for m in mentions],
                 k=k, semantic_types=cfg["semantic_types"] or None,
-                require_definition=cfg["filter_for_definitions"], threshold=cfg["threshold"],
-                cap=cfg["max_entities_per_mention"], batch_size=cfg["batch_size"]))
+                require_definition=cfg["filter_for_definitions"], threshold=-math.inf,
+                cap=k, batch_size=cfg["batch_size"]))
         if unique:
             vectors = self._vectors(unique)
             ranked = self.index.search(vectors, max(cfg["k"], cfg["max_entities_per_mention"]),
                                        semantic_types=cfg["semantic_types"] or None,
                                        require_definition=cfg["filter_for_definitions"])
-            threshold, cap = cfg["threshold"], cfg["max_entities_per_mention"]
-            for text, cands in zip(unique, ranked):
-                found[text] = [(cid, round(score, 6)) for cid, score in cands if score >= threshold][:cap]
-        ext = cfg["extension_name"]
+            found = dict(zip(unique, ranked))
+        row_of_name = getattr(self.index.kb, "row_of_name", None)
+        out: List[List[Tuple[Span, Evidence]]] = []
+        for mentions in per_doc:
+            out.append([])
+            for span, text in mentions:
+                cands = next(ranked_in_context) if ranked_in_context is not None else found.get(text, [])
+                is_name = bool(text) and row_of_name is not None and row_of_name(text) >= 0
+                out[-1].append((span, Evidence(text, list(cands), is_name)))
+        return out
+
+    def _link(self, docs: Sequence[Doc]) -> None:
+        cfg = self.cfg
+        per_doc = self.evidence(docs)
+        ext, conf_attr = cfg["extension_name"], cfg["confidence_attr"]
         register_kb_ents(ext)  # again: a scispaCy linker made since may have replaced it
         for doc, mentions in zip(docs, per_doc):
+            decided = decide(cfg, self.calibration, [ev for _, ev in mentions])
             kb_ids: List[str] = []
-            for span, text in mentions:
-                cands = next(ranked_in_context) if ranked_in_context is not None else list(found.get(text, []))
+            for (span, _), (cands, confidence) in zip(mentions, decided):
                 span._.set(ext, cands)
+                if confidence is not None:
+                    span._.set(conf_attr, confidence)
                 kb_ids.append(cands[0][0] if cands else "")
             if cfg["set_kb_id"] and mentions:
                 self._set_kb_ids(doc, [span for span, _ in mentions], kb_ids)
@@ -400,6 +452,7 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     if not cfg["extension_name"] or not str(cfg["extension_name"]).isidentifier():
         raise ConfigError(Errors.E002.format(what="extension_name", value=cfg["extension_name"],
                                              choices="a Python identifier such as kb_ents"))
+    validate_confidence_cfg(cfg)
 
 
 __all__ = ["SapbertLinker", "make_sapbert_linker", "DEFAULT_CONFIG"]
