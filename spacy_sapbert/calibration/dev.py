@@ -3,9 +3,11 @@
 The dev set's gold mentions become the spans of spaCy docs (as in end-to-end evaluation); the
 pipeline's ``sapbert_linker`` gives its :class:`~.features.Evidence` for each (its own normalisation,
 abbreviations, context re-ranking: exactly what it has when it links), nothing else of the pipeline
-runs. A mention counts as right when its top concept is one of its gold concepts (strict). Mentions
-whose gold concepts are not in the KB are left out of the fit (they are what no-link is for) and
-counted. Documents, not mentions, are split: a seeded ``holdout`` share of them is kept back and the
+runs. A mention counts as right when its top concept is one of its gold concepts (strict); a mention
+whose gold concepts are not in the KB (BC5CDR's ``-1``) is fitted as wrong, whatever it links to: the
+confidence is the probability that the link is right among the mentions the linker will meet, those
+no concept fits included (counted in the report). Mentions without any candidate (empty text) are left
+out: their confidence is 0. Documents, not mentions, are split: a seeded ``holdout`` share of them is kept back and the
 expected calibration error is measured there with the calibration fitted on the rest (the one
 saved). The calibration is written as ``calibration.json`` into the linker's folder of the pipeline
 (``P/<component>/``), or into ``output`` when given, atomically.
@@ -97,10 +99,10 @@ def split_documents(n_docs: int, holdout: float, seed: int) -> numpy.ndarray:
 
 def fit_dev(linker: Any, dev: DevMentions, *, holdout: float = 0.3, seed: int = 0, bins: int = 10,
             features: Sequence[str] = DEFAULT_FEATURES, source: str = "") -> Tuple[Calibration, Dict[str, Any]]:
-    """Fit on the mentions in the KB of the documents not held back; ECE on those held back."""
+    """Fit on the mentions of the documents not held back; ECE on those held back."""
     held_doc = split_documents(max(dev.doc_index, default=-1) + 1, holdout, seed)
     held = numpy.array([held_doc[i] for i in dev.doc_index], dtype=bool)
-    usable = dev.in_kb & numpy.array([bool(ev.candidates) for ev in dev.evidence], dtype=bool)
+    usable = numpy.array([bool(ev.candidates) for ev in dev.evidence], dtype=bool)
     x = feature_matrix(dev.evidence, features)
     y = dev.correct
     fit_rows, test_rows = usable & ~held, usable & held

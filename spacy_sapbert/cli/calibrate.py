@@ -32,9 +32,9 @@ def calibrate_command(
     report = calibrate(dev, pipeline, output=output, data_format=data_format, types=types or None,
                        holdout=holdout, seed=seed, bins=bins)
     counts = report["counts"]
-    typer.echo(f"fitted on {counts['fit']} mentions ({counts['gold_not_in_kb']} with gold not in the KB left out); "
-               f"top-1 accuracy {report['fit']['accuracy']:.3f}")
+    typer.echo(f"fitted on {counts['fit']} mentions (of {counts['mentions']}, {counts['gold_not_in_kb']} with gold not in "
+               f"the KB, fitted as wrong); top-1 right {report['fit']['accuracy']:.3f}")
     if "holdout" in report:
         typer.echo(f"held back: {counts['holdout']} mentions, expected calibration error "
-                   f"{report['holdout']['ece']:.4f} (top-1 accuracy {report['holdout']['accuracy']:.3f})")
+                   f"{report['holdout']['ece']:.4f} (top-1 right {report['holdout']['accuracy']:.3f})")
     typer.echo(f"written: {report['path']}")
