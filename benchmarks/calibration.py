@@ -36,10 +36,10 @@ FIXED = 0.5
 
 
 def load_docs(path: Path, types: Sequence[str]) -> list:
-    from spacy_sapbert.evaluation.datasets import read_dataset, select_mentions
+    """Every mention, those without a gold id (BC5CDR's ``-1``) too: they should not be linked."""
+    from spacy_sapbert.evaluation.datasets import read_dataset
 
-    docs, _ = select_mentions(read_dataset(path, types=list(types)), exclude_composite=False)
-    return docs
+    return read_dataset(path, types=list(types) or None)
 
 
 def make_linker(kb, encoder, cache_dir: Path, model: str):

@@ -277,3 +277,50 @@ def test_cli_calibrate(pipeline, dev_path, tmp_path):
     assert bad.exit_code != 0 and "SB-E796" in str(bad.exception)
     missing = runner.invoke(app, ["calibrate", str(dev_path), "--pipeline", str(tmp_path / "nope")])
     assert missing.exit_code != 0 and "SB-E001" in str(missing.exception)
+
+
+def test_evaluate_reports_the_calibration_section(pipeline, fitted, dev_path, tmp_path):
+    from thinc.api import Config
+
+    from spacy_sapbert.evaluation.report import render_markdown
+    from spacy_sapbert.evaluation.run import evaluate
+    from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
+
+    path, _ = fitted
+    nlp = spacy.load(pipeline)
+    nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(path))
+    nlp.to_disk(tmp_path / "calibrated")
+    block = {"dataset": {"path": str(dev_path)}, "kb": {"path": str(pipeline / "sapbert_linker" / "kb")},
+             "systems": {"tfidf": False, "scispacy": False, "pipeline": str(tmp_path / "calibrated"),
+                         "pipeline_name": "calibrated"},
+             "show_progress": False, "calibration": True, "calibration_bins": 5}
+    settings = settings_from_config(merge_config(default_config(), Config({"evaluate": block}), {}))
+    with pytest.warns(UserWarning, match="SB-W300"):  # D999 is not in the KB
+        result = evaluate(settings)
+    sec = result["calibration"]["calibrated"]
+    cal = sec["calibration"]
+    assert cal["n"] == 160 and len(cal["bins"]) == 5 and sum(b["count"] for b in cal["bins"]) == 160
+    assert sec["gold_not_in_kb"] == 40
+    # threshold -1 links everything: nothing left unlinked, no-link recall 0; the decision is the score's
+    by_score = sec["no_link"]["score >= threshold (-1.0)"]
+    assert by_score["left_unlinked"] == 0 and by_score["recall"] == 0.0 and by_score["should_not_link"] == 40
+    assert sec["no_link"]["linker's decision (threshold_on = score)"] == by_score
+    by_conf = sec["no_link"]["confidence >= confidence_threshold (0.5)"]
+    assert by_conf["left_unlinked"] > 0 and by_conf["tp"] > 0
+    page = render_markdown(result)
+    assert "## Calibration — calibrated" in page and f"**{cal['ece']:.4f}**" in page
+    # off by default; a bad number of bins is a coded error
+    with pytest.warns(UserWarning, match="SB-W300"):
+        plain = evaluate(settings_from_config(merge_config(default_config(), Config(
+            {"evaluate": {**block, "calibration": False}}), {})))
+    assert "calibration" not in plain
+    with pytest.raises(ConfigError, match=r"SB-E303.*calibration_bins"):
+        settings_from_config(merge_config(default_config(), Config({"evaluate": {**block, "calibration_bins": 0}}), {}))
+
+
+def test_reliability_plot(tmp_path):
+    pytest.importorskip("matplotlib")  # the [plot] extra, as for acc_at_k.png
+    from spacy_sapbert.calibration.metrics import plot_reliability, reliability
+
+    plot_reliability({"a": reliability([0.1, 0.9, 0.8], [False, True, False])}, tmp_path / "r.png", title="t")
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

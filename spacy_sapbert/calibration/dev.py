@@ -124,10 +124,11 @@ def fit_dev(linker: Any, dev: DevMentions, *, holdout: float = 0.3, seed: int = 
 
 def calibrate(dataset: PathLike, pipeline: PathLike, *, output: Optional[PathLike] = None, data_format: str = "auto",
               types: Optional[Sequence[str]] = None, holdout: float = 0.3, seed: int = 0, bins: int = 10,
-              batch_size: int = 64) -> Dict[str, Any]:
+              batch_size: int = 64, nil_without_id: bool = False) -> Dict[str, Any]:
     """Fit a calibration for the pipeline folder ``pipeline`` on ``dataset``; write it (see the module
     docstring) and return the report (counts, ECE with bins on the fit part and the held-back part,
-    ``path`` of the file written)."""
+    ``path`` of the file written). ``nil_without_id``: mentions without a gold id (BC5CDR's ``-1``) are
+    kept as "no concept fits" (fitted as wrong) instead of dropped."""
     import spacy
 
     from ..evaluation.datasets import read_dataset, select_mentions
@@ -139,7 +140,9 @@ def calibrate(dataset: PathLike, pipeline: PathLike, *, output: Optional[PathLik
                                                    hint="give a folder written by nlp.to_disk or create-pipeline."))
     nlp = spacy.load(pipe_path)
     name, linker = find_linker(nlp, pipe_path)
-    docs, _ = select_mentions(read_dataset(dataset, format=data_format, types=types), exclude_composite=False)
+    docs = read_dataset(dataset, format=data_format, types=types)
+    if not nil_without_id:
+        docs, _ = select_mentions(docs, exclude_composite=False)
     dev = dev_mentions(nlp, linker, docs, batch_size=batch_size)
     cal, report = fit_dev(linker, dev, holdout=holdout, seed=seed, bins=bins, source=str(dataset))
     target = (ensure_path(output) if output is not None else pipe_path / name) / FILE_NAME

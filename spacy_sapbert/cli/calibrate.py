@@ -24,13 +24,15 @@ def calibrate_command(
                                                           "expected calibration error (0: none)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the held-back split."),
     bins: int = typer.Option(10, "--bins", min=1, help="Equal-width bins of the calibration error."),
+    nil_without_id: bool = typer.Option(False, "--nil-without-id", help="Keep mentions without a gold id "
+                                        "(BC5CDR's -1) as 'no concept fits' (fitted as wrong) instead of dropping them."),
 ) -> None:
     """Fit the probability that the linker's top concept is right (a calibrated confidence) on a dev set
     and save it with the pipeline; then set threshold_on = "confidence" to leave unlikely links out."""
     from ..calibration.dev import calibrate
 
     report = calibrate(dev, pipeline, output=output, data_format=data_format, types=types or None,
-                       holdout=holdout, seed=seed, bins=bins)
+                       holdout=holdout, seed=seed, bins=bins, nil_without_id=nil_without_id)
     counts = report["counts"]
     typer.echo(f"fitted on {counts['fit']} mentions (of {counts['mentions']}, {counts['gold_not_in_kb']} with gold not in "
                f"the KB, fitted as wrong); top-1 right {report['fit']['accuracy']:.3f}")
