@@ -214,6 +214,8 @@ class SapbertLinker(LinkerStorage, Pipe):
         index.set_languages(self.cfg["languages"])  # E735 / E739 here, not at the first doc
         self.encoder, self.index = encoder, index
         self.set_prototypes(self.prototypes)
+        if self.calibration is not None:  # set before the resources: checked against them now
+            self.set_calibration(self.calibration, path=path)
 
     def set_prototypes(self, store: Any, *, path: Any = "<memory>") -> None:
         """Use a :class:`~spacy_sapbert.context.PrototypeStore` (None: no re-ranking); it must have

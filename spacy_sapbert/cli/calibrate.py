@@ -40,3 +40,6 @@ def calibrate_command(
         typer.echo(f"held back: {counts['holdout']} mentions, expected calibration error "
                    f"{report['holdout']['ece']:.4f} (top-1 right {report['holdout']['accuracy']:.3f})")
     typer.echo(f"written: {report['path']}")
+    if output is None:
+        typer.echo("the pipeline now sets the calibrated confidence (confidence_attr, default span._.kb_confidence); "
+                   "threshold_on = \"confidence\" in its config leaves mentions below confidence_threshold unlinked")
