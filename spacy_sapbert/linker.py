@@ -275,9 +275,13 @@ class SapbertLinker(LinkerStorage, Pipe):
                 index.to_disk(index_path)
         if prototypes_path is not None:
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
-        self.set_resources(encoder, index, path=index_path or "<memory>")
-        self.set_calibration(None if calibration_path is None else Calibration.from_disk(calibration_path),
-                             path=calibration_path or "<memory>")
+        if calibration_path is not None:
+            self.calibration = None  # replaced below
+        self.set_resources(encoder, index, path=index_path or "<memory>")  # checks one set before
+        if calibration_path is not None:
+            self.set_calibration(Calibration.from_disk(calibration_path), path=calibration_path)
+        elif self.calibration is None:
+            self.set_calibration(None)  # E794 when threshold_on = "confidence"
 
     def set_calibration(self, calibration: Any, *, path: Any = "<memory>") -> None:
         """Use a :class:`~spacy_sapbert.calibration.Calibration` (None: none); it must have been fitted for

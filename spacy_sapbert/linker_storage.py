@@ -76,6 +76,7 @@ class LinkerStorage:
         index = ConceptIndex.from_disk(folder / "index", kb)
         if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
             self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
+        self.calibration = None  # the folder's own calibration (or none) replaces one held before
         self.set_resources(encoder, index, path=folder / "index")
         calibration = None
         if (path / CALIBRATION_FILE).exists():  # travels with the pipeline, even with outside resources

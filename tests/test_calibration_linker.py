@@ -208,6 +208,13 @@ def test_calibration_for_another_kb_or_encoder_is_refused(pipeline, fitted, othe
             linker.initialize(kb_path=str(kb or pipeline / "sapbert_linker" / "kb"), calibration_path=str(path),
                               show_progress=False)
         assert ("encoder" if model else "KB") in str(err.value)
+    # a calibration set before initialize is checked when the resources come
+    nlp = spacy.blank("en")
+    linker = nlp.add_pipe("sapbert_linker", config={"model": str(other_tiny_bert_path), "device": "cpu",
+                                                    "pooling": "mean"})
+    linker.set_calibration(Calibration.from_disk(path))
+    with pytest.raises(IncompatibleError, match="SB-E790"):
+        linker.initialize(kb_path=str(pipeline / "sapbert_linker" / "kb"), show_progress=False)
     # a damaged file in a pipeline folder: coded error at spacy.load
     nlp = spacy.load(pipeline)
     nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(path))
