@@ -132,6 +132,10 @@ def ece_row(name: str, fit_part, test_part, cal, bins: int = 10) -> Tuple[List[A
              round(rep["ece"], 4), round(raw["ece"], 4)], {"calibrated": rep, "cosine_as_probability": raw})
 
 
+def _round(value: Any) -> Any:
+    return None if value is None else round(value, 4)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
@@ -155,7 +159,7 @@ def main() -> None:
     sets = {"BC5CDR-disease dev": load_docs(DATA / "bc5cdr" / "dev_corpus.txt", ["Disease"]),
             "NCBI-disease dev": load_docs(DATA / "ncbi_disease" / "NCBIdevelopset_corpus.txt", []),
             "NCBI-disease test": load_docs(DATA / "ncbi_disease" / "NCBItestset_corpus.txt", [])}
-    ece_rows, nolink_rows, figures = [], [], {"ece": {}, "removed_concepts": None}
+    ece_rows, nolink_rows, bin_rows, figures = [], [], [], {"removed_concepts": None}
     small_kb, removed = reduced_kb(concepts, REMOVED, args.seed)
     figures["removed_concepts"] = len(removed)
     for label, this_kb in (("full", kb), ("minus10", small_kb)):
@@ -171,8 +175,12 @@ def main() -> None:
             if label == "full":
                 row, detail = ece_row(name, fit_part, test_part, cal)
                 ece_rows.append(row)
-                figures["ece"][name] = detail
-                figures.setdefault("coefficients", {})[name] = dict(zip(cal.feature_names, cal.coef))
+                for cal_bin, raw_bin in zip(detail["calibrated"]["bins"], detail["cosine_as_probability"]["bins"]):
+                    bin_rows.append([name, f"{cal_bin['lower']:.1f}-{cal_bin['upper']:.1f}", cal_bin["count"],
+                                     _round(cal_bin["confidence"]), _round(cal_bin["accuracy"]), raw_bin["count"],
+                                     _round(raw_bin["accuracy"])])
+                figures.setdefault("coefficients", {})[name] = {f: round(c, 3) for f, c in zip(cal.feature_names,
+                                                                                               cal.coef)}
             else:
                 nolink_rows.extend(no_link_rows(name, fit_part, test_part, cal))
         figures.setdefault("gold_not_in_kb", {})[label] = {n: int((~d.in_kb).sum()) for n, d in devs.items()}
@@ -181,6 +189,9 @@ def main() -> None:
         "Calibration error, MiniLM (mean) + MEDIC": table(
             ["fit -> measured on", "fit mentions", "measured mentions", "top-1 right", "mean confidence",
              "ECE calibrated", "ECE raw cosine"], ece_rows),
+        "Reliability (10 equal-width bins), MiniLM (mean) + MEDIC": table(
+            ["fit -> measured on", "confidence bin", "mentions", "mean confidence", "right", "mentions (raw cosine)",
+             "right (raw cosine)"], bin_rows),
         "No-link with 10% of MEDIC removed, MiniLM (mean)": table(
             ["fit -> measured on", "method", "threshold", "no-link P", "no-link R", "no-link F1", "linked right",
              "should not link", "mentions"], nolink_rows),
