@@ -166,6 +166,10 @@ class Warnings(metaclass=_CodedMessages):
             "candidates only, the sparse part is not used for these mentions. Set sparse_weight = 0, or drop "
             "the prototypes / type priors to link with hybrid scores.")
 
+    # ---- W785–W789: calibrated confidence ----
+    W785 = ("The calibration '{path}' was fitted with other linker settings ({diff}); its confidences describe "
+            "those settings, not these. Fit it again with `spacy-sapbert calibrate` after changing the settings.")
+
 
 class Errors(metaclass=_CodedMessages):
     # ---- E001–E099: general, knowledge bases and readers ----
@@ -590,6 +594,24 @@ class Errors(metaclass=_CodedMessages):
     E784 = ("The linker's {what} = {value!r} is not allowed: {allowed}. Fix the config ([components.{name}] "
             "{what}); tune the weight with `spacy-sapbert tune-hybrid`.")
     E785 = ("tune-hybrid: {what}. {fix}")
+
+    # ---- E790–E799: calibrated confidence (knowing when not to link) ----
+    E790 = ("The calibration '{path}' was fitted for {what} {fitted}, but this linker has {what} {found}. A "
+            "calibration belongs to one KB and one encoder: fit it again with `spacy-sapbert calibrate DEV "
+            "--pipeline <this pipeline>`.")
+    E791 = ("'{path}' is not a readable calibration file ({why}). Fit it again with `spacy-sapbert calibrate`; "
+            "never edit the file by hand (its sha256 is checked).")
+    E792 = ("The calibration '{path}' needs the feature(s) {missing}, which this linker does not compute (it "
+            "computes: {known}). Use a spacy_sapbert version with those features, or fit the calibration again.")
+    E793 = ("{what} must be {expected}, got {value!r}. Fix the sapbert_linker config "
+            "([components.sapbert_linker] {what}).")
+    E794 = ("The component '{name}' has threshold_on = 'confidence' but no calibration. Fit one with `spacy-sapbert "
+            "calibrate DEV --pipeline <pipeline>`, pass calibration_path to initialize, or set threshold_on = 'score'.")
+    E795 = ("Cannot fit a calibration: {why}. Give a dev set with more gold mentions whose concepts are in the KB "
+            "(both right and wrong top concepts are needed).")
+    E796 = ("{what} must be {expected}, got {value!r}.")
+    E797 = ("The pipeline '{path}' has no sapbert_linker component with its KB and index (its components: {names}). "
+            "calibrate needs one: build it with `spacy-sapbert create-pipeline OUT --kb KB`.")
 
 
 __all__ = [

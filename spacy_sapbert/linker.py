@@ -12,6 +12,7 @@ are truncated by the encoder; empty or whitespace-only spans get ``[]`` and ``kb
 """
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -30,6 +31,9 @@ from .index.hybrid import HybridScore, check_weight, hybrid_search
 from .index.sparse import SparseIndex, write_beside
 from .context.ranker import ContextRanker, context_settings
 from .context.store import PrototypeStore
+from .calibration.features import Evidence
+from .calibration.model import Calibration
+from .linker_confidence import decide, register_confidence, validate_confidence_cfg
 from .abbreviations import long_forms, make_detector
 from .abbreviations import mention_text as _mention_text
 from .kb.concept import normalize_name
@@ -77,6 +81,9 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "type_priors": {},
     "sparse_weight": 0.0,  # hybrid scores (dense + w * sparse) / (1 + w): 0 = dense only (docs/linker.md)
     "sparse_k": 20,  # concepts the char n-gram tf-idf adds to the dense candidates
+    "confidence_attr": "kb_confidence",  # Span attribute of the calibrated confidence (docs/linker.md)
+    "threshold_on": "score",  # score: kb_ents keep scores >= threshold; confidence: link when confidence >= ...
+    "confidence_threshold": 0.5,
 }
 
 
@@ -118,6 +125,9 @@ def make_sapbert_linker(
     type_priors: Dict[str, List[str]],
     sparse_weight: float,
     sparse_k: int,
+    confidence_attr: str,
+    threshold_on: str,
+    confidence_threshold: float,
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -152,7 +162,11 @@ def make_sapbert_linker(
     prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``).
     Hybrid scoring (docs/linker.md): with ``sparse_weight`` w > 0 the candidates (dense top ``k`` united
     with the ``sparse_k`` best concepts of the index's char n-gram tf-idf, ``build-index --sparse``) are
-    scored ``(dense + w * sparse) / (1 + w)`` per name, max per concept (still in [-1, 1]); 0: dense only."""
+    scored ``(dense + w * sparse) / (1 + w)`` per name, max per concept (still in [-1, 1]); 0: dense only.
+    Knowing when not to link (docs/linker.md): with a calibration (``spacy-sapbert calibrate``; initialize's
+    ``calibration_path``) ``Span._.<confidence_attr>`` holds the probability that the top concept is right;
+    ``threshold_on`` (``score``: ``threshold`` on the raw score, as before; ``confidence``: link only when that
+    probability is at least ``confidence_threshold``; see :mod:`spacy_sapbert.linker_confidence`)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -164,7 +178,8 @@ def make_sapbert_linker(
         resources_path=resources_path, context_weight=context_weight,
         definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
         example_names=example_names, one_sense_per_document=one_sense_per_document, context_k=context_k,
-        type_priors=type_priors, sparse_weight=sparse_weight, sparse_k=sparse_k,
+        type_priors=type_priors, sparse_weight=sparse_weight, sparse_k=sparse_k, confidence_attr=confidence_attr,
+        threshold_on=threshold_on, confidence_threshold=confidence_threshold,
     )
 
 
@@ -189,7 +204,9 @@ class SapbertLinker(LinkerStorage, Pipe):
         self.prototypes: Any = None  # a context.PrototypeStore, set by initialize / from_disk
         self._context: Any = None  # a context.ContextRanker when priors or prototypes are on
         self._context_settings = context_settings(self.cfg)
+        self.calibration: Any = None  # a calibration.Calibration, set by initialize / from_disk / calibrate
         register_kb_ents(self.cfg["extension_name"])
+        register_confidence(self.cfg["confidence_attr"])
 
     # ---- resources ----------------------------------------------------------------------
     @property
@@ -208,6 +225,8 @@ class SapbertLinker(LinkerStorage, Pipe):
         self._check_sparse(index, path)
         self.encoder, self.index = encoder, index
         self.set_prototypes(self.prototypes)
+        if self.calibration is not None:  # set before the resources: checked against them now
+            self.set_calibration(self.calibration, path=path)
 
     def set_prototypes(self, store: Any, *, path: Any = "<memory>") -> None:
         """Use a :class:`~spacy_sapbert.context.PrototypeStore` (None: no re-ranking); it must have
@@ -243,10 +262,12 @@ class SapbertLinker(LinkerStorage, Pipe):
         show_progress: bool = True,
         kind: str = "auto",
         prototypes_path: Optional[str] = None,
+        calibration_path: Optional[str] = None,
     ) -> None:
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
         or build it (and save it there, when given, so the next run reuses it); load the prototype
-        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking. ``kind``
+        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking, and the
+        calibration at ``calibration_path`` (from ``spacy-sapbert calibrate``). ``kind``
         picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``, ``ivf``: see
         :mod:`spacy_sapbert.index`)."""
         from .kb import KnowledgeBase
@@ -273,7 +294,27 @@ class SapbertLinker(LinkerStorage, Pipe):
                 write_beside(index.sparse, index_path, index.meta.get("encoder_fingerprint", ""))
         if prototypes_path is not None:
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
-        self.set_resources(encoder, index, path=index_path or "<memory>")
+        if calibration_path is not None:
+            self.calibration = None  # replaced below
+        self.set_resources(encoder, index, path=index_path or "<memory>")  # checks one set before
+        if calibration_path is not None:
+            self.set_calibration(Calibration.from_disk(calibration_path), path=calibration_path)
+        elif self.calibration is None:
+            self.set_calibration(None)  # E794 when threshold_on = "confidence"
+
+    def set_calibration(self, calibration: Any, *, path: Any = "<memory>") -> None:
+        """Use a :class:`~spacy_sapbert.calibration.Calibration` (None: none); it must have been fitted for
+        this KB and encoder (E790). ``threshold_on = "confidence"`` needs one (E794)."""
+        if calibration is not None and self.index is not None and self.encoder is not None:
+            calibration.check(kb_checksum=self.index.kb.checksum, encoder_fingerprint=self.encoder.fingerprint,
+                              path=path)
+            diff = calibration.settings_diff(self.cfg)
+            if diff:
+                warnings.warn(Warnings.W785.format(path=path, diff=", ".join(
+                    f"{key} {old!r} then, {new!r} now" for key, (old, new) in sorted(diff.items()))))
+        if calibration is None and self.cfg["threshold_on"] == "confidence":
+            raise ConfigError(Errors.E794.format(name=self.name))
+        self.calibration = calibration
 
     def _load_encoder(self, name_or_path: str) -> Encoder:
         cfg = self.cfg
@@ -303,7 +344,11 @@ class SapbertLinker(LinkerStorage, Pipe):
             return doc.ents
         return doc.spans[key] if key in doc.spans else ()  # a doc without the group: nothing to link
 
-    def _link(self, docs: Sequence[Doc]) -> None:
+    def evidence(self, docs: Sequence[Doc]) -> List[List[Tuple[Span, Evidence]]]:
+        """Per doc, the spans the linker links with what it has for each before deciding: the normalised
+        text, the ranked candidates with raw scores (up to ``k``, before ``threshold`` and
+        ``max_entities_per_mention``), whether the text is a KB name. Sets nothing on the docs;
+        ``spacy-sapbert calibrate`` fits on it (:mod:`spacy_sapbert.calibration.features`)."""
         if self.encoder is None or self.index is None:
             raise MissingInputError(Errors.E114.format(name=self.name))
         cfg = self.cfg
@@ -325,22 +370,34 @@ class SapbertLinker(LinkerStorage, Pipe):
             ranked_in_context = iter(self._context.rank(
                 self.index, self._vectors, [m for mentions in per_doc for m in mentions],
                 k=k, semantic_types=cfg["semantic_types"] or None,
-                require_definition=cfg["filter_for_definitions"], threshold=cfg["threshold"],
-                cap=cfg["max_entities_per_mention"], batch_size=cfg["batch_size"]))
+                require_definition=cfg["filter_for_definitions"], threshold=-math.inf,
+                cap=k, batch_size=cfg["batch_size"]))
         if unique:
-            ranked = self._rank(unique)
-            threshold, cap = cfg["threshold"], cfg["max_entities_per_mention"]
-            for text, cands in zip(unique, ranked):
-                found[text] = [(cid, round(score, 6)) for cid, score in cands if score >= threshold][:cap]
-        ext = cfg["extension_name"]
+            found = dict(zip(unique, self._rank(unique)))  # dense, or hybrid with sparse_weight > 0
+        row_of_name = getattr(self.index.kb, "row_of_name", None)
+        out: List[List[Tuple[Span, Evidence]]] = []
+        for mentions in per_doc:
+            out.append([])
+            for span, text in mentions:
+                cands = next(ranked_in_context) if ranked_in_context is not None else found.get(text, [])
+                is_name = bool(text) and row_of_name is not None and row_of_name(text) >= 0
+                out[-1].append((span, Evidence(text, list(cands), is_name)))
+        return out
+
+    def _link(self, docs: Sequence[Doc]) -> None:
+        cfg = self.cfg
+        per_doc = self.evidence(docs)
+        ext, conf_attr = cfg["extension_name"], cfg["confidence_attr"]
         register_kb_ents(ext)  # again: a scispaCy linker made since may have replaced it
         for doc, mentions in zip(docs, per_doc):
+            decided = decide(cfg, self.calibration, [ev for _, ev in mentions])
             kb_ids: List[str] = []
-            for span, text in mentions:
-                cands = next(ranked_in_context) if ranked_in_context is not None else list(found.get(text, []))
+            for (span, _), (cands, confidence) in zip(mentions, decided):
                 if any(not -_SCORE_LIMIT <= score <= _SCORE_LIMIT for _, score in cands):  # NaN too: E556
                     self._refuse_score(cands)
                 span._.set(ext, cands)
+                if confidence is not None:
+                    span._.set(conf_attr, confidence)
                 kb_ids.append(cands[0][0] if cands else "")
             if cfg["set_kb_id"] and mentions:
                 self._set_kb_ids(doc, [span for span, _ in mentions], kb_ids)
@@ -469,6 +526,7 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     if not cfg["extension_name"] or not str(cfg["extension_name"]).isidentifier():
         raise ConfigError(Errors.E002.format(what="extension_name", value=cfg["extension_name"],
                                              choices="a Python identifier such as kb_ents"))
+    validate_confidence_cfg(cfg)
 
 
 __all__ = ["SapbertLinker", "make_sapbert_linker", "DEFAULT_CONFIG"]

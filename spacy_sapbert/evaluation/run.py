@@ -298,6 +298,10 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
             result["curves"]["end_to_end"][name] = _curves(golds, rankings, max_k)
             result["nel"][name] = nel
             errors += _errors(name, "end_to_end", mentions, queries, golds, rankings, kb)
+    if settings.get("calibration"):  # optional section: spacy_sapbert.evaluation.calibration
+        from .calibration import calibration_results
+
+        result["calibration"] = calibration_results(settings, docs, bins=settings["calibration_bins"])
     result["seconds"] = round(time.time() - started, 1)
     if out_path is not None:
         with atomic_dir(out_path, overwrite=overwrite) as tmp:

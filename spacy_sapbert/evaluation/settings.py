@@ -30,6 +30,8 @@ error_sample = 50
 cache_dir = null
 batch_size = 128
 show_progress = true
+calibration = false
+calibration_bins = 10
 
 [evaluate.dataset]
 path = null
@@ -210,9 +212,16 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
         "exclude_composite": bool(ev["exclude_composite"]), "levenshtein_threshold": float(thr),
         "error_sample": int(ev["error_sample"]), "cache_dir": _resolve(base, ev["cache_dir"]),
         "batch_size": int(ev["batch_size"]), "show_progress": bool(ev["show_progress"]),
+        "calibration": bool(ev["calibration"]), "calibration_bins": _bins(ev["calibration_bins"], where),
         "dataset": ds, "kb": kb, "input": {k: bool(v) for k, v in dict(ev["input"]).items()}, "systems": systems,
         "config_path": str(config_path),
     }
+
+
+def _bins(value: Any, where: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(Errors.E303.format(path=where, what=f"calibration_bins must be an integer >= 1, got {value!r}"))
+    return value
 
 
 __all__ = ["DEFAULT_CONFIG", "MODES", "default_config", "load_config", "merge_config", "settings_from_config"]
