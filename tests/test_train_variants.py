@@ -302,3 +302,15 @@ def test_benchmark_results_render(monkeypatch, tmp_path):
     spec.loader.exec_module(render)
     page = render.render_all(tmp_path)
     assert "| MiniLM base (mean) | 60.0 | 90.0 | 50.0 | 12.3 |" in page and name in page
+
+
+def test_a_variant_of_two_concepts_names_is_left_out():
+    kb = KnowledgeBase.from_concepts([Concept("A1", "Cardiac tumor", ("Heart tumours",)),
+                                      Concept("A2", "Cardiac tumors", ("Heart neoplasm",))], source="amb")
+    pairs, record = pretrain_pairs(kb, MentionLikeSettings(enabled=True, generators=["number"]), 0)
+    texts = {t for t, _r, _l in pairs}
+    # "cardiac tumors" / "cardiac tumor" are names already; "heart tumour" comes from A1 only, "heart neoplasms" from A2
+    assert texts == {"heart tumour", "heart neoplasms"}
+    kb3 = KnowledgeBase.from_concepts([Concept("E1", "Lung-cancer"), Concept("E2", "Lung cancer-")], source="amb3")
+    pairs3, record3 = pretrain_pairs(kb3, MentionLikeSettings(enabled=True, generators=["punctuation"]), 0)
+    assert "lung cancer" not in {t for t, _r, _l in pairs3} and record3["counts"]["dropped_ambiguous"] == 2

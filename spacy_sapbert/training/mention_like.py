@@ -37,7 +37,8 @@ def _record(settings: MentionLikeSettings, counts: Counter) -> Dict[str, Any]:
 
 def pretrain_pairs(kb: Any, settings: MentionLikeSettings, seed: int) -> Tuple[List[Pair], Optional[Dict[str, Any]]]:
     """``(text, name row, concept label)`` pairs for :func:`~spacy_sapbert.training.pairs.write_kb_pairs`'s
-    ``extra`` and the record for its meta; ``([], None)`` when the settings are off."""
+    ``extra`` and the record for its meta; ``([], None)`` when the settings are off. A variant made from
+    names of two concepts is left out (counted as ``dropped_ambiguous``)."""
     if not settings.enabled:
         return [], None
     counts: Counter = Counter()
@@ -45,7 +46,13 @@ def pretrain_pairs(kb: Any, settings: MentionLikeSettings, seed: int) -> Tuple[L
     found = list(kb_variants(kb, settings.generators, seed=seed, max_per_name=settings.max_per_name,
                              typo_rate=settings.typo_rate, generic_heads=settings.generic_heads))
     found += raw_text_pairs(kb, settings.raw_text)
+    labels: Dict[str, set] = {}
+    for text, _row, label, _kind in found:
+        labels.setdefault(text, set()).add(label)
     for text, row, label, kind in found:
+        if len(labels[text]) > 1:  # the same variant made from names of two concepts: which one it means is unknown
+            counts["dropped_ambiguous"] += 1
+            continue
         pairs.append((text, row, label))
         counts[kind] += 1
     logger.info("mention-like pairs: %s", dict(counts))

@@ -193,6 +193,7 @@ def kb_variants(kb: Any, generators: Sequence[str], *, seed: int = 0, max_per_na
 
     concept_ids = kb.concept_ids
     names = kb.names
+
     def taken(text: str) -> bool:  # a name already: another concept's (wrong) or its own (no new pair)
         return kb.row_of_name(text) >= 0
 
