@@ -211,13 +211,14 @@ def main() -> None:
         save()
         print(name, json.dumps(systems[name]), flush=True)
     for label, on in (("self-aligned on MEDIC synonyms", False), ("self-aligned on MEDIC synonyms + mention-like pairs", True)):
-        run = args.out / ("with_mention_like" if on else "synonyms_only")
+        part = "with_mention_like" if on else "synonyms_only"
+        run = args.out / part
         name = f"{label}, {args.steps} steps x {args.batch_size}"
         if on and args.generators:
             label = f"{label} ({args.generators.replace(',', ', ')}, abbreviations)"
             name = f"{label}, {args.steps} steps x {args.batch_size}"
             run = run.with_name(run.name + "_" + args.generators.replace(",", "_"))
-        if (name in systems and not args.fresh) or args.part not in ("all", run.name):
+        if (name in systems and not args.fresh) or args.part not in ("all", part):
             continue
         if run.exists():
             shutil.rmtree(run)
