@@ -77,6 +77,8 @@ class Warnings(metaclass=_CodedMessages):
     # ---- W100–W199: encoder, index, linker ----
 
     # ---- W200–W299: training ----
+    W200 = ("No abbreviation pairs from the raw text {paths}: {n} short/long forms were found, none whose long form "
+            "is a name of exactly one concept and whose short form is not a KB name already. Training goes on without them.")
 
     # ---- W300–W399: evaluation ----
     W300 = ("{n} of {total} mentions have gold ids that are not in the KB (e.g. {examples}); they are counted as "
@@ -281,6 +283,10 @@ class Errors(metaclass=_CodedMessages):
     E219 = ("Pre-tokenised names '{path}' do not belong to this pair set or KB ({what}). Write them again from the "
             "pairs and KB you train on: write_pair_tokens(..., overwrite=True), or delete the folder.")
     E220 = "Pre-tokenised names '{path}' are damaged ({what}). Delete the folder and write them again with write_pair_tokens."
+    E221 = ("Config '{path}': pairs.mention_like.{what}. See the [pairs.mention_like] section of configs/pretrain.cfg "
+            "and docs/training.md (mention-like pairs).")
+    E222 = ("Raw text file '{path}' of pairs.mention_like.raw_text cannot be read ({what}). Give PubTator files "
+            "(pmid|t|title and pmid|a|abstract lines) of training text only, never the text of a set you evaluate on.")
 
     # ---- E300–E399: evaluation ----
     E300 = ("{path}: line {line}: mention '{mention}' does not match the text at {start}-{end} (found '{found}'). "

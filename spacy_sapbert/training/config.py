@@ -39,12 +39,45 @@ class ModelSettings:
     max_length: int = 25
 
 
+MENTION_LIKE_GENERATORS = ("word_order", "number", "generic_head", "punctuation", "typo")
+
+
+@dataclass
+class MentionLikeSettings:
+    """``[pairs.mention_like]``: pairs of a name (or training mention) and a variant of it that looks like
+    running text (:mod:`~spacy_sapbert.training.variants`), and of abbreviations mined from raw text."""
+
+    enabled: bool = False
+    generators: List[str] = field(default_factory=lambda: list(MENTION_LIKE_GENERATORS))
+    max_per_name: int = 2  # variants kept per name (seeded sample)
+    typo_rate: float = 0.1  # share of the names that get a typo variant
+    generic_heads: List[str] = field(default_factory=lambda: ["disease", "diseases", "syndrome", "syndromes",
+                                                              "disorder", "disorders", "deficiency of"])
+    raw_text: List[str] = field(default_factory=list)  # PubTator files: short/long forms (training text only)
+
+
 @dataclass
 class PairSettings:
     max_pairs_per_concept: Optional[int] = 50
     seed: int = 0
     cross_lingual: bool = False  # only pairs of a concept's names in two languages (translation pairs)
     languages: Optional[List[str]] = None  # only names in these languages (ISO 639-1); null: all
+    mention_like: MentionLikeSettings = field(default_factory=MentionLikeSettings)
+
+
+
+def _mention_like(given: Any, source: str) -> MentionLikeSettings:
+    """``[pairs.mention_like]`` from a mapping (E221 for an unknown setting or a non-section)."""
+    if isinstance(given, MentionLikeSettings):
+        return given
+    if not isinstance(given, Mapping):
+        raise ConfigError(Errors.E212.format(path=source, what=f"pairs.mention_like must be a section, not {given!r}"))
+    known = {f.name for f in dataclasses.fields(MentionLikeSettings)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ConfigError(Errors.E221.format(path=source, what=(
+            f"{unknown[0]} is not a setting (known: {', '.join(sorted(known))})")))
+    return MentionLikeSettings(**dict(given))
 
 
 @dataclass
@@ -133,6 +166,8 @@ class TrainConfig:
                         path=source, what=f"unknown setting {section}.{unknown[0]} (known: {', '.join(sorted(known))})"
                     )
                 )
+            if section == "pairs" and "mention_like" in given:
+                given["mention_like"] = _mention_like(given["mention_like"], source)
             values[section] = klass(**given)
         config = cls(**values)
         config.validate(source)
@@ -199,9 +234,34 @@ class TrainConfig:
             from ..kb.languages import language_codes
 
             self.pairs.languages = list(language_codes(self.pairs.languages))  # E735 for an unknown code
+        _validate_mention_like(self.pairs.mention_like, source)
         cap = self.pairs.max_pairs_per_concept
         if cap is not None and (not isinstance(cap, int) or cap < 1):
             raise ConfigError(Errors.E212.format(path=source, what=f"pairs.max_pairs_per_concept must be >= 1 or null, not {cap!r}"))
+
+
+def _validate_mention_like(m: MentionLikeSettings, source: str) -> None:
+    """E221 for a bad ``[pairs.mention_like]`` value; E222 for a raw text file that is not there."""
+    def bad(what: str) -> ConfigError:
+        return ConfigError(Errors.E221.format(path=source, what=what))
+
+    if not isinstance(m.enabled, bool):
+        raise bad(f"enabled must be true or false, not {m.enabled!r}")
+    if not isinstance(m.generators, (list, tuple)) or any(g not in MENTION_LIKE_GENERATORS for g in m.generators):
+        raise bad(f"generators must be a list of {', '.join(MENTION_LIKE_GENERATORS)}, not {m.generators!r}")
+    if isinstance(m.max_per_name, bool) or not isinstance(m.max_per_name, int) or m.max_per_name < 1:
+        raise bad(f"max_per_name must be a whole number >= 1, not {m.max_per_name!r}")
+    if isinstance(m.typo_rate, bool) or not isinstance(m.typo_rate, (int, float)) or not 0 <= m.typo_rate <= 1:
+        raise bad(f"typo_rate must be in [0, 1] (the share of names given a typo variant), not {m.typo_rate!r}")
+    for what, value in (("generic_heads", m.generic_heads), ("raw_text", m.raw_text)):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise bad(f"{what} must be a list of non-empty strings, not {value!r}")
+    if m.enabled and not m.generators and not m.raw_text:
+        raise bad("enabled is true but there are no generators and no raw_text: nothing to make pairs from")
+    for path in m.raw_text:
+        if m.enabled and not Path(path).is_file():
+            raise ConfigError(Errors.E222.format(path=path, what="no such file"))
+    m.generators, m.generic_heads, m.raw_text = list(m.generators), list(m.generic_heads), list(m.raw_text)
 
 
 def _upgrade(data: Mapping[str, Any], source: str, task: str) -> Dict[str, Any]:
@@ -258,7 +318,11 @@ def load_config(
             section, _, name = key.partition(".")
             if not name or section not in data:
                 raise ConfigError(Errors.E212.format(path=source, what=f"cannot override '{key}'"))
-            data[section][name] = value
+            target = data[section]
+            sub, _, leaf = name.partition(".")  # a nested section: pairs.mention_like.enabled
+            if leaf and isinstance(target.get(sub), dict):
+                target, name = target[sub], leaf
+            target[name] = value
         return TrainConfig.from_dict(data, source=source, task=task)
     if not Path(path).is_file():
         from ..errors import MissingInputError
@@ -277,6 +341,8 @@ __all__ = [
     "MetaSettings",
     "ModelSettings",
     "PairSettings",
+    "MentionLikeSettings",
+    "MENTION_LIKE_GENERATORS",
     "TrainingSettings",
     "LossSettings",
     "MinerSettings",

