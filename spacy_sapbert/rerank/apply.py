@@ -1,0 +1,78 @@
+"""Re-order the bi-encoder's candidates of each mention with a cross-encoder.
+
+Only mentions whose two best candidates lie within ``margin`` of each other are re-ranked (``margin >= 1``:
+every mention; cosine scores differ by at most 1 between a mention's candidates in practice, 2 in theory, so
+2 is the real "every mention"); their top ``k`` candidates are scored by the re-ranker and ordered by its
+probability ``sigmoid(logit)`` (a score in [0, 1], ties by concept id); the others keep their list as it was.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy
+
+from ..errors import ConfigError, Errors
+from .candidates import nearest_names
+
+Ranked = List[Tuple[str, float]]
+DEFAULT_RERANK_K = 16
+
+
+def check_rerank_settings(k: Any, margin: Any) -> None:
+    """``k`` an integer from 2 to 1024, ``margin`` a finite number >= 0 (E810 otherwise)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= 1024:
+        raise ConfigError(Errors.E810.format(name="reranker_k", value=k, allowed="an integer from 2 to 1024"))
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin < 0:
+        raise ConfigError(Errors.E810.format(name="reranker_margin", value=margin,
+                                             allowed="a finite number >= 0 (1.0: every mention)"))
+
+
+def needs_rerank(ranked: Ranked, margin: float) -> bool:
+    """Whether a mention's list is re-ranked: two or more candidates whose best two are within ``margin``."""
+    return len(ranked) >= 2 and (margin >= 2.0 or ranked[0][1] - ranked[1][1] <= margin)
+
+
+def rerank(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: numpy.ndarray,
+           ranked: Sequence[Ranked], *, k: int = DEFAULT_RERANK_K, margin: float = 1.0,
+           batch_size: int = 64) -> List[Ranked]:
+    """``ranked`` with the lists of the mentions that need it (:func:`needs_rerank`) replaced by their top ``k``
+    candidates ordered by the re-ranker's probability. ``mentions`` are the normalised texts the vectors were
+    encoded from."""
+    check_rerank_settings(k, margin)
+    out = [list(r) for r in ranked]
+    todo = [i for i, r in enumerate(ranked) if needs_rerank(r, margin)]
+    if not todo:
+        return out
+    ids = [[cid for cid, _ in ranked[i][:k]] for i in todo]
+    names = nearest_names(index, query_vectors[todo], ids)
+    pair_m: List[str] = []
+    pair_n: List[str] = []
+    owners: List[Tuple[int, str]] = []
+    for q, (cids, cnames) in zip(todo, zip(ids, names)):
+        for cid, name in zip(cids, cnames):
+            if name is not None:
+                pair_m.append(mentions[q])
+                pair_n.append(name)
+                owners.append((q, cid))
+    logits = reranker.score(pair_m, pair_n, batch_size=batch_size) if pair_m else numpy.zeros(0, numpy.float32)
+    probs = 1.0 / (1.0 + numpy.exp(-numpy.clip(logits.astype(numpy.float64), -60, 60)))
+    fresh: dict = {q: [] for q in todo}
+    for (q, cid), p in zip(owners, probs.tolist()):
+        fresh[q].append((cid, float(p)))
+    for q in todo:
+        out[q] = sorted(fresh[q], key=lambda item: (-item[1], item[0]))
+    return out
+
+
+def check_compatible(meta: dict, *, kb_checksum: str, encoder_fingerprint: str, path: Optional[Any] = None) -> None:
+    """Refuse a re-ranker trained for another KB or another name encoder (E811, naming both)."""
+    from ..errors import IncompatibleError
+
+    for what, theirs, ours in (("KB", meta.get("kb_checksum"), kb_checksum),
+                               ("name encoder", meta.get("encoder_fingerprint"), encoder_fingerprint)):
+        if theirs != ours:
+            raise IncompatibleError(Errors.E811.format(path=path or "<memory>", what=what, theirs=theirs, ours=ours))
+
+
+__all__ = ["DEFAULT_RERANK_K", "rerank", "needs_rerank", "check_rerank_settings", "check_compatible"]
