@@ -36,10 +36,12 @@ class Group:
 
 
 def gold_mentions(docs: Iterable[Any], kb: Any) -> Tuple[List[Tuple[str, str]], Dict[str, int]]:
-    """``(normalised text, concept id)`` of every annotated mention with one gold id the KB resolves
-    (composite and unknown ids are counted and left out)."""
+    """The distinct ``(normalised text, concept id)`` of the annotated mentions with one gold id the KB resolves,
+    in first-seen order (composite and unknown ids are counted and left out; a mention written alike again
+    makes the same training group, so it is counted as ``repeated``)."""
     kept: List[Tuple[str, str]] = []
-    counts = {"read": 0, "composite_or_no_id": 0, "not_in_kb": 0, "empty": 0}
+    seen = set()
+    counts = {"read": 0, "composite_or_no_id": 0, "not_in_kb": 0, "empty": 0, "repeated": 0}
     for doc in docs:
         for m in doc.mentions:
             counts["read"] += 1
@@ -52,7 +54,10 @@ def gold_mentions(docs: Iterable[Any], kb: Any) -> Tuple[List[Tuple[str, str]], 
                 counts["not_in_kb"] += 1
             elif not text:
                 counts["empty"] += 1
+            elif (text, cid) in seen:
+                counts["repeated"] += 1
             else:
+                seen.add((text, cid))
                 kept.append((text, cid))
     return kept, counts
 
