@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from context_ncbi import (DATA, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs, start,  # noqa: E402
-                          throughput, tune_on_dev)
+from context_ncbi import (DATA, EXAMPLE_NAMES, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs,  # noqa: E402
+                          start, throughput, tune_on_dev)
 from results_io import table, write_results  # noqa: E402
 
 WORK = OUT / "context_train"
@@ -48,7 +48,6 @@ VARIANTS = {
     "contexts": {"source": "supervised", "mask_probability": 0.0, "contexts_per_mention": 2},
 }
 ONE_SENSE = "margin 0.0, one sense per document"
-EXAMPLE_NAMES = "example names (no context)"  # the system: example names, no context encoded
 
 
 def train_docs() -> List[Any]:
@@ -147,7 +146,8 @@ def evaluate_encoder(label: str, ctx_enc: Any, sets: Dict[str, Any], kb: Any, di
     if saved.is_file():
         return json.loads(saved.read_text(encoding="utf8"))
     t = time.time()
-    out, ncbi_store = score_encoder(label, ctx_enc, sets, kb, dictionary, dense, margins)
+    out, ncbi_store = score_encoder(label, ctx_enc, sets, kb, dictionary, dense, margins,
+                                    example_names=True)  # the example names alone, beside context
     ncbi_store.to_disk(WORK / f"store_{label}", overwrite=True)
     out["seconds"] = round(time.time() - t, 1)
     saved.write_text(json.dumps(out, indent=1), encoding="utf8")

@@ -229,6 +229,36 @@ def test_tune_weights_finds_the_context_weight_that_disambiguates():
         tune_weights([], np.zeros((0, 2)), store, [])
 
 
+def test_tuning_at_the_linker_settings_re_ranks_what_the_linker_re_ranks():
+    from spacy_sapbert.context.tune import LINKER_MARGIN, LINKER_ONE_SENSE, tune_at_linker_settings
+    from spacy_sapbert.linker import DEFAULT_CONFIG
+
+    assert (LINKER_MARGIN, LINKER_ONE_SENSE) == (DEFAULT_CONFIG["context_margin"],
+                                                 DEFAULT_CONFIG["one_sense_per_document"])
+    store = hand_store()
+    # m0, m1: one document, written alike, names tie A/B, gold B; m0's context says B, m1's says A.
+    # m2: no tie (A 0.9, B 0.6), gold A, a context close to B: the linker (margin 0) leaves it alone
+    cands = [[("A", 1.0), ("B", 1.0)], [("A", 1.0), ("B", 1.0)], [("A", 0.9), ("B", 0.6)]]
+    queries = np.stack([unit(0, 1), unit(1, 0), unit(0, 1)])
+    golds = [frozenset({"B"}), frozenset({"B"}), frozenset({"A"})]
+    keys = [(0, "x"), (0, "x"), (0, "y")]
+    best, table = tune_at_linker_settings(cands, queries, store, golds, keys=keys, step=0.5, fallbacks=("name",))
+    acc = {row["context_weight"]: row["acc@1"] for row in table}
+    assert acc == {0.0: pytest.approx(1 / 3), 0.5: 1.0, 1.0: 1.0}
+    assert best == ContextWeights(context=0.5, fallback="name", margin=0.0, one_sense_per_document=True)
+    assert all(row["context_margin"] == 0.0 and row["one_sense_per_document"] for row in table)
+    # every mention with its own context (the old tuning) finds no weight that helps at all
+    _, plain = tune_weights(cands, queries, store, golds, step=0.5, fallbacks=("name",))
+    assert max(row["acc@1"] for row in plain) == pytest.approx(1 / 3)
+    own = tune_at_linker_settings(cands, queries, store, golds, one_sense_per_document=False, step=0.5,
+                                  fallbacks=("name",))[1]
+    assert max(row["acc@1"] for row in own) == pytest.approx(2 / 3)  # m1 decides by its own context
+    with pytest.raises(ConfigError, match="SB-E614"):
+        tune_at_linker_settings(cands, queries, store, golds, step=0.5)  # one sense needs the keys
+    with pytest.raises(ConfigError, match="SB-E619"):
+        tune_at_linker_settings(cands, queries, store, golds, keys=keys, margin=-1.0)
+
+
 # ---- type priors --------------------------------------------------------------------------
 @pytest.mark.parametrize("config", [["T1"], {"Chem": "T1"}, {"Chem": []}, {"Chem": ["*"]}, {"Chem": [3]}])
 def test_type_priors_are_checked(config):

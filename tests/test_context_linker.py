@@ -166,6 +166,27 @@ def test_cli_build_and_tune(tiny_bert_path, files, tmp_path):
     # "MI" is an example mention of both concepts: example names alone leave the tie, context breaks it
     assert {row["example_names"] for row in result["grid"]} == {False, True}
     assert all(row["acc@1"] == 0.5 for row in result["grid"] if row["context_weight"] == 0)
+    # tuned at the linker's defaults (ties re-ranked, one sense per document); with --cache-dir the KB names'
+    # vectors come from (and go to) evaluate's vector cache, and the result is the same
+    assert result["best"]["context_margin"] == 0.0 and result["best"]["one_sense_per_document"] is True
+    assert all(row["context_margin"] == 0.0 for row in result["grid"])
+    cache = tmp_path / "cache"
+    cached = tmp_path / "cached.json"
+    res = runner.invoke(app, ["tune-context", str(files / "train.pubtator"), "--kb", str(files / "kb"),
+                              "--model", str(tiny_bert_path), "--prototypes", str(out), "--pooling", "mean",
+                              "--device", "cpu", "--step", "0.5", "--output", str(cached), "--cache-dir", str(cache)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(cached.read_text())["grid"] == result["grid"] and list(cache.glob("*/*.npz"))
+    res = runner.invoke(app, ["tune-context", str(files / "train.pubtator"), "--kb", str(files / "kb"),
+                              "--model", str(tiny_bert_path), "--prototypes", str(out), "--pooling", "mean",
+                              "--device", "cpu", "--step", "0.5", "--margin", "none", "--every-mention",
+                              "--output", str(cached)])
+    assert res.exit_code == 0, res.output
+    every = json.loads(cached.read_text())["best"]
+    assert every["context_margin"] is None and every["one_sense_per_document"] is False
+    res = runner.invoke(app, ["tune-context", str(files / "train.pubtator"), "--kb", str(files / "kb"),
+                              "--model", str(tiny_bert_path), "--prototypes", str(out), "--margin", "wide"])
+    assert res.exit_code != 0 and "SB-E619" in str(res.exception)
     # the names were made with mean pooling: a tune run with another pooling is refused
     res = runner.invoke(app, ["tune-context", str(files / "train.pubtator"), "--kb", str(files / "kb"),
                               "--model", str(tiny_bert_path), "--prototypes", str(out), "--pooling", "cls",
@@ -203,6 +224,7 @@ def test_evaluate_reports_the_context_system_and_its_subsets(fixtures_dir, tiny_
     f = fixtures_dir / "eval"
     block = {"dataset": {"path": str(f / "test.pubtator"), "train": [str(f / "train.pubtator")]},
              "kb": {"sources": [[str(f / "kb_medic.txt"), "medic"]]}, "show_progress": False,
+             "exclude_composite": False,
              "systems": {"tfidf": False, "scispacy": False, "exact_match": False, "base_encoder": str(tiny_bert_path),
                          "pooling": "mean", "device": "cpu", "context": True, "context_weight": 0.0,
                          "example_names": False}}

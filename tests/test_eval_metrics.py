@@ -145,3 +145,37 @@ def test_mention_classes_and_split():
     assert split["neither"] == {"n": 2, "acc": 0.5}
     with pytest.raises(ValueError):
         class_split([True], classes)
+
+
+# ---------------------------------------------------------------- the protocol (evaluation.protocol)
+def test_mention_classes_on_the_protocol_normalisation():
+    from spacy_sapbert.evaluation.protocol import MentionClasses
+
+    queries = ["Breast  Cancer", "mammary-cancer", "WD", "colon polyp", "breast cancer"]
+    names = ["breast cancer", "mammary cancer"]
+    train = ["wd", "Breast cancer"]
+    plain = MentionClasses(queries, names, train)
+    # case and spaces folded for all three; punctuation kept: "mammary-cancer" is no name
+    assert plain.classes == ["dictionary", "neither", "train", "neither", "dictionary"]
+    assert plain.unseen_in_train == [False, True, False, True, False]
+    folded = MentionClasses(queries, names, train, fold_punctuation=True)
+    assert folded.classes[1] == "dictionary"
+    assert plain.counts() == {"dictionary": 2, "train": 1, "neither": 2, "unseen_in_train": 2}
+    split = plain.split([True, False, True, False, False])
+    assert split["overall"] == {"n": 5, "acc": pytest.approx(2 / 5)}
+    assert split["dictionary"] == {"n": 2, "acc": 0.5} and split["train"] == {"n": 1, "acc": 1.0}
+    assert split["neither"] == {"n": 2, "acc": 0.0} and split["unseen_in_train"] == {"n": 2, "acc": 0.0}
+    assert MentionClasses([], names, train).split([])["neither"] == {"n": 0, "acc": None}
+
+
+def test_candidate_recall_cuts_at_the_depth():
+    from spacy_sapbert.evaluation.protocol import candidate_recall
+
+    golds = [Gold(frozenset({"A"}), ("A",)), Gold(frozenset({"B"}), ("B",)), Gold(frozenset({"C"}), ("C",)),
+             Gold(frozenset(), ("X",))]
+    ranked = [Ranking(concepts=[("A", 1.0)]), Ranking(concepts=[("Z", 1.0), ("Y", 0.9), ("B", 0.8)]),
+              Ranking(concepts=[(c, 1.0 - i / 10) for i, c in enumerate("ZYXWVC")]), Ranking(concepts=[("A", 1.0)])]
+    out = candidate_recall(golds, ranked, (1, 3, 16), depth=5)
+    # C is 6th: beyond the depth of 5, never counted; a gold not in the KB is a miss
+    assert out == {"depth": 5, "n": 4, "recall@1": 0.25, "recall@3": 0.5, "recall@16": None, "recall@depth": 0.5}
+    assert candidate_recall(golds, ranked, (16,), depth=16)["recall@16"] == 0.75

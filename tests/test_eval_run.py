@@ -28,7 +28,7 @@ from spacy_sapbert.evaluation.settings import default_config, merge_config, sett
 def _settings(fixtures_dir, **evaluate_block):
     f = fixtures_dir / "eval"
     block = {"dataset": {"path": str(f / "test.pubtator"), "train": [str(f / "train.pubtator")]},
-             "kb": {"sources": [[str(f / "kb_medic.txt"), "medic"]]},
+             "kb": {"sources": [[str(f / "kb_medic.txt"), "medic"]]}, "exclude_composite": False,
              "systems": {"tfidf": False, "scispacy": False}, "show_progress": False}
     for key, value in evaluate_block.items():
         if isinstance(value, dict) and isinstance(block.get(key), dict):
@@ -66,25 +66,125 @@ def test_exact_match_by_hand(fixtures_dir):
     assert r["results"]["mention_only"]["exact match"]["filtered"]["strict"]["acc@1"] == 0.0
 
 
-def test_seen_unseen_split_by_hand(fixtures_dir):
-    # seen (lowercased mention = a KB name or a training mention): 1 breast cancer, 2 ovarian carcinoma,
-    # 3 tumor, 4 wilson disease, 5 wd (train), 6 mammary cancers (train), 12 ataxia -> 7;
-    # unseen: 7 breast and ovarian cancer, 9 colon polyp, 10 aspirin, 11 ataxias 1 and 2 -> 4.
-    # Exact match right at strict@1: 1, 2, 4, 12 (all seen) -> seen 4/7, unseen 0/4
+def test_mention_classes_by_hand(fixtures_dir):
+    # classes of the normalised mention: a dictionary name (KB before back-off): 1 breast cancer, 2 ovarian
+    # carcinoma, 3 tumor, 4 wilson disease, 12 ataxia -> 5; a train mention: 5 wd, 6 mammary cancers -> 2;
+    # neither (refined): 7 breast and ovarian cancer, 9 colon polyp, 10 aspirin, 11 ataxias 1 and 2 -> 4;
+    # unseen in train: all but 5 and 6 -> 9. Exact match right at strict@1: 1, 2, 4, 12
     r = _run(fixtures_dir)
-    assert (r["counts"]["seen"], r["counts"]["unseen"]) == (7, 4)
-    split = r["seen_unseen"]["mention_only"]["exact match"]
+    assert r["counts"]["classes"] == {"dictionary": 5, "train": 2, "neither": 4, "unseen_in_train": 9}
+    split = r["classes"]["mention_only"]["exact match"]
     assert split["overall"] == {"n": 11, "acc": pytest.approx(4 / 11)}
-    assert split["seen"] == {"n": 7, "acc": pytest.approx(4 / 7)}
-    assert split["unseen"] == {"n": 4, "acc": 0.0}
-    # back-off adds the training mentions as names: 5 and 6 now match; the split itself does not move
-    backoff = _run(fixtures_dir, input={"backoff": True})["seen_unseen"]["mention_only"]["exact match"]
-    assert backoff["seen"] == {"n": 7, "acc": pytest.approx(6 / 7)} and backoff["unseen"]["acc"] == 0.0
+    assert split["dictionary"] == {"n": 5, "acc": pytest.approx(4 / 5)}
+    assert split["train"] == {"n": 2, "acc": 0.0} and split["neither"] == {"n": 4, "acc": 0.0}
+    assert split["unseen_in_train"] == {"n": 9, "acc": pytest.approx(4 / 9)}
+    assert "seen_unseen" not in r  # one protocol: the mixed "seen" is gone from the report
+    # back-off adds the training mentions as names: 5 and 6 now match; the classes do not move (the
+    # dictionary class is the KB's own names, before back-off)
+    backoff = _run(fixtures_dir, input={"backoff": True})
+    assert backoff["counts"]["classes"] == r["counts"]["classes"]
+    assert backoff["classes"]["mention_only"]["exact match"]["train"] == {"n": 2, "acc": 1.0}
+    # case kept: the classes are taken on the protocol's normalisation, not the query as the systems see it
+    kept = _run(fixtures_dir, input={"lowercase": False})
+    assert kept["counts"]["classes"] == r["counts"]["classes"]
     from spacy_sapbert.evaluation.report import render_markdown
 
     md = render_markdown(r)
-    assert "| system | overall (n = 11) | seen (n = 7) | unseen (n = 4) |" in md
-    assert "| exact match | 36.4 | 57.1 | 0.0 |" in md
+    assert ("| system | overall (n = 11) | a dictionary name (n = 5) | a train mention (n = 2) | neither (refined) "
+            "(n = 4) | unseen in train (n = 9) |") in md
+    assert "| exact match | 36.4 | 80.0 | 0.0 | 0.0 | 44.4 |" in md
+    assert "a dictionary name (of the KB before back-off) / a train mention (not a dictionary name) / neither = " \
+           "the refined subset" in md
+
+
+def test_candidate_recall_has_its_own_depth_and_leaves_acc_at_k_alone(fixtures_dir):
+    # exact match: "tumor" is a name of D004 and D005, gold D005 second -> recall@1 4/11, from @2 on 5/11
+    r = _run(fixtures_dir, candidate_ks=[1, 2, 64], ks=[1])
+    rec = r["candidate_recall"]["mention_only"]["exact match"]
+    assert rec == {"depth": 64, "n": 11, "recall@1": pytest.approx(4 / 11), "recall@2": pytest.approx(5 / 11),
+                   "recall@64": pytest.approx(5 / 11), "recall@depth": pytest.approx(5 / 11)}
+    assert _full(r)["strict"] == {"acc@1": pytest.approx(4 / 11)}  # acc@k is ranked at max(ks), as before
+    # tf-idf ranks concepts over a name pool that grows with the depth: acc@k must not move with candidate_ks
+    shallow = _run(fixtures_dir, candidate_ks=[1], systems={"tfidf": True})
+    deep = _run(fixtures_dir, systems={"tfidf": True})
+    assert shallow["results"] == deep["results"]
+    tfidf = deep["candidate_recall"]["mention_only"]["char-3gram tf-idf"]
+    assert tfidf["depth"] == 64 and tfidf["recall@64"] >= _full(deep, "char-3gram tf-idf")["strict"]["acc@20"]
+    assert shallow["candidate_recall"]["mention_only"]["char-3gram tf-idf"]["recall@1"] == tfidf["recall@1"]
+    # scispaCy's linker proposes its own k concepts at most: beyond that depth there is no recall to report
+    sci = _run(fixtures_dir, systems={"scispacy": True, "scispacy_k": 3}, ks=[1, 2])
+    rec = sci["candidate_recall"]["mention_only"]["scispaCy EntityLinker"]
+    assert rec["depth"] == 3 and rec["recall@64"] is None and rec["recall@1"] is not None
+    from spacy_sapbert.evaluation.report import render_markdown
+
+    md = render_markdown(sci)
+    assert "| system | candidates (depth) | recall@1 | recall@5 | recall@16 | recall@64 | recall, all candidates |" in md
+    assert "| exact match | 64 | 36.4 | 45.5 | 45.5 | 45.5 | 45.5 |" in md
+    assert "candidate recall@k: share of mentions whose gold concept is among the first k concepts" in md
+
+
+def test_linking_speed_is_labelled_and_counts_what_is_linked(fixtures_dir):
+    from spacy_sapbert.evaluation.protocol import SPEED
+    from spacy_sapbert.evaluation.report import render_markdown
+
+    r = _run(fixtures_dir)
+    desc = r["systems"]["exact match"]
+    assert desc["link_seconds"] > 0 and desc["mentions_per_s"] == pytest.approx(11 / desc["link_seconds"], rel=0.1)
+    assert "seconds" not in desc  # no unlabelled timing: a speed is mentions/s of linking, or nothing
+    md = render_markdown(r)
+    assert "## Linking speed" in md and SPEED in md and "| system | mentions | linking s | mentions/s |" in md
+    assert r["setting"]["protocol"]["speed"] == SPEED
+
+
+def test_ambiguous_subset_has_one_definition_named_in_the_report(fixtures_dir, tiny_bert_path):
+    from spacy_sapbert.evaluation.protocol import AMBIGUOUS, AMBIGUOUS_NO_REFERENCE
+    from spacy_sapbert.evaluation.report import render_markdown
+
+    plain = _run(fixtures_dir)
+    assert plain["setting"]["protocol"]["ambiguous"] == AMBIGUOUS_NO_REFERENCE
+    assert AMBIGUOUS_NO_REFERENCE in render_markdown(plain)
+    dense = {"base_encoder": str(tiny_bert_path), "pooling": "mean", "device": "cpu", "context_weight": 0.05,
+             "example_names": True}
+    without = _run(fixtures_dir, systems=dense)
+    with_context = _run(fixtures_dir, systems={**dense, "context": True})
+    named = AMBIGUOUS.format(reference="base encoder")
+    for r in (without, with_context):  # the same subset and wording whether or not a context system runs
+        assert r["setting"]["protocol"]["ambiguous"] == named and named in render_markdown(r)
+    assert with_context["counts"]["subsets"]["ambiguous"] == without["counts"]["subsets"]["ambiguous"] >= 1
+    # every context report shows the example names only next to context
+    systems = list(with_context["results"]["mention_only"])
+    assert systems[-2:] == ["base encoder + context", "base encoder + example names only"]
+    only = with_context["systems"]["base encoder + example names only"]
+    assert only["weights"]["context_weight"] == 0.0 and only["weights"]["example_names"] is True
+    ctx = with_context["systems"]["base encoder + context"]
+    assert "context" not in only["encodes"] and "context" in ctx["encodes"] and only["contexts_encoded"] == 0
+    # as the linker, only the contexts of the mentions re-ranked (ties, one sense per document) are encoded
+    assert ctx["contexts_encoded"] < with_context["counts"]["evaluated"]
+    for name in systems[-2:]:
+        assert with_context["systems"][name]["mentions_per_s"] > 0 and with_context["systems"][name]["setup_seconds"] >= 0
+        assert with_context["candidate_recall"]["mention_only"][name]["depth"] == 30  # the re-ranked candidates
+    md = render_markdown(with_context)
+    assert "| base encoder + example names only |" in md and "| base encoder + context |" in md
+    # weights tuned on a dev file at the run's (the linker's) margin and one sense per document
+    f = fixtures_dir / "eval"
+    tuned = _run(fixtures_dir, systems={**dense, "context": True, "context_dev": str(f / "train.pubtator"),
+                                        "context_margin": 0.02, "one_sense_per_document": False})
+    desc = tuned["systems"]["base encoder + context"]
+    assert desc["tuned_on"]["mentions"] == 2
+    assert desc["weights"]["context_margin"] == 0.02 and desc["weights"]["one_sense_per_document"] is False
+
+
+def test_exclude_composite_default_is_one_thing_everywhere():
+    import inspect
+    from pathlib import Path
+
+    from spacy_sapbert.cli.evaluate import evaluate_command
+
+    cfg = Config().from_disk(Path(__file__).resolve().parents[1] / "configs" / "evaluate.cfg", interpolate=False)
+    option = inspect.signature(evaluate_command).parameters["exclude_composite"].default
+    assert option.default is True and "--keep-composite" in option.param_decls[0]
+    assert cfg["evaluate"]["exclude_composite"] is True
+    assert default_config()["evaluate"]["exclude_composite"] is True
 
 
 def test_exclude_composite(fixtures_dir):
@@ -153,8 +253,20 @@ def test_cli_arguments_and_config(fixtures_dir, tmp_path):
     assert res.exit_code == 0, res.output
     assert "9 mentions evaluated (2 with gold not in KB)" in res.output
     assert "[mention_only] exact match: strict acc@1 66.7" in res.output  # 6/9
-    # seen 1-6 and 12 (7, back-off hits 6 of them), unseen 9 and 10 (2, no hit)
-    assert "strict acc@1 overall 66.7, seen 85.7 (n = 7), unseen 0.0 (n = 2)" in res.output
+    assert "mentions/s" in res.output
+    # a dictionary name 1-4 and 12 (back-off hits 4), a train mention 5, 6 (both hit), neither 9, 10 (no hit);
+    # unseen in train: all but 5 and 6 (4 of 7 hit)
+    assert ("strict acc@1 overall 66.7, a dictionary name 80.0 (n = 5), a train mention 100.0 (n = 2), "
+            "neither (refined) 0.0 (n = 2), unseen in train 57.1 (n = 7)") in res.output
+    assert "candidate recall @1 66.7, @5 77.8, @16 77.8, @64 77.8 (depth 64)" in res.output
+    # the default leaves composite mentions out, as configs/evaluate.cfg does; --keep-composite keeps them
+    for flag, n in (([], 9), (["--keep-composite"], 11)):
+        with pytest.warns(UserWarning, match="SB-W30"):
+            res = runner.invoke(app, ["evaluate", str(f / "test.pubtator"), "--output", str(tmp_path / f"d{n}"),
+                                      "--kb-source", f"{f / 'kb_medic.txt'}:medic", "--no-scispacy",
+                                      "--set", "evaluate.show_progress=false", *flag])
+        assert res.exit_code == 0, res.output
+        assert f"{n} mentions evaluated" in res.output
     with pytest.warns(UserWarning, match="SB-W30"):
         res = runner.invoke(app, ["evaluate", str(out / "config.cfg"), "--output", str(tmp_path / "cli2")])
     assert res.exit_code == 0, res.output

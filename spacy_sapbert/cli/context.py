@@ -80,15 +80,37 @@ def tune_context_command(
     step: float = typer.Option(0.05, "--step", help="Grid step of the weights."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the grid and the best weights as JSON."),
+    margin: str = typer.Option("0.0", "--margin", help="The linker's context_margin the weights are tuned at "
+                                                       "(its default 0.0: ties re-ranked); 'none': every mention."),
+    one_sense: bool = typer.Option(True, "--one-sense/--every-mention",
+                                   help="The linker's one_sense_per_document (its default): a document's mentions "
+                                        "written alike take the first one's context."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Name vectors cache shared with `evaluate` "
+                                                                       "(its cache_dir): KB names encoded once."),
 ) -> None:
-    """Pick context_weight / definition_weight / context_fallback / example_names by strict acc@1 on a dev set."""
+    """Pick context_weight / definition_weight / context_fallback / example_names by strict acc@1 on a dev set,
+    at the linker's context_margin and one_sense_per_document."""
     from ..context import read_documents
     from ..context.tune import tune_on_documents
+    from ..errors import ConfigError, Errors
     from ..util import atomic_write
+
+    try:
+        margin_value = None if margin.strip().lower() in ("none", "null") else float(margin)
+    except ValueError:
+        raise ConfigError(Errors.E619.format(value=margin)) from None
+    encode_names = None
+    if cache_dir is not None:
+        from ..evaluation.cache import VectorCache, encoder_key
+
+        def encode_names(encoder, names):
+            return VectorCache(cache_dir, encoder_key(encoder), dim=encoder.dim).get(
+                encoder, names, batch_size=256, show_progress=True)
 
     docs = read_documents(dev, types=types or None)
     best, table, n = tune_on_documents(docs, kb_dir, model, prototypes, pooling=pooling, max_length=max_length,
-                                       k=k, step=step, device=device, index_dir=index_dir)
+                                       k=k, step=step, device=device, index_dir=index_dir, margin=margin_value,
+                                       one_sense_per_document=one_sense, encode_names=encode_names)
     name_only = next(r["acc@1"] for r in table
                      if r["context_weight"] == 0 and r["definition_weight"] == 0 and not r["example_names"])
     best_acc = max(r["acc@1"] for r in table)

@@ -44,7 +44,7 @@ def evaluate_command(
     abbreviations: bool = typer.Option(False, "--abbreviations", help="Resolve abbreviations in context (scispaCy)."),
     fold_punctuation: bool = typer.Option(False, "--fold-punctuation", help="Replace punctuation by spaces in mentions and names."),
     keep_case: bool = typer.Option(False, "--keep-case", help="Do not lowercase mentions."),
-    exclude_composite: bool = typer.Option(False, "--exclude-composite", help="Leave composite mentions (A|B, A+B) out."),
+    exclude_composite: bool = typer.Option(True, "--exclude-composite/--keep-composite", help="Leave composite mentions (A|B, A+B) out (the default, as in configs/evaluate.cfg), or keep them (right if any part is predicted)."),
     ks: str = typer.Option("1,5,10,20", "--ks", help="Comma-separated k values for acc@k."),
     mode: List[str] = typer.Option([], "--mode", help="mention_only and/or end_to_end (repeatable)."),
     no_scispacy: bool = typer.Option(False, "--no-scispacy", help="Skip scispaCy's EntityLinker."),
@@ -102,14 +102,19 @@ def evaluate_command(
     counts = result["counts"]
     typer.echo(f"{counts['evaluated']} mentions evaluated ({counts['gold_not_in_kb']} with gold not in KB); "
                f"subsets: " + ", ".join(f"{k}={v}" for k, v in counts["subsets"].items()))
-    from ..evaluation.report import seen_unseen_line
+    from ..evaluation.report import classes_line, recall_line
 
     for mode_name, systems in result["results"].items():
         for name, subsets in systems.items():
             full = subsets["full"]
+            desc = result["systems"].get(name, {})
             typer.echo(f"  [{mode_name}] {name}: strict acc@1 {100 * full['strict']['acc@1']:.1f}"
-                       + (f", lenient acc@1 {100 * full['lenient']['acc@1']:.1f}" if full["lenient"] else ""))
-            split = result["seen_unseen"].get(mode_name, {}).get(name)
+                       + (f", lenient acc@1 {100 * full['lenient']['acc@1']:.1f}" if full["lenient"] else "")
+                       + (f"; linking {desc['mentions_per_s']:,.0f} mentions/s" if desc.get("mentions_per_s") else ""))
+            split = result["classes"].get(mode_name, {}).get(name)
             if split is not None:
-                typer.echo(f"      strict acc@1 {seen_unseen_line(split)}")
+                typer.echo(f"      strict acc@1 {classes_line(split)}")
+            recall = result["candidate_recall"].get(mode_name, {}).get(name)
+            if recall is not None:
+                typer.echo(f"      candidate recall {recall_line(recall, result['setting']['candidate_ks'])}")
     typer.echo(f"Report written to {output}")

@@ -12,8 +12,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -46,26 +45,50 @@ def context_vectors(encoder: Any, docs: Sequence[Document], *, batch_size: int =
     return out, ok
 
 
-def context_rankings(name_rankings: Sequence[Ranking], vectors: np.ndarray, has_context: Sequence[bool],
+def context_rankings(name_rankings: Sequence[Ranking],
+                     vectors: Union[np.ndarray, Callable[[List[int]], np.ndarray]], has_context: Sequence[bool],
                      store: Any, weights: Any, name_vectors: Optional[np.ndarray] = None,
                      keys: Optional[Sequence[Hashable]] = None) -> List[Ranking]:
     """``name_rankings`` re-ranked as the linker does: example names first (with ``name_vectors``, the
     queries' name-encoder vectors, when ``weights.example_names`` and the store has names), then context
     where ``weights.margin`` asks for it; with ``weights.one_sense_per_document`` and ``keys``
     (:func:`mention_keys`), a mention re-ranked takes the context vector of the first mention of its
-    document written alike that is re-ranked too."""
+    document written alike that is re-ranked too. ``vectors``: every mention's context vector, or a function
+    that encodes the contexts of the mentions at the positions it is given (only those the linker would
+    encode are asked for: :func:`lazy_context_vectors`)."""
     from ..context.rerank import first_of_each, needs_context, rerank, with_example_names_many
 
     names = name_vectors is not None and getattr(weights, "example_names", False) and store.has_names
     ranked = ([list(r.concepts) for r in name_rankings] if not names else
               with_example_names_many([list(r.concepts) for r in name_rankings], name_vectors, store))
+    # as the linker: no context or definition weight, nothing to re-rank (and no context encoded)
+    weighted = getattr(weights, "context", 0) > 0 or getattr(weights, "definition", 0) > 0
     todo = [i for i, (c, ok) in enumerate(zip(ranked, has_context))
-            if ok and needs_context(c, store, getattr(weights, "margin", None))]
+            if weighted and ok and needs_context(c, store, getattr(weights, "margin", None))]
     shared = getattr(weights, "one_sense_per_document", False) and keys is not None
     first = first_of_each([keys[i] for i in todo]) if shared else list(range(len(todo)))
     source = {i: todo[j] for i, j in zip(todo, first)}
-    return [Ranking(concepts=rerank(c, vectors[source[i]], store, weights) if i in source else c)
+    if callable(vectors):
+        needed = sorted(set(source.values()))
+        rows = dict(zip(needed, vectors(needed))) if needed else {}
+    else:
+        rows = vectors
+    return [Ranking(concepts=rerank(c, rows[source[i]], store, weights) if i in source else c)
             for i, c in enumerate(ranked)]
+
+
+def lazy_context_vectors(encoder: Any, docs: Sequence[Document], *, batch_size: int = 64
+                         ) -> Tuple[Callable[[List[int]], np.ndarray], List[bool], List[int]]:
+    """``(encode, has-context flags, encoded)`` for :func:`context_rankings`: ``encode(positions)`` encodes the
+    contexts of those mentions only (as the linker does), and ``encoded`` counts them."""
+    items, ok = mention_contexts(docs)
+    encoded: List[int] = []
+
+    def encode(positions: List[int]) -> np.ndarray:
+        encoded.extend(positions)
+        return encoder.encode([items[i] for i in positions], batch_size=batch_size)
+
+    return encode, ok, encoded
 
 
 def mention_keys(docs: Sequence[Document], queries: Sequence[str]) -> List[Tuple[int, str]]:
@@ -97,10 +120,12 @@ def prototype_masks(golds: Sequence[Gold], store: Any) -> Dict[str, List[bool]]:
 def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: Any) -> Tuple[Any, Any, Dict[str, Any]]:
     """``(store, weights, description)`` for the run's context system: the store at
     ``systems.prototypes`` or built from the run's training files with the name system's model as
-    context encoder; weights from the config, or tuned on ``systems.context_dev``."""
+    context encoder; weights from the config, or tuned on ``systems.context_dev`` at the run's (the linker's)
+    ``context_margin`` and ``one_sense_per_document``, with the name system's (cached) name vectors."""
     import warnings
 
-    from ..context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes, tune_weights
+    from ..context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes
+    from ..context.tune import tune_at_linker_settings
     from ..errors import ConfigError, Errors
     from .datasets import read_dataset
     from .datasets import select_mentions
@@ -143,15 +168,17 @@ def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: 
         keep = [i for i, g in enumerate(golds) if g.in_kb and ok[i]]
         names = name_system.encoder.encode(dev_queries, batch_size=settings["batch_size"]) \
             if sy["example_names"] else None
-        weights, table = tune_weights([rankings[i].concepts for i in keep], vectors[keep], store,
-                                      [golds[i].ids for i in keep], step=0.05,
-                                      name_vectors=None if names is None else names[keep])
-        weights = replace(weights, margin=sy["context_margin"], one_sense_per_document=sy["one_sense_per_document"])
+        keys = mention_keys(dev, dev_queries)
+        weights, table = tune_at_linker_settings([rankings[i].concepts for i in keep], vectors[keep], store,
+                                                 [golds[i].ids for i in keep], margin=sy["context_margin"],
+                                                 one_sense_per_document=bool(sy["one_sense_per_document"]),
+                                                 keys=[keys[i] for i in keep], step=0.05,
+                                                 name_vectors=None if names is None else names[keep])
         desc["tuned_on"] = {"path": str(sy["context_dev"]), "mentions": len(keep),
                             "best_dev_acc@1": max(row["acc@1"] for row in table)}
     desc["weights"] = weights.to_dict()
     return store, weights, desc
 
 
-__all__ = ["context_rankings", "context_vectors", "mention_contexts", "ambiguity_mask", "prototype_masks",
+__all__ = ["context_rankings", "context_vectors", "lazy_context_vectors", "mention_contexts", "ambiguity_mask", "prototype_masks",
            "context_setup"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ..util import PathLike, atomic_write, ensure_path
+from .protocol import CLASS_LABELS
 
 ERROR_COLUMNS = ("system", "mode", "doc_id", "mention", "query", "gold", "predicted", "predicted_name", "score")
 
@@ -37,7 +38,18 @@ def setting_lines(result: Dict) -> List[str]:
         f"{c['composite']} composite ({'left out' if s['exclude_composite'] else 'kept'}), "
         f"{c['gold_not_in_kb']} with gold ids not in the KB (kept, counted wrong), {c['evaluated']} evaluated",
         "- subsets: " + ", ".join(f"{name} = {n}" for name, n in c["subsets"].items()),
+        *protocol_lines(result),
     ]
+
+
+def protocol_lines(result: Dict) -> List[str]:
+    """The protocol's definitions the tables use (mention classes, ambiguous subset, candidate recall, speed)."""
+    protocol = result["setting"].get("protocol", {})
+    counts = result["counts"].get("classes")
+    lines = [f"- {protocol[key]}" for key in ("classes", "ambiguous", "candidate_recall", "speed") if key in protocol]
+    if counts:
+        lines.append("- mention classes: " + ", ".join(f"{CLASS_LABELS[k]} = {n}" for k, n in counts.items()))
+    return lines
 
 
 def results_table(result: Dict, mode: str, subset: str) -> List[str]:
@@ -62,8 +74,62 @@ def results_table(result: Dict, mode: str, subset: str) -> List[str]:
     return lines
 
 
+def classes_table(result: Dict, mode: str) -> List[str]:
+    """Strict acc@1 overall, per mention class (a dictionary name / a train mention / neither = refined) and
+    unseen in train, with counts (see :mod:`.protocol`)."""
+    rows = result.get("classes", {}).get(mode, {})
+    if not rows:
+        return []
+    first = next(iter(rows.values()))
+    parts = list(CLASS_LABELS)
+    head = [f"{CLASS_LABELS[p]} (n = {first[p]['n']})" for p in parts]
+    lines = ["| system | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
+    for system, split in rows.items():
+        lines.append(f"| {system} | " + " | ".join(_pct(split[p]["acc"]) for p in parts) + " |")
+    return lines
+
+
+def classes_line(split: Dict) -> str:
+    """``overall 61.2, a dictionary name 90.1 (n = 500), ...``: one system's strict acc@1 per class."""
+    return ", ".join([f"overall {_pct(split['overall']['acc'])}"] + [
+        f"{CLASS_LABELS[p]} {_pct(split[p]['acc'])} (n = {split[p]['n']})" for p in list(CLASS_LABELS)[1:]])
+
+
+def candidate_recall_table(result: Dict, mode: str = "mention_only") -> List[str]:
+    """Candidate recall@k of each system's candidate stage (see :mod:`.protocol`), with its depth."""
+    rows = result.get("candidate_recall", {}).get(mode, {})
+    if not rows:
+        return []
+    ks = result["setting"].get("candidate_ks", [])
+    lines = ["| system | candidates (depth) | " + " | ".join(f"recall@{k}" for k in ks) + " | recall, all candidates |",
+             "|---|---:|" + "---:|" * (len(ks) + 1)]
+    for system, r in rows.items():
+        lines.append(f"| {system} | {r['depth']} | " + " | ".join(_pct(r[f"recall@{k}"]) for k in ks)
+                     + f" | {_pct(r['recall@depth'])} |")
+    return lines
+
+
+def recall_line(recall: Dict, ks: Sequence[int]) -> str:
+    """``@1 80.1, @5 90.2, @16 93.0, @64 – (depth 30)``: one system's candidate recall."""
+    return ", ".join(f"@{k} {_pct(recall[f'recall@{k}'])}" for k in ks) + f" (depth {recall['depth']})"
+
+
+def speed_table(result: Dict) -> List[str]:
+    """Linking speed of the systems that report one (see :mod:`.protocol`); others get none."""
+    rows = [(name, d) for name, d in result["systems"].items() if d.get("mentions_per_s") is not None]
+    if not rows:
+        return []
+    lines = ["| system | mentions | linking s | mentions/s | setup s (not counted) |", "|---|---:|---:|---:|---:|"]
+    n = result["counts"]["evaluated"]
+    for name, d in rows:
+        setup = d.get("setup_seconds")
+        lines.append(f"| {name} | {n} | {d['link_seconds']:.3f} | {d['mentions_per_s']:,.0f} | "
+                     f"{'–' if setup is None else f'{setup:.1f}'} |")
+    return lines
+
+
 def seen_unseen_table(result: Dict, mode: str) -> List[str]:
-    """Strict acc@1 overall, on seen mentions (the normalised mention is a dictionary name or a
+    """Legacy (results without mention classes): strict acc@1 overall, on seen mentions (the normalised mention is a dictionary name or a
     training mention) and on unseen ones (neither), with counts."""
     rows = result.get("seen_unseen", {}).get(mode, {})
     if not rows:
@@ -85,6 +151,16 @@ def seen_unseen_line(split: Dict) -> str:
 
 def render_markdown(result: Dict) -> str:
     out = [f"# Evaluation: {result['setting']['name']}", "", *setting_lines(result), ""]
+    for mode in result.get("classes", {}):
+        out += [f"## {mode.replace('_', ' ')} — strict acc@1 by mention class", "",
+                "_a dictionary name / a train mention (not a dictionary name) / neither (the refined subset: what "
+                "fine-tuning must generalise to); unseen in train = not a train mention; acc in %_", ""]
+        out += classes_table(result, mode) + [""]
+    for mode in result.get("candidate_recall", {}):
+        out += [f"## {mode.replace('_', ' ')} — candidate recall@k (strict)", "",
+                "_gold concept among the first k concepts of the system's candidate stage: the ceiling of a "
+                "re-ranker; '–': k beyond the depth the stage proposes; in %_", ""]
+        out += candidate_recall_table(result, mode) + [""]
     for mode in result.get("seen_unseen", {}):
         out += [f"## {mode.replace('_', ' ')} — strict acc@1, seen / unseen", "",
                 "_seen: the normalised mention is a dictionary name or a training mention; unseen: neither "
@@ -101,9 +177,12 @@ def render_markdown(result: Dict) -> str:
     if result.get("nel"):
         out += ["spaCy `Scorer.score_links` on the full set (gold spans; predicted kb_id = best concept; "
                 "NIL = empty kb_id or gold not in the KB): `nel_micro_f` in the end-to-end tables.", ""]
+    speed = speed_table(result)
+    if speed:
+        out += ["## Linking speed", "", f"_{result['setting'].get('protocol', {}).get('speed', '')}_", "", *speed, ""]
     out += ["Systems:", ""]
     for name, desc in result["systems"].items():
-        extra = ", ".join(f"{k}={v}" for k, v in desc.items() if k not in ("name", "class"))
+        extra = ", ".join(f"{k}={v}" for k, v in desc.items() if k not in ("name", "class", "link_seconds", "mentions_per_s", "setup_seconds"))
         out.append(f"- **{name}** ({desc.get('class', '')}){': ' + extra if extra else ''}")
     return "\n".join(out) + "\n"
 
@@ -185,4 +264,6 @@ def write_report(result: Dict, errors: Sequence[Dict], output: PathLike, *, conf
     return folder
 
 
-__all__ = ["write_report", "render_markdown", "results_table", "seen_unseen_table", "seen_unseen_line", "sample_errors", "plot_curves", "ERROR_COLUMNS"]
+__all__ = ["write_report", "render_markdown", "results_table", "classes_table", "classes_line", "candidate_recall_table",
+           "recall_line", "speed_table", "protocol_lines", "seen_unseen_table", "seen_unseen_line", "sample_errors", "plot_curves",
+           "ERROR_COLUMNS"]

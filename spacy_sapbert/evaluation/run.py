@@ -15,9 +15,11 @@ from ..util import PathLike, atomic_dir, ensure_path, get_logger
 from .baselines import Dictionary, System
 from .datasets import Document, Mention, read_dataset, select_mentions
 from .context import ambiguity_mask
-from .metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, seen_mask, seen_split, subset_masks
+from .metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, subset_masks
 from .pipeline import load_encoder  # noqa: F401  (public here too: evaluation.run.load_encoder)
 from .preprocess import InputOptions, make_preprocessor, mention_queries
+from .protocol import (AMBIGUOUS, AMBIGUOUS_NO_REFERENCE, CANDIDATE_KS, CANDIDATE_RECALL, CLASSES, SPEED,
+                       MentionClasses, candidate_recall, cold, link_speed)
 from .report import write_report
 from .settings import DEFAULT_CONFIG, MODES, load_config, settings_from_config
 
@@ -95,9 +97,21 @@ def _score_subsets(golds: Sequence[Gold], rankings: Sequence[Ranking], masks: Di
     return out
 
 
-def _seen_unseen(golds: Sequence[Gold], rankings: Sequence[Ranking], seen: Sequence[bool]) -> Dict[str, Any]:
-    """Strict acc@1 overall / seen / unseen with counts (see :func:`~.metrics.seen_split`)."""
-    return seen_split([first_hit_strict(g, r) == 1 for g, r in zip(golds, rankings)], seen)
+def _ranked(system: System, queries: Sequence[str], max_k: int, depth: int
+            ) -> Tuple[List[Ranking], List[Ranking], int, Dict[str, Any]]:
+    """``(rankings at max_k, candidate rankings, candidate depth, speed)`` of one name-only system: the timed
+    call (encoder caches emptied first) gives the acc@k rankings as they always were; the candidate stage is
+    ranked apart to ``depth`` (scispaCy's linker proposes its own ``k`` concepts at most: its list is cut)."""
+    from .baselines import ScispacyLinker
+
+    cold(getattr(system, "encoder", None))
+    t = time.perf_counter()
+    rankings = system.rank(queries, max_k)
+    speed = link_speed(len(queries), time.perf_counter() - t)
+    if isinstance(system, ScispacyLinker):
+        depth = min(depth, int(system.params["k"]))
+    candidates = system.rank(queries, depth) if depth > max_k else rankings
+    return rankings, candidates, depth, speed
 
 
 def _curves(golds: Sequence[Gold], rankings: Sequence[Ranking], max_k: int) -> Dict[str, Any]:
@@ -122,34 +136,54 @@ def _errors(system: str, mode: str, mentions: Sequence[Mention], queries: Sequen
     return out
 
 
-def _context_system(settings: Dict[str, Any], kb, systems: Sequence[System], ranked: Sequence[Tuple[str, List[Ranking]]],
-                    docs: Sequence[Document], golds: Sequence[Gold], queries: Sequence[str], dictionary: Dictionary,
-                    masks: Dict[str, List[bool]], described: Dict[str, Any]) -> Tuple[str, List[Ranking]]:
-    """The name-only dense system (the model, else the base encoder) re-ranked with context; adds the
-    ambiguity (with that system's ties) and seen/unseen-in-prototypes masks."""
+def _reference(systems: Sequence[System]) -> Optional[int]:
+    """Position of the run's reference name-only encoder (the model, else the base encoder), or None."""
     from .baselines import DenseEncoder
-    from .context import context_rankings, context_setup, context_vectors, mention_keys, prototype_masks
 
-    dense = [(i, s) for i, s in enumerate(systems) if isinstance(s, DenseEncoder)]
-    if not dense:
-        raise ConfigError(Errors.E305.format(system="context", what="a name-only dense system to re-rank",
-                                             hint="Set [evaluate.systems] model or base_encoder."))
-    i, base = dense[0]
+    return next((i for i, s in enumerate(systems) if isinstance(s, DenseEncoder)), None)
+
+
+def _context_systems(settings: Dict[str, Any], kb, base: System, docs: Sequence[Document], golds: Sequence[Gold],
+                     queries: Sequence[str], masks: Dict[str, List[bool]], described: Dict[str, Any]
+                     ) -> List[Tuple[str, List[Ranking], List[Ranking], int]]:
+    """The name-only dense system ``base`` re-ranked with context, and (when the weights use them and the store
+    has them) with the example names alone beside it: ``(name, rankings, candidates, candidate depth)`` each;
+    adds the seen/unseen-in-prototypes masks. Each system's speed covers the name ranking, its example-name
+    vectors and (context) every mention's context vector; building the store and tuning are setup."""
+    from dataclasses import replace
+
+    from .context import context_rankings, context_setup, lazy_context_vectors, mention_keys, prototype_masks
+
     options = InputOptions(**settings["input"])
     prep = make_preprocessor(lowercase=options.lowercase, fold_punctuation=options.fold_punctuation)
-    t = time.time()
+    t = time.perf_counter()
     store, weights, desc = context_setup(settings, kb, base, prep=prep)
-    vectors, ok = context_vectors(store.encoder, docs, batch_size=settings["batch_size"])
+    setup = round(time.perf_counter() - t, 2)
     sy = settings["systems"]
-    candidates = base.rank(list(queries), max(int(sy["context_k"]), *settings["ks"]))
-    names = base.encoder.encode(list(queries), batch_size=settings["batch_size"]) if weights.example_names else None
-    rankings = context_rankings(candidates, vectors, ok, store, weights, name_vectors=names,
-                                keys=mention_keys(docs, queries))
-    name = f"{base.name} + {settings['systems']['context_name']}"
-    described[name] = {**desc, "seconds": round(time.time() - t, 2)}
-    masks["ambiguous"] = ambiguity_mask(queries, dictionary, ranked[i][1])
+    depth = max(int(sy["context_k"]), *settings["ks"])
+    keys = mention_keys(docs, queries)
+    variants = [(f"{base.name} + {sy['context_name']}", weights, True)]
+    if weights.example_names and store.has_names:
+        variants.append((f"{base.name} + example names only", replace(weights, context=0.0, definition=0.0), False))
+    out = []
+    for name, w, with_context in variants:
+        cold(base.encoder, getattr(store.encoder, "encoder", None))
+        t = time.perf_counter()
+        candidates = base.rank(list(queries), depth)
+        names = base.encoder.encode(list(queries), batch_size=settings["batch_size"]) if w.example_names else None
+        encode, ok, encoded = lazy_context_vectors(store.encoder, docs, batch_size=settings["batch_size"])
+        if not with_context:  # no context: the example names re-sort the candidates, nothing is re-ranked
+            ok = [False] * len(queries)
+        rankings = context_rankings(candidates, encode, ok, store, w, name_vectors=names, keys=keys)
+        speed = link_speed(len(queries), time.perf_counter() - t)
+        described[name] = {**desc, "weights": w.to_dict(), "setup_seconds": setup, **speed,
+                           "contexts_encoded": len(encoded),
+                           "encodes": "mention names" + (", example-name vectors" if w.example_names else "")
+                           + (", the contexts of the mentions re-ranked (context_margin, one sense per document)"
+                              if with_context else "")}
+        out.append((name, rankings, candidates, depth))
     masks.update(prototype_masks(golds, store))
-    return name, rankings
+    return out
 
 
 def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
@@ -171,6 +205,7 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
         raise EmptyResultError(Errors.E302.format(what="reading, type filter and composite exclusion", before=counts["read"]))
     kb, kb_label = load_kb(settings)
     train = read_train_mentions(settings)
+    kb_names = list(kb.names)  # the KB's own names: the "dictionary name" class is taken before back-off
     counts["backoff_names"] = add_backoff(kb, train) if options.backoff else 0
     golds = [resolve_gold(kb, m.ids) for m in mentions]
     missing = [g for g in golds if not g.in_kb]
@@ -188,9 +223,9 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
     train_queries = [make_preprocessor(lowercase=options.lowercase, fold_punctuation=options.fold_punctuation)(m.text) for m in train]
     masks = subset_masks(queries, dictionary.names, train_queries, settings["levenshtein_threshold"])
     masks["ambiguous"] = ambiguity_mask(queries, dictionary)
-    counts["subsets"] = {name: sum(mask) for name, mask in masks.items()}
-    seen = seen_mask(queries, dictionary.names, train_queries)
-    counts["seen"], counts["unseen"] = sum(seen), len(seen) - sum(seen)
+    classes = MentionClasses(queries, kb_names, [m.text for m in train], fold_punctuation=options.fold_punctuation)
+    counts["classes"] = classes.counts()
+    candidate_ks = check_ks(settings.get("candidate_ks", CANDIDATE_KS))
     result: Dict[str, Any] = {
         "setting": {
             "name": settings["name"], "dataset": str(ds["path"]), "format": ds["format"], "types": ds["types"],
@@ -199,9 +234,13 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
             "kb_checksum": kb.checksum, "dictionary_names": len(dictionary), "input": options.describe(),
             "input_options": options.to_dict(), "exclude_composite": settings["exclude_composite"],
             "composite": "left out" if settings["exclude_composite"] else "kept; right if any part is predicted",
-            "ks": list(ks), "levenshtein_threshold": settings["levenshtein_threshold"], "modes": settings["modes"],
+            "ks": list(ks), "candidate_ks": list(candidate_ks), "levenshtein_threshold": settings["levenshtein_threshold"],
+            "modes": settings["modes"],
+            "protocol": {"classes": CLASSES, "ambiguous": AMBIGUOUS_NO_REFERENCE, "candidate_recall": CANDIDATE_RECALL,
+                         "speed": SPEED},
         },
-        "counts": counts, "results": {}, "curves": {}, "systems": {}, "nel": {}, "seen_unseen": {},
+        "counts": counts, "results": {}, "curves": {}, "systems": {}, "nel": {}, "classes": {},
+        "candidate_recall": {},
         "gold_not_in_kb": sorted({r for g in missing for r in g.missing}),
     }
     errors: List[Dict[str, Any]] = []
@@ -211,31 +250,42 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
         result["results"]["mention_only"] = {}
         result["curves"]["mention_only"] = {}
         ranked: List[Tuple[str, List[Ranking]]] = []
+        recall = result["candidate_recall"]["mention_only"] = {}
         for system in systems:
-            t = time.time()
-            ranked.append((system.name, system.rank(queries, max_k)))
-            result["systems"][system.name] = {**system.describe(), "seconds": round(time.time() - t, 2)}
+            rankings, candidates, depth, speed = _ranked(system, queries, max_k, max(candidate_ks))
+            ranked.append((system.name, rankings))
+            recall[system.name] = candidate_recall(golds, candidates, candidate_ks, depth)
+            result["systems"][system.name] = {**system.describe(), **speed}
+        ref = _reference(systems)
+        if ref is not None:  # the one definition: dictionary ambiguity, plus the reference encoder's ties
+            masks["ambiguous"] = ambiguity_mask(queries, dictionary, ranked[ref][1])
+            result["setting"]["protocol"]["ambiguous"] = AMBIGUOUS.format(reference=systems[ref].name)
         if settings["systems"]["context"]:
-            ranked.append(_context_system(settings, kb, systems, ranked, docs, golds, queries, dictionary, masks,
-                                          result["systems"]))
-            counts["subsets"] = {name: sum(mask) for name, mask in masks.items()}
-        result["seen_unseen"]["mention_only"] = {}
+            if ref is None:
+                raise ConfigError(Errors.E305.format(system="context", what="a name-only dense system to re-rank",
+                                                     hint="Set [evaluate.systems] model or base_encoder."))
+            for name, rankings, candidates, depth in _context_systems(settings, kb, systems[ref], docs, golds,
+                                                                       queries, masks, result["systems"]):
+                ranked.append((name, rankings))
+                recall[name] = candidate_recall(golds, candidates, candidate_ks, depth)
+        result["classes"]["mention_only"] = {}
         for name, rankings in ranked:
             result["results"]["mention_only"][name] = _score_subsets(golds, rankings, masks, ks)
-            result["seen_unseen"]["mention_only"][name] = _seen_unseen(golds, rankings, seen)
+            result["classes"]["mention_only"][name] = classes.strict_split(golds, rankings)
             result["curves"]["mention_only"][name] = _curves(golds, rankings, max_k)
             errors += _errors(name, "mention_only", mentions, queries, golds, rankings, kb)
             logger.info("%s: strict acc@1 %.3f", name, result["results"]["mention_only"][name]["full"]["strict"]["acc@1"])
+    counts["subsets"] = {name: sum(mask) for name, mask in masks.items()}
     if "end_to_end" in settings["modes"]:
         from .pipeline import run_end_to_end
 
         e2e = run_end_to_end(settings, docs, golds, kb, dictionary, options, max_k)
         result["results"]["end_to_end"] = {}
         result["curves"]["end_to_end"] = {}
-        result["seen_unseen"]["end_to_end"] = {}
+        result["classes"]["end_to_end"] = {}
         for name, (rankings, nel, desc) in e2e.items():
             result["systems"].setdefault(name, desc)
-            result["seen_unseen"]["end_to_end"][name] = _seen_unseen(golds, rankings, seen)
+            result["classes"]["end_to_end"][name] = classes.strict_split(golds, rankings)
             result["results"]["end_to_end"][name] = _score_subsets(golds, rankings, masks, ks)
             result["curves"]["end_to_end"][name] = _curves(golds, rankings, max_k)
             result["nel"][name] = nel

@@ -12,6 +12,7 @@ from typing import Any, Dict, Mapping, Optional
 from ..errors import ConfigError, Errors, MissingInputError
 from ..util import PathLike, ensure_path
 from .datasets import FORMATS
+from .metrics import check_ks
 from .records import check_language
 
 MODES = ("mention_only", "end_to_end")
@@ -21,8 +22,9 @@ DEFAULT_CONFIG = """
 name = "evaluation"
 seed = 0
 ks = [1,5,10,20]
+candidate_ks = [1,5,16,64]
 modes = ["mention_only"]
-exclude_composite = false
+exclude_composite = true
 levenshtein_threshold = 0.2
 error_sample = 50
 cache_dir = null
@@ -186,7 +188,8 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
     for key in ("prototypes", "context_dev"):
         systems[key] = _resolve(base, systems[key])
     return {
-        "name": str(ev["name"]), "seed": int(ev["seed"]), "ks": list(ev["ks"]), "modes": list(modes),
+        "name": str(ev["name"]), "seed": int(ev["seed"]), "ks": list(ev["ks"]),
+        "candidate_ks": list(check_ks(ev["candidate_ks"])), "modes": list(modes),
         "exclude_composite": bool(ev["exclude_composite"]), "levenshtein_threshold": float(thr),
         "error_sample": int(ev["error_sample"]), "cache_dir": _resolve(base, ev["cache_dir"]),
         "batch_size": int(ev["batch_size"]), "show_progress": bool(ev["show_progress"]),
