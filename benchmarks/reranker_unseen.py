@@ -43,7 +43,7 @@ def _pct(value: Any) -> Any:
     return None if value is None else round(100 * value, 1)
 
 
-def test_mentions(path: Path, types: Any, kb: Any) -> List[Any]:
+def held_out_mentions(path: Path, types: Any, kb: Any) -> List[Any]:
     from spacy_sapbert.evaluation.datasets import read_dataset, select_mentions
     from spacy_sapbert.evaluation.metrics import resolve_gold
     from spacy_sapbert.kb.concept import normalize_name
@@ -63,13 +63,12 @@ def rows_for(kb: Any, index: Any, encoder: Any, reranker: Any, mentions: List[An
              margins: List[float], k: int) -> List[List[Any]]:
     import numpy
 
-    from spacy_sapbert.evaluation.metrics import class_split, mention_classes
+    from spacy_sapbert.evaluation.protocol import MentionClasses
     from spacy_sapbert.rerank import rerank
 
     texts = [t for t, _ in mentions]
     golds = [g for _, g in mentions]
-    classes = mention_classes(texts, list(kb.names), train_texts)
-    unseen = ["unseen" if c != "train" and t not in set(train_texts) else "seen" for t, c in zip(texts, classes)]
+    classes = MentionClasses(texts, kb.names, train_texts)
     started = time.perf_counter()
     encoder.clear_cache()
     vectors = encoder.encode(texts, batch_size=128)
@@ -78,11 +77,9 @@ def rows_for(kb: Any, index: Any, encoder: Any, reranker: Any, mentions: List[An
 
     def row(name: str, lists: List[Any], recall: bool, rate: float) -> List[Any]:
         hits = [bool(r) and r[0][0] in g for r, g in zip(lists, golds)]
-        split = class_split(hits, classes)
-        unseen_hits = [h for h, u in zip(hits, unseen) if u == "unseen"]
-        cells = [name, len(hits), _pct(split["overall"]["acc"]), _pct(split["dictionary"]["acc"]),
-                 _pct(split["train"]["acc"]), _pct(split["neither"]["acc"]),
-                 _pct(sum(unseen_hits) / len(unseen_hits) if unseen_hits else None)]
+        split = classes.split(hits)
+        cells = [name, len(hits)] + [_pct(split[part]["acc"]) for part in
+                                     ("overall", "dictionary", "train", "neither", "unseen_in_train")]
         for kk in RECALL_KS:
             cells.append(_pct(numpy.mean([any(c in g for c, _ in r[:kk]) for r, g in zip(lists, golds)]))
                          if recall else None)
@@ -142,7 +139,7 @@ def main() -> None:
             figures[key] = {"training": summary}
         reranker = load_reranker(run / "model")
         train_texts = [normalize_name(m.text) for d in train_docs for m in d.mentions]
-        rows = rows_for(kb, index, encoder, reranker, test_mentions(test_path, types, kb), train_texts,
+        rows = rows_for(kb, index, encoder, reranker, held_out_mentions(test_path, types, kb), train_texts,
                         args.margins, args.k)
         tables[f"{title} (re-ranker trained on its train split)"] = table(COLUMNS, rows)
         for r in rows:
