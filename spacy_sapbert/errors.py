@@ -18,6 +18,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E735–E759 / W735–W739: name languages, translation files, language restriction, cross-lingual pairs
 - E760–E779 / W760–W769: research workflow (pooling from the model folder, epoch schedules, config versions,
   dev evaluation and best-model selection)
+- E770–E779: multiprocess linking
 - E800–E819 / W800–W809: the cross-encoder re-ranker (its files, training, the linker's use of it)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
@@ -119,6 +120,10 @@ class Warnings(metaclass=_CodedMessages):
     W553 = ("Pipeline '{path}' links against another knowledge base than the one evaluated against (checksum "
             "{theirs} != {ours}): {missing} of {total} gold concepts are not in the pipeline's KB and cannot be "
             "found. Build the pipeline on the evaluation KB (`spacy-sapbert create-pipeline`) or evaluate with its KB.")
+    W554 = ("The prototype store at '{path}' records no checksums of its files (built by an older version): they "
+            "are not checked at load and `spacy-sapbert verify` cannot check them (its vectors' lengths still are). "
+            "Rebuild it with `spacy-sapbert build-prototypes`, or save it again "
+            "(`PrototypeStore.from_disk(path).to_disk(new_path)`) to add them.")
 
     # ---- W585: the ivf index (E582–E589) ----
     W585 = ("kind 'auto' picks the ivf index for a KB of {n:,} names, but faiss is not installed ({reason}): the "
@@ -140,6 +145,10 @@ class Warnings(metaclass=_CodedMessages):
     # ---- W700–W709: scale-out (link-corpus, Ray) ----
     W700 = ("Ray is already started in this process ({current}); it is used as it is and --address '{address}' "
             "only had its reachability checked. Call ray.shutdown() first to join another cluster.")
+    W701 = ("{path}: {n} {what} not read ({names}): {why}. Give them as inputs of their own (with --format when "
+            "their extension does not tell it), or move them out of the folder.")
+    W702 = ("{path}: the finished shard file does not match the record written with it ({why}): it was damaged "
+            "after it was written, and its shard is linked again.")
 
     # ---- W735–W739: name languages, translations ----
     W735 = ("{path}: {n} translated names of {ids} ids that are not concepts of the ontology were skipped (e.g. "
@@ -172,8 +181,8 @@ class Errors(metaclass=_CodedMessages):
     # ---- E100–E199: encoder, index, linker ----
     E100 = ("Model folder '{path}' has no tokenizer (none of: {files}). Save the tokenizer next to the "
             "weights, e.g. `AutoTokenizer.from_pretrained(base).save_pretrained('{path}')`.")
-    E101 = ("Cannot load the model '{name}': {reason}. Give a local Hugging Face model folder, or a hub id "
-            "on a machine that can reach the hub (offline: set HF_HUB_OFFLINE=0 only if it can).")
+    E101 = ("Cannot load the model '{name}': {reason}. Give a local Hugging Face model folder (config.json, "
+            "weights, tokenizer), or a hub id on a machine that can reach the hub.")
     E102 = ("Precision '{precision}' needs a CUDA GPU but the device is '{device}'. Use precision='auto', "
             "'fp32' or 'bf16' (CPU autocast) on CPU.")
     E103 = "max_length must be an integer >= 3 (word pieces incl. [CLS]/[SEP]), got {value!r}."
@@ -333,7 +342,7 @@ class Errors(metaclass=_CodedMessages):
     E500 = "Interrupted by {signal}; {kept}."
     E501 = ("Refusing to replace '{path}': it is not empty and was not written by spacy-sapbert (no {marker} file). "
             "Choose another output, or move the folder away yourself.")
-    E502 = ("Refusing to replace '{path}': it is {what}, not a folder. Choose another output, or move it away "
+    E502 = ("Refusing to replace '{path}': it is {what}. Choose another output, or move it away "
             "yourself.")
     E503 = ("Output '{path}' would replace {what} '{input}' that this command reads. Choose an output folder that "
             "does not hold the command's inputs.")
@@ -350,6 +359,9 @@ class Errors(metaclass=_CodedMessages):
             "it to finish, or pass another --work-dir.")
     E510 = ("Cannot write '{path}' ({reason}). Check the path and its folder's permissions, or choose another "
             "output.")
+    E511 = ("{what} '{path}' is a folder, not a file (it holds: {files}). Give the file itself; {hint}")
+    E512 = ("Model '{name}' is not a local folder, and {reason}. Pass the path of a local Hugging Face model folder "
+            "(config.json, weights, tokenizer), or {fix}.")
 
     # ---- E550–E599: hardening: untrusted bytes, integrity, damaged files ----
     E550 = ("Refusing the sapbert_linker bytes: {what}. Only bytes written by SapbertLinker.to_bytes / "
@@ -363,7 +375,27 @@ class Errors(metaclass=_CodedMessages):
     E554 = ("Knowledge base strings are damaged: bytes {start}-{end} of {what} are not UTF-8. Run "
             "`spacy-sapbert verify KB_FOLDER` to find the file, then rebuild the KB (`spacy-sapbert build-kb`).")
     E555 = ("'{path}' is not a folder verify knows: none of kb.json (knowledge base), sapbert_encoder.json "
-            "(encoder), index_meta.json (index) or config.cfg (spaCy pipeline) is in it. Give one of those folders.")
+            "(encoder), index_meta.json (index), prototypes_meta.json (prototype store) or config.cfg (spaCy "
+            "pipeline) is in it. Give one of those folders.")
+    E556 = ("A score of {score!r} came out of {what} at '{path}': scores of unit vectors lie in [-1, 1], so its "
+            "stored vectors are damaged; nothing was linked. Run `spacy-sapbert verify {path}`, then rebuild it "
+            "({fix}) or copy the folder again.")
+    E557 = ("'{path}': field '{field}' is {value!r}, expected {expected}. The index metadata was edited or is "
+            "damaged: restore index_meta.json from the original folder, or rebuild the index "
+            "(`spacy-sapbert build-index`).")
+    E558 = ("The prototype store at '{path}' is damaged: {why}. Rebuild it with `spacy-sapbert build-prototypes` "
+            "or copy the folder again; `spacy-sapbert verify {path}` checks every file.")
+    E559 = "{what} must be a whole number between {minimum} and {maximum:,}, got {value!r}."
+    E560 = ("Document {doc_id!r} has {n:,} characters, more than the pipeline accepts (nlp.max_length = "
+            "{maximum:,}; spaCy's E088: a parser or NER needs about 1 GB of memory per 100,000 characters). Split "
+            "it into smaller documents (paragraphs, pages) before linking, or raise nlp.max_length in your own "
+            "code if the pipeline has no parser and you have the memory.")
+    E561 = ("Out of memory ({detail}): the command was stopped (the files it writes appear only when complete). "
+            "Free memory or raise the "
+            "limit (`ulimit -v`), or make the command need less: a smaller --batch-size, fewer or shorter "
+            "documents at once, or an index that memory-maps its vectors (build-index --kind compact or ivf).")
+    E562 = ("Query vector {i} has norm {norm:.6g}: the index scores inner products of L2-normalised vectors. "
+            "Normalise the queries (x / ||x||), or encode them with the encoder the index was built with.")
 
     # ---- E580–E581 / W580–W584: compact index speed (PCA-reduced candidate graph) ----
     E580 = ("The compact index's candidate projection '{path}' is missing or damaged ({why}): the graph in "
@@ -466,6 +498,22 @@ class Errors(metaclass=_CodedMessages):
             "`pip install \"spacy-sapbert[ray]\"` (it pins pyarrow==25.0.1), or pass --output-format jsonl.")
     E709 = ("The Ray job failed while {what}: {reason}. Shards (or chunks) finished so far are kept; fix the cause "
             "and rerun the same command to resume.")
+    E710 = ("Output '{path}' lies inside {what} '{input}' that this command reads. Choose an output folder outside "
+            "the inputs and the pipeline.")
+    E711 = ("'{path}' holds .txt files ({txt}) beside {others} files. A .txt file there may be a PubTator file or a "
+            "plain-text document, so link-corpus does not guess. Give the .txt files (or the other files) as inputs "
+            "of their own with --format pubtator or --format txt, or move them into separate folders.")
+    E712 = ("Document id '{doc_id}' appears twice: {first} and {second}. The rows of the two could not be told "
+            "apart (ids are compared as text, so 1 and \"1\" are the same id). Make the ids unique, or pass "
+            "--id-field with a field that is unique.")
+    E713 = ("{path}: {where}: the {what} (field '{field}') is not valid Unicode text: it holds a lone surrogate "
+            "{char} (a JSON escape such as \\ud800 without its pair). Fix or remove that document.")
+    E714 = ("Cannot write '{path}' ({reason}): {fix}. The shards finished before are kept; rerun the same command "
+            "to resume.")
+    E715 = ("Cannot read the input '{path}' ({reason}). Check that the file is there and readable, then rerun.")
+    E716 = ("The inputs changed while they were linked: {expected} documents were read in the check before the run, "
+            "{found} were linked. The rows written may not match the inputs: keep the inputs as they are while "
+            "link-corpus runs, then rerun with --overwrite.")
 
     # ---- E720–E734: multilingual encoders and evaluation readers (brat, XL-BEL, CodiEsp) ----
     E720 = ("{path}: line {line}: {what}. A brat annotation file holds entity lines 'T1<TAB>TYPE START END<TAB>text' "
@@ -511,6 +559,16 @@ class Errors(metaclass=_CodedMessages):
             "{current}). Upgrade the spacy_sapbert package, or write the config for version {current} (see "
             "configs/{task}.cfg).")
     E762 = ("Config '{path}': {what}. Fix the file or the override (spaCy style: --section.key value).")
+
+    # ---- E770–E779: multiprocess linking ----
+    E770 = ("link-corpus worker process '{name}' ended without finishing its shards (exit status {code}; "
+            "a negative status is the signal that killed it, e.g. -9 when the system ran out of memory). The "
+            "shards finished so far are kept: rerun the same command to resume, with fewer --n-process if memory "
+            "is short.")
+    E771 = ("A link-corpus worker process failed: {error}. The shards finished so far are kept; fix the cause "
+            "and rerun the same command to resume.")
+    E772 = ("link-corpus --n-process above 1 needs the 'fork' start method, which this platform does not have "
+            "(it has: {methods}). Use --n-process 1, or --backend ray.")
 
     # ---- E800–E819: the cross-encoder re-ranker ----
     E801 = ("'{path}' is not a re-ranker folder: it has no {file}. Give the model/ folder that "

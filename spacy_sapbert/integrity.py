@@ -6,19 +6,32 @@
 than the blocks together). :func:`check_files` compares a folder with such records: by default the
 sizes and the sampled hashes (reads at most 1 MiB per file: cheap enough for every load; it finds
 truncation, replacement and most damage of small files, and damage that falls in a sampled block of
-a large one), or with ``full=True`` the whole sha256 (``spacy-sapbert verify``).
+a large one), or with ``full=True`` the whole sha256 (``spacy-sapbert verify``). A record's name must be a
+relative path inside the folder (no absolute path, no ``..``, no link leading out): a folder's records are
+data too, and ``verify`` never reads a file outside the folder it was given.
+
+:func:`check_unit_rows` checks that stored vectors are unit length (all rows, or an evenly spread sample of
+a memory-mapped array), vectorised in blocks: the check behind every index kind and the prototype store.
 """
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
-from typing import Any, Dict, Iterable, Mapping
+import tokenize
+from pathlib import Path, PurePosixPath
+from typing import Any, Dict, Iterable, Mapping, Optional
+
+import numpy
 
 from .errors import Errors, IntegrityError
 from .util import file_sha256
 
 SAMPLE_BLOCKS = 16
 SAMPLE_BLOCK = 64 * 1024
+# what numpy.load raises on a damaged .npy: its header is parsed with ast.literal_eval (SyntaxError, TokenError,
+# TypeError, RecursionError), a bad shape or dtype is a ValueError, a short file an EOFError or OSError
+NPY_READ_ERRORS = (ValueError, OSError, EOFError, SyntaxError, TypeError, RecursionError, tokenize.TokenError)
+NORM_TOLERANCE = 1e-2  # float16 rounding moves a unit vector's norm by ~1e-3
+_ROWS_PER_BLOCK = 4096  # float32 blocks of a few MB: cache-friendly
 
 
 def _sample_offsets(size: int) -> Iterable[int]:
@@ -56,6 +69,11 @@ def check_files(folder: Path, records: Mapping[str, Mapping[str, Any]], *, full:
     folder = Path(folder)
     for name in sorted(records):
         record = records[name]
+        if not inside(folder, name):
+            _fail(folder, str(name), what, "the record names a path outside the folder (absolute, '..' or a link "
+                                           "leading out); it is not read")
+        if not isinstance(record, Mapping):
+            _fail(folder, name, what, "its record is not a mapping")
         path = folder / name
         if not path.is_file():
             _fail(folder, name, what, "the file is missing")
@@ -70,8 +88,48 @@ def check_files(folder: Path, records: Mapping[str, Mapping[str, Any]], *, full:
                                       "(the bytes changed)")
 
 
+def inside(folder: Path, name: Any) -> bool:
+    """Whether ``name`` (from a record) is a relative path that stays inside ``folder``, links resolved."""
+    if not isinstance(name, str) or not name or "\\" in name or "\x00" in name:
+        return False
+    pure = PurePosixPath(name)
+    if pure.is_absolute() or ".." in pure.parts:
+        return False
+    root = Path(folder).resolve()
+    return (root / name).resolve().is_relative_to(root)
+
+
+def unit_norm_problem(X: Any, *, sample: Optional[int] = None, zero_rows: Optional[Any] = None) -> Optional[str]:
+    """None when the rows of ``X`` (2-D, any float dtype, may be memory-mapped) are unit length within
+    :data:`NORM_TOLERANCE`, else what is wrong (for the caller's coded error). ``sample``: check that many
+    evenly spread rows (first and last included) instead of all; ``zero_rows`` (bool per row): rows that
+    must be all zero instead (a prototype store's definition rows in ``names.npy``)."""
+    n = int(X.shape[0])
+    if n == 0:
+        return None
+    rows = None
+    if sample is not None and n > sample:
+        rows = numpy.unique(numpy.linspace(0, n - 1, sample).round().astype(numpy.int64))
+    total = n if rows is None else len(rows)
+    for start in range(0, total, _ROWS_PER_BLOCK):
+        at = numpy.arange(start, min(total, start + _ROWS_PER_BLOCK)) if rows is None else rows[start:start + _ROWS_PER_BLOCK]
+        block = numpy.asarray(X[at[0]:at[-1] + 1] if rows is None else X[at], dtype=numpy.float32)
+        with numpy.errstate(all="ignore"):  # x1e30 overflows to inf: a bad norm, not a warning
+            norms = numpy.sqrt(numpy.einsum("ij,ij->i", block, block))
+        expected = numpy.ones(len(at), dtype=numpy.float32)
+        if zero_rows is not None:
+            expected[numpy.asarray(zero_rows)[at]] = 0.0
+        bad = ~(numpy.abs(norms - expected) <= NORM_TOLERANCE)  # NaN is bad too
+        if bad.any():
+            i = int(numpy.flatnonzero(bad)[0])
+            return (f"row {int(at[i])} has norm {norms[i]:.6g}, expected {expected[i]:g} "
+                    f"({int(bad.sum())} of the {len(at)} rows checked there are off)")
+    return None
+
+
 def _fail(folder: Path, name: str, what: str, why: str) -> None:
     raise IntegrityError(Errors.E551.format(path=folder / name, what=what, why=why, folder=folder))
 
 
-__all__ = ["file_records", "check_files", "SAMPLE_BLOCKS", "SAMPLE_BLOCK"]
+__all__ = ["file_records", "check_files", "inside", "unit_norm_problem", "SAMPLE_BLOCKS", "SAMPLE_BLOCK", "NORM_TOLERANCE",
+           "NPY_READ_ERRORS"]

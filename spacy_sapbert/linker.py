@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # for annotations only
     import numpy
 
 logger = get_logger("linker")
+_SCORE_LIMIT = 1.02  # scores of unit vectors lie in [-1, 1]; float16 rounding and the load checks' 1e-2 stay below
 
 DEFAULT_CONFIG: Dict[str, Any] = {
     "model": DEFAULT_MODEL,
@@ -250,7 +251,8 @@ class SapbertLinker(LinkerStorage, Pipe):
             index = ConceptIndex.build(kb, encoder, kind=kind, exact=exact, M=M, ef_construction=ef_construction,
                                        ef_search=self.cfg["ef_search"], batch_size=self.cfg["batch_size"],
                                        work_dir=work_dir, num_threads=num_threads, show_progress=show_progress)
-            if index_path is not None:
+            if index_path is not None:  # recorded as build-index does: `spacy-sapbert link INDEX` can use it alone
+                index.meta.update(model=encoder.name, kb_path=str(ensure_path(kb_path).resolve()))
                 index.to_disk(index_path)
         if prototypes_path is not None:
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
@@ -322,10 +324,23 @@ class SapbertLinker(LinkerStorage, Pipe):
             kb_ids: List[str] = []
             for span, text in mentions:
                 cands = next(ranked_in_context) if ranked_in_context is not None else list(found.get(text, []))
+                if any(not -_SCORE_LIMIT <= score <= _SCORE_LIMIT for _, score in cands):  # NaN too: E556
+                    self._refuse_score(cands)
                 span._.set(ext, cands)
                 kb_ids.append(cands[0][0] if cands else "")
             if cfg["set_kb_id"] and mentions:
                 self._set_kb_ids(doc, [span for span, _ in mentions], kb_ids)
+
+    def _refuse_score(self, cands: List[Tuple[str, float]]) -> None:
+        """E556: a score outside [-1, 1] never reaches kb_ents (the index's and the store's own guards raise
+        first; this one also covers the scores the context re-ranking mixes from both)."""
+        from .errors import IntegrityError
+
+        score = next(s for _, s in cands if not -_SCORE_LIMIT <= s <= _SCORE_LIMIT)
+        where = self.index.path if self.index is not None and self.index.path is not None else "<memory>"
+        raise IntegrityError(Errors.E556.format(score=score, what="the index (or prototype store) of "
+                                                f"'{self.name}'", path=where, fix="`spacy-sapbert build-index`, "
+                                                "`spacy-sapbert build-prototypes`"))
 
     def _warn_without_ner(self, docs: Sequence[Doc]) -> None:
         """Warn once (W551) when docs reach the linker with no entity annotation at all: nothing
@@ -383,12 +398,16 @@ class SapbertLinker(LinkerStorage, Pipe):
 
 
 def _validate_cfg(cfg: Dict[str, Any]) -> None:
-    for what, minimum in (("k", 1), ("max_entities_per_mention", 1), ("batch_size", 1), ("ef_search", 1),
-                          ("context_k", 1)):
+    from .index.meta import MAX_EF_SEARCH, MAX_K
+
+    for what, minimum, maximum in (("k", 1, MAX_K), ("max_entities_per_mention", 1, MAX_K), ("batch_size", 1, None),
+                                   ("ef_search", 1, MAX_EF_SEARCH), ("context_k", 1, MAX_K)):
         if what == "ef_search" and cfg[what] is None:
             continue
         if not isinstance(cfg[what], int) or cfg[what] < minimum:
             raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=cfg[what]))
+        if maximum is not None and cfg[what] > maximum:  # 10**20 candidates: an OverflowError, not a search
+            raise ConfigError(Errors.E559.format(what=what, minimum=minimum, maximum=maximum, value=cfg[what]))
     from .encoding.onnx_encoder import check_runtime
 
     check_runtime(cfg["runtime"])

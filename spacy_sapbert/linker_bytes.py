@@ -6,7 +6,8 @@ written only when it is one of the names ``to_disk`` can write (``encoder/NAME``
 ``index/NAME``, ``prototypes/NAME``, ``prototypes/encoder/NAME`` (the context encoder) with NAME made of letters, digits, ``_``, ``-`` and ``.``, not
 starting with a dot, or the ``.spacy_sapbert.json`` marker of a written folder, and ``resources.json``).
 Anything else (``..``, an absolute path, another top-level folder, a deeper path, a value that is
-not bytes) is refused with E550 before a single file is written.
+not bytes, a name ending in a newline) is refused with E550 before a single file is written, and so are more
+than :data:`MAX_FILES` files and a JSON or text file over :data:`MAX_TEXT_BYTES` (parsed whole at load).
 """
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ from .errors import DataFormatError, Errors
 PARTS = ("encoder", "kb", "index", "prototypes")
 TOP_FILES = ("resources.json",)  # the pointer of a linker whose KB and index are kept outside
 # NAME: letters, digits, "_", "-", "." (not first), or the marker file every written folder carries
-_NAME = re.compile(r"^((encoder|kb|index|prototypes|prototypes/encoder)/([A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}|\.spacy_sapbert\.json)"
-                   r"|resources\.json)$")
+# (matched with fullmatch: "$" alone would also accept a name ending in "\n")
+_NAME = re.compile(r"((encoder|kb|index|prototypes|prototypes/encoder)/([A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}|\.spacy_sapbert\.json)"
+                   r"|resources\.json)")
+MAX_FILES = 4096  # to_disk writes a few dozen
+MAX_TEXT_BYTES = 256 << 20  # .json / .txt files are parsed whole: tokenizer.json of a large vocabulary is ~20 MB
 
 
 def pack_folder(folder: Path) -> bytes:
@@ -44,13 +48,23 @@ def checked_files(data: bytes) -> Dict[str, bytes]:
         raise DataFormatError(Errors.E550.format(what=f"the data is not a msgpack map ({type(err).__name__})")) from None
     if not isinstance(files, dict):
         raise DataFormatError(Errors.E550.format(what=f"the data is a msgpack {type(files).__name__}, not a map"))
+    if len(files) > MAX_FILES:
+        raise DataFormatError(Errors.E550.format(what=f"it holds {len(files):,} files, more than the {MAX_FILES:,} "
+                                                      "a saved linker can have"))
     for name, content in files.items():
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise DataFormatError(Errors.E550.format(
                 what=f"the file name {name!r} is not one that to_disk writes (allowed: "
                      f"{', '.join([p + '/NAME' for p in PARTS] + list(TOP_FILES))}; no '..', absolute paths or sub-folders)"))
         if not isinstance(content, bytes):
             raise DataFormatError(Errors.E550.format(what=f"the content of {name!r} is {type(content).__name__}, not bytes"))
+        if name.endswith((".json", ".txt")) and len(content) > MAX_TEXT_BYTES:
+            raise DataFormatError(Errors.E550.format(what=f"{name!r} has {len(content):,} bytes, more than the "
+                                                          f"{MAX_TEXT_BYTES:,} a metadata or text file may have"))
+    if files and not any(name.startswith("index/") or name == "resources.json" for name in files):
+        raise DataFormatError(Errors.E550.format(what="it has files but no index/ (nor resources.json): an "
+                                                      "incomplete linker, which would leave the previous KB and index "
+                                                      "in place"))
     return files
 
 
@@ -64,4 +78,4 @@ def unpack_folder(data: bytes, folder: Path) -> None:
             fh.write(content)
 
 
-__all__ = ["pack_folder", "unpack_folder", "checked_files", "PARTS"]
+__all__ = ["pack_folder", "unpack_folder", "checked_files", "PARTS", "MAX_FILES", "MAX_TEXT_BYTES"]

@@ -57,7 +57,9 @@ class LinkerStorage:
 
         path = ensure_path(path)
         pointer = read_pointer(path)
-        if pointer is None and not (path / "index").exists():
+        if pointer is None and not (path / "index").exists():  # an uninitialised linker was saved: so is this one
+            self.encoder, self.index, self._resources_dir = None, None, None
+            self.set_prototypes(None)
             return self
         folder, kb = path, None
         if pointer is not None:  # the KB the check opened is the one used

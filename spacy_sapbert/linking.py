@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from .errors import DataFormatError, Errors, MissingInputError
 from .index import META_FILE, ConceptIndex
-from .util import PathLike, atomic_dir, ensure_path, get_logger
+from .util import PathLike, atomic_dir, ensure_path, folder_contents, get_logger
 
 logger = get_logger("linking")
 
@@ -158,13 +158,18 @@ def _linker_names(path: Path) -> Iterable[str]:
 
 
 def link_records(nlp: Any, texts: Iterable[Tuple[str, str]], *, whole_text: bool = False,
-                 batch_size: int = 64) -> Iterator[Dict[str, Any]]:
+                 batch_size: int = 64, names: bool = False) -> Iterator[Dict[str, Any]]:
     """``(id, text)`` pairs → one record per text: ``{"id", "text", "ents": [{start, end, text, label,
-    kb_id, kb_ents}]}``; offsets are characters. With ``whole_text`` each text is one mention."""
+    kb_id, kb_ents}]}``; offsets are characters. With ``whole_text`` each text is one mention. With
+    ``names`` each ``kb_ents`` entry is ``[concept_id, score, canonical name]`` (from the linker's KB)."""
     from spacy.tokens import Span
 
     pairs = list(texts)
+    for doc_id, text in pairs:  # spaCy's E088 (a ValueError from deep inside nlp.pipe) as a coded error, up front
+        if len(text) > nlp.max_length:
+            raise DataFormatError(Errors.E560.format(doc_id=doc_id, n=len(text), maximum=nlp.max_length))
     ext = linker_extension(nlp) or "kb_ents"
+    name_of = canonical_names(nlp) if names else None
     if whole_text:
         docs = []
         for _, text in pairs:
@@ -178,18 +183,37 @@ def link_records(nlp: Any, texts: Iterable[Tuple[str, str]], *, whole_text: bool
     else:
         out = nlp.pipe((text for _, text in pairs), batch_size=batch_size)
     for (doc_id, text), doc in zip(pairs, out):
-        yield {"id": doc_id, "text": text, "ents": doc_entities(doc, ext)}
+        yield {"id": doc_id, "text": text, "ents": doc_entities(doc, ext, name_of)}
 
 
-def doc_entities(doc: Any, extension: str = "kb_ents") -> List[Dict[str, Any]]:
+def doc_entities(doc: Any, extension: str = "kb_ents",
+                 name_of: Optional[Callable[[str], str]] = None) -> List[Dict[str, Any]]:
     """The entities of a linked ``doc``: ``{start, end, text, label, kb_id, kb_ents}`` each (character
-    offsets; ``kb_ents`` = ``[[concept_id, score], ...]`` read from ``span._.<extension>``)."""
+    offsets; ``kb_ents`` = ``[[concept_id, score], ...]`` read from ``span._.<extension>``, with
+    ``name_of`` ``[[concept_id, score, name_of(concept_id)], ...]``)."""
     ents = []
     for ent in doc.ents:
         cands = ent._.get(extension) if ent.has_extension(extension) else None
+        kb_ents = [[c, s] if name_of is None else [c, s, name_of(c)] for c, s in (cands or [])]
         ents.append({"start": ent.start_char, "end": ent.end_char, "text": ent.text, "label": ent.label_,
-                     "kb_id": ent.kb_id_, "kb_ents": [[c, s] for c, s in (cands or [])]})
+                     "kb_id": ent.kb_id_, "kb_ents": kb_ents})
     return ents
+
+
+def canonical_names(nlp: Any) -> Callable[[str], str]:
+    """``concept id -> canonical name`` in the KB of the last ``sapbert_linker`` of ``nlp`` (memoised;
+    ``""`` for an id it does not know, or without a linker)."""
+    names = [name for name, proc in nlp.pipeline if proc.__class__.__name__ == "SapbertLinker"]
+    entities = nlp.get_pipe(names[-1]).kb.cui_to_entity if names else {}
+    seen: Dict[str, str] = {}
+
+    def name_of(concept_id: str) -> str:
+        if concept_id not in seen:
+            entity = entities.get(concept_id) if entities else None
+            seen[concept_id] = entity.canonical_name if entity is not None else ""
+        return seen[concept_id]
+
+    return name_of
 
 
 def linker_extension(nlp: Any) -> Optional[str]:
@@ -264,14 +288,17 @@ def export_onnx_dir(path: PathLike) -> List[Path]:
 def read_texts(paths: Sequence[PathLike], stdin: BinaryIO) -> List[Tuple[str, str]]:
     """The ``link`` command's input as ``(id, text)`` pairs: each file is one document (id: its path),
     else each line of ``stdin`` is one (id: its line number). Input must be UTF-8 (E506 names the file
-    and line otherwise); a missing input file is E001."""
+    and line otherwise); a missing input file is E001, a folder E511."""
     if not paths:
         return [(str(i), _decode(line, "<stdin>", i).rstrip("\r\n")) for i, line in enumerate(stdin, start=1)]
     texts = []
+    hint = "give text files (one document each), or lines on stdin."
     for path in map(ensure_path, paths):
+        if path.is_dir():
+            raise MissingInputError(Errors.E511.format(what="Input text file", path=path, files=folder_contents(path),
+                                                       hint=hint))
         if not path.is_file():
-            raise MissingInputError(Errors.E001.format(what="Input text file", path=path,
-                                                       hint="give text files (one document each), or lines on stdin."))
+            raise MissingInputError(Errors.E001.format(what="Input text file", path=path, hint=hint))
         data = path.read_bytes()
         texts.append((str(path), _decode(data, str(path), 1)))
     return texts

@@ -52,6 +52,18 @@ def ensure_path(path: PathLike) -> Path:
     return path if isinstance(path, Path) else Path(path)
 
 
+def folder_contents(path: PathLike, limit: int = 6) -> str:
+    """A folder's first entries by name, for a message: ``a.txt, b/, c.txt, ... (12 entries)`` or ``nothing``."""
+    try:
+        entries = sorted(ensure_path(path).iterdir(), key=lambda p: p.name)
+    except OSError as err:
+        return f"unreadable: {err.strerror or err}"
+    names = [p.name + ("/" if p.is_dir() else "") for p in entries[:limit]]
+    if len(entries) > limit:
+        names.append(f"... ({len(entries)} entries)")
+    return ", ".join(names) or "nothing"
+
+
 @contextlib.contextmanager
 def atomic_write(
     path: PathLike, mode: str = "w", encoding: Optional[str] = "utf8"

@@ -1,10 +1,13 @@
-"""``verify``: check every recorded file of a KB, encoder, index or pipeline folder in full (sha256).
+"""``verify``: check every recorded file of a KB, encoder, index, prototype store or pipeline folder in full (sha256).
 
 :func:`verify_folder` finds what kind of folder it was given and returns one :class:`FileCheck` per
 file: ``ok``, ``damaged`` (missing, other size, other hash: the message says which) or
 ``unrecorded`` (a folder written before checksums were kept; nothing to compare with). An index
 folder records the size of its data file (``file_size`` in ``index_meta.json``); files it records
-under ``"files"`` are hashed like the others.
+under ``"files"`` are hashed like the others. Beyond the hashes (which a forger recomputes), ``verify`` checks
+what a load checks, in full where a load samples: every field of ``index_meta.json`` (E557), and the length of
+every stored vector of an index (``vectors.npy``, ``vectors.f16.npy``, ``names.hnsw``) and of a prototype
+store (``vectors.npy``, ``names.npy``). A record naming a path outside the folder is reported, never read.
 """
 from __future__ import annotations
 
@@ -13,12 +16,16 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
 from .encoding.files import SETTINGS_FILE, read_json_file, read_settings
-from .errors import DataFormatError, Errors, IntegrityError, MissingInputError
-from .integrity import check_files
+from .errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError
+from .integrity import NPY_READ_ERRORS, check_files, unit_norm_problem
 from .util import PathLike, ensure_path
 
 KB_META = "kb.json"
 INDEX_META = "index_meta.json"
+PROTOTYPES_META = "prototypes_meta.json"
+_FIXES = {"kb": "Rebuild the knowledge base (`spacy-sapbert build-kb`) or copy the folder {folder} again.",
+          "index": "Restore index_meta.json from the original folder, or rebuild the index (`spacy-sapbert build-index`).",
+          "prototypes": "Rebuild the prototype store (`spacy-sapbert build-prototypes`) or copy the folder {folder} again."}
 ONNX_EXPORT = "onnx_export.json"
 
 
@@ -47,7 +54,7 @@ def _check_records(folder: Path, records: Any, what: str) -> List[FileCheck]:
 
 
 def verify_kb(folder: Path) -> List[FileCheck]:
-    return _check_records(folder, read_json_file(folder / KB_META, what="a knowledge base").get("files"),
+    return _check_records(folder, read_json_file(folder / KB_META, what="a knowledge base", fix=_FIXES["kb"]).get("files"),
                           "knowledge base")
 
 
@@ -59,10 +66,57 @@ def verify_encoder(folder: Path) -> List[FileCheck]:
     return checks
 
 
+def _lengths(checks: List[FileCheck], problem_of: Dict[str, Any]) -> List[FileCheck]:
+    """``checks`` with each file of ``problem_of`` whose hash check passed checked in full for unit-length
+    vectors (``problem_of[name]()``: None or what is wrong); a file that fails becomes damaged."""
+    out = []
+    for check in checks:
+        find = problem_of.get(check.path.name)
+        problem = find() if find is not None and check.status == "ok" else None
+        out.append(check if problem is None else FileCheck(check.path, "damaged", problem))
+    return out
+
+
+def _not_unit(problem: Any) -> Any:
+    return None if problem is None else f"stored vectors are not unit length: {problem}"
+
+
+def _index_lengths(folder: Path, meta: Dict[str, Any]) -> Dict[str, Any]:
+    import numpy
+
+    from .index.hnsw_file import check_hnsw_file
+
+    def npy(name: str) -> Any:
+        def problem() -> Any:
+            try:
+                X = numpy.load(folder / name, mmap_mode="r", allow_pickle=False)
+            except NPY_READ_ERRORS as err:
+                return f"not a readable array ({err or type(err).__name__})"
+            if X.shape != (meta["n_names"], meta["dim"]) or X.dtype.kind != "f":
+                return f"shape {X.shape} {X.dtype}, expected ({meta['n_names']}, {meta['dim']}) floats"
+            return _not_unit(unit_norm_problem(X))
+        return problem
+
+    def hnsw() -> Any:
+        try:
+            check_hnsw_file(folder / "names.hnsw", n=int(meta["n_names"]), dim=int(meta["dim"]))
+        except SapbertError as err:
+            return str(err)
+        return None
+
+    return {"vectors.npy": npy("vectors.npy"), "vectors.f16.npy": npy("vectors.f16.npy"), "names.hnsw": hnsw}
+
+
 def verify_index(folder: Path) -> List[FileCheck]:
-    meta = read_json_file(folder / INDEX_META, what="an index")
+    from .index.meta import check_meta
+
+    meta = read_json_file(folder / INDEX_META, what="an index", fix=_FIXES["index"])
+    try:
+        check_meta(meta, folder / INDEX_META)  # the field an edit broke, as a load reports it
+    except SapbertError as err:
+        return [FileCheck(folder / INDEX_META, "damaged", str(err))]
     if isinstance(meta.get("files"), dict) and meta["files"]:  # every data file recorded (size and hashes)
-        return _check_records(folder, meta["files"], "index")
+        return _lengths(_check_records(folder, meta["files"], "index"), _index_lengths(folder, meta))
     name, size = meta.get("file"), meta.get("file_size")
     if not isinstance(name, str) or "/" in name or not isinstance(size, int):
         raise DataFormatError(Errors.E552.format(path=folder / INDEX_META, what="an index",
@@ -78,6 +132,38 @@ def verify_index(folder: Path) -> List[FileCheck]:
     return checks
 
 
+def verify_prototypes(folder: Path) -> List[FileCheck]:
+    """A prototype store: its array files' records in full, the length of every stored vector, its encoder."""
+    import numpy
+
+    from .context.store import unit_problem
+
+    meta = read_json_file(folder / PROTOTYPES_META, what="a prototype store", fix=_FIXES["prototypes"])
+    checks = _check_records(folder, meta.get("files"), "prototype store")
+
+    def lengths() -> Any:
+        def load(name: str) -> Any:
+            return numpy.load(folder / name, mmap_mode="r", allow_pickle=False)
+        names = load("names.npy") if meta.get("name_encoder") else None
+        return _not_unit(unit_problem(load("vectors.npy"), load("kinds.npy"), names, sample=None))
+
+    def safe_lengths() -> Any:
+        try:
+            return lengths()
+        except (*NPY_READ_ERRORS, IndexError) as err:  # a pickle-bearing, truncated or malformed array
+            return f"an array cannot be read as a plain array: {err or type(err).__name__}"
+
+    if all(check.status == "ok" for check in checks):
+        checks = _lengths(checks, {"vectors.npy": safe_lengths})
+    elif all(check.status == "unrecorded" for check in checks):  # no hashes to compare, the lengths still count
+        problem = safe_lengths()
+        checks.append(FileCheck(folder / "vectors.npy", "damaged" if problem else "ok",
+                                problem or "every stored vector is unit length (no hash recorded)"))
+    if (folder / "encoder").is_dir():
+        checks += verify_encoder(folder / "encoder")
+    return checks
+
+
 def _linker_folders(pipeline: Path) -> List[Path]:
     from spacy.util import load_config
 
@@ -88,7 +174,7 @@ def _linker_folders(pipeline: Path) -> List[Path]:
 
 
 def verify_folder(path: PathLike) -> List[FileCheck]:
-    """Check a KB, encoder, index or spaCy pipeline folder (every sapbert_linker in it) in full."""
+    """Check a KB, encoder, index, prototype store or spaCy pipeline folder (every sapbert_linker in it) in full."""
     path = ensure_path(path)
     if not path.is_dir():
         raise MissingInputError(Errors.E001.format(what="Folder", path=path,
@@ -96,7 +182,8 @@ def verify_folder(path: PathLike) -> List[FileCheck]:
     if (path / "config.cfg").is_file():
         checks: List[FileCheck] = []
         for linker in _linker_folders(path):
-            for part, check in (("encoder", verify_encoder), ("kb", verify_kb), ("index", verify_index)):
+            for part, check in (("encoder", verify_encoder), ("kb", verify_kb), ("index", verify_index),
+                                ("prototypes", verify_prototypes)):
                 if (linker / part).is_dir():
                     checks += check(linker / part)
         return checks
@@ -106,6 +193,8 @@ def verify_folder(path: PathLike) -> List[FileCheck]:
         return verify_encoder(path)
     if (path / INDEX_META).is_file():
         return verify_index(path)
+    if (path / PROTOTYPES_META).is_file():
+        return verify_prototypes(path)
     raise DataFormatError(Errors.E555.format(path=path))
 
 
@@ -116,4 +205,4 @@ def summary(checks: List[FileCheck]) -> Dict[str, int]:
     return counts
 
 
-__all__ = ["FileCheck", "verify_folder", "verify_kb", "verify_encoder", "verify_index", "summary"]
+__all__ = ["FileCheck", "verify_folder", "verify_kb", "verify_encoder", "verify_index", "verify_prototypes", "summary"]

@@ -170,14 +170,14 @@ def test_store_round_trip_is_memory_mapped_and_checked(kb, encoder, tiny_bert_pa
     with pytest.raises(DataFormatError, match="SB-E607"):
         PrototypeStore.from_disk(tmp_path / "nothing")
     # crafted offsets (a concept without rows, rows out of order): refused, not a wrong similarity
-    (broken / "prototypes_meta.json").write_text(json.dumps(meta))
-    offsets = np.load(broken / "offsets.npy")
+    (broken / "prototypes_meta.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "files"}))
+    offsets = np.load(broken / "offsets.npy")  # (records dropped: with them, E551 sees any rewritten file first)
     empty, backwards = offsets.copy(), offsets.copy()
     empty[1] = 0  # the first concept has no rows, the second takes them
     backwards[1] = offsets[-1] + 1  # past the last row, then back: the ends right, the rows out of order
     for bad in (empty, backwards):
         np.save(broken / "offsets.npy", bad)
-        with pytest.raises(DataFormatError, match="SB-E607.*offsets"):
+        with pytest.warns(UserWarning, match="SB-W554"), pytest.raises(DataFormatError, match="SB-E607.*offsets"):
             PrototypeStore.from_disk(broken, load_encoder=False)
 
 

@@ -16,7 +16,7 @@ from spacy.tokens import Span
 from spacy_sapbert.context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes
 from spacy_sapbert.context.rerank import tune_weights, with_example_names
 from spacy_sapbert.encoding.torch_encoder import Encoder
-from spacy_sapbert.errors import ConfigError, DataFormatError, IncompatibleError
+from spacy_sapbert.errors import ConfigError, DataFormatError, IncompatibleError, IntegrityError
 from spacy_sapbert.evaluation.context import context_rankings
 from spacy_sapbert.evaluation.datasets import Document, Mention
 from spacy_sapbert.evaluation.metrics import Ranking
@@ -91,10 +91,15 @@ def test_store_keeps_example_names_memory_mapped(files, tiny_bert_path):
 def test_damaged_example_names_are_coded_errors(files, tmp_path):
     shutil.copytree(files / "protos", tmp_path / "p")
     (tmp_path / "p" / "names.npy").unlink()
-    with pytest.raises(DataFormatError, match="SB-E607"):
+    with pytest.raises(IntegrityError, match="SB-E551.*names.npy"):  # the store's file records see it first
+        PrototypeStore.from_disk(tmp_path / "p", device="cpu")
+    meta = json.loads((tmp_path / "p" / "prototypes_meta.json").read_text())
+    del meta["files"]  # a store written before the records: the shape checks still hold
+    (tmp_path / "p" / "prototypes_meta.json").write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="SB-W554"), pytest.raises(DataFormatError, match="SB-E607"):
         PrototypeStore.from_disk(tmp_path / "p", device="cpu")
     np.save(tmp_path / "p" / "names.npy", np.zeros((2, 3), dtype=np.float32))
-    with pytest.raises(DataFormatError, match="SB-E607.*expected"):
+    with pytest.warns(UserWarning, match="SB-W554"), pytest.raises(DataFormatError, match="SB-E607.*expected"):
         PrototypeStore.from_disk(tmp_path / "p", device="cpu")
 
 

@@ -85,16 +85,16 @@ def test_rows_do_not_depend_on_what_the_process_linked_before(reference, shards,
 def test_a_killed_run_resumes_without_losing_or_duplicating_rows(reference, shards, corpus_pipeline, tmp_path,
                                                                   monkeypatch):
     out, _ = reference
-    real = local_backend.write_rows
+    real = local_backend.write_shard
     written = []
 
-    def die_after_two(path, columns, fmt):
+    def die_after_two(output, shard, columns, fmt):
         if len(written) == 2:
             raise KeyboardInterrupt("killed")  # what SIGINT/SIGTERM raise in the CLI
-        real(path, columns, fmt)
-        written.append(path)
+        real(output, shard, columns, fmt)
+        written.append(shard)
 
-    monkeypatch.setattr(local_backend, "write_rows", die_after_two)
+    monkeypatch.setattr(local_backend, "write_shard", die_after_two)
     with pytest.raises(KeyboardInterrupt):
         link_corpus([shards], str(corpus_pipeline), tmp_path / "out", batch_size=4, show_progress=False)
     monkeypatch.undo()

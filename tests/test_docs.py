@@ -203,10 +203,46 @@ def _env(work: Path) -> Dict[str, str]:
     return env
 
 
+def _demo_clean_targets() -> Set[str]:
+    """What ``make demo-clean`` removes (the ``rm -rf`` words of its recipe)."""
+    recipe = re.search(r"^demo-clean:\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(encoding="utf8"), re.MULTILINE)
+    assert recipe, "Makefile has no demo-clean recipe"
+    words = recipe.group(1).replace("\\\n", " ").split()
+    assert words[:2] == ["rm", "-rf"]
+    return set(words[2:])
+
+
+def assert_outputs_ignored_and_cleaned(work: Path, before: Set[str]) -> None:
+    """Every top-level folder or file the quick start wrote is git-ignored and removed by ``make demo-clean``."""
+    created = sorted(p.name for p in work.iterdir() if p.name not in before)
+    assert created
+    targets = _demo_clean_targets()
+    for name in created:
+        path = name + "/" if (work / name).is_dir() else name
+        ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT).returncode == 0
+        assert ignored, f"the quick start writes {path}, which .gitignore does not ignore"
+        assert name in targets, f"the quick start writes {path}, which `make demo-clean` leaves"
+
+
+def test_quickstart_blocks_share_one_index():
+    """The Python and the command-line blocks build one index between them, not one each (issue 30)."""
+    blocks = quickstart_blocks(ROOT / "README.md")
+    index = re.search(r'index_path="([^"]+)"', blocks["python"]).group(1)
+    build = [line for line in blocks["bash"].splitlines() if "spacy-sapbert build-index" in line]
+    assert len(build) == 1 and re.search(rf"--output {re.escape(index)}(\s|$)", build[0]), (index, build)
+    assert build[0].startswith(f"[ -d {index} ] || "), "build-index must be skipped when the index exists"
+    assert f"spacy-sapbert link {index}" in blocks["bash"] and f"--index {index}" in blocks["bash"]
+
+
 def test_quickstart_python_runs_as_written(quickstart_dir, tmp_path):
     # docs/getting-started.md holds the same blocks (test_readme_is_short_and_keeps_the_two_setup_commands_first)
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+
     work = tmp_path / "work"
     shutil.copytree(quickstart_dir, work, symlinks=True)
+    before = {p.name for p in work.iterdir()}
     code = quickstart_blocks(ROOT / "README.md")["python"]
     proc = subprocess.run([sys.executable, "-c", code], cwd=work, env=_env(work), capture_output=True, text=True,
                           timeout=600)
@@ -215,7 +251,13 @@ def test_quickstart_python_runs_as_written(quickstart_dir, tmp_path):
     # the exact KB name links with its stored vector (score 1.0), whatever the random encoder says
     assert "Hereditary breast and ovarian cancer Disease D061325 1.0 Hereditary Breast and Ovarian Cancer Syndrome" in lines
     assert not any("BRCA1" in line for line in lines)        # a Chemical span: not linked ("labels")
-    assert (work / "indexes" / "medic_minilm").is_dir() and (work / "my_linker" / "config.cfg").is_file()
+    assert (work / "indexes" / "medic").is_dir() and (work / "my_linker" / "config.cfg").is_file()
+    assert_outputs_ignored_and_cleaned(work, before)
+    # the index the Python block built serves the command line too: `link INDEX` finds its model and KB
+    result = CliRunner().invoke(app, ["link", str(work / "indexes" / "medic")], input="heart attack\n")
+    assert result.exit_code == 0, result.output
+    mention = json.loads(result.stdout.splitlines()[0])["ents"][0]
+    assert mention["kb_id"] == "D009203" and mention["kb_ents"][0][2] == "Myocardial Infarction"
 
 
 @pytest.mark.slow  # a minute or two: eight CLI processes and a wheel build
@@ -234,6 +276,15 @@ def test_quickstart_cli_runs_as_written(quickstart_dir, tmp_path):
     assert mention["ents"][0]["text"] == "heart attack" and mention["ents"][0]["kb_id"] == "D009203"
     wheels = list((work / "packages" / "dist").glob("en_sapbert_medic-0.1.0-*.whl"))
     assert len(wheels) == 1
+    assert_outputs_ignored_and_cleaned(work, {p.name for p in quickstart_dir.iterdir()})
+    # then the Python block reuses the index the command line built (whichever runs first builds it)
+    meta = work / "indexes" / "medic" / "index_meta.json"
+    stamp = meta.stat().st_mtime_ns
+    code = quickstart_blocks(ROOT / "README.md")["python"]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=work, env=_env(work), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "D061325 1.0" in proc.stdout and meta.stat().st_mtime_ns == stamp
 
 
 # ------------------------------------------------------------------ benchmark tables match their results files

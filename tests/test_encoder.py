@@ -124,7 +124,7 @@ def test_missing_folder_config_and_unreachable_hub(tmp_path, tiny_bert_path):
     shutil.copy(tiny_bert_path / "vocab.txt", no_config / "vocab.txt")
     with pytest.raises(MissingInputError, match="SB-E101"):
         Encoder.load(no_config)
-    with pytest.raises(MissingInputError, match="SB-E101"):  # HF_HUB_OFFLINE=1 in conftest
+    with pytest.raises(MissingInputError, match="SB-E512"):  # HF_HUB_OFFLINE=1 in conftest: at once
         Encoder.load("no-such-org/no-such-model-xyz")
     with pytest.raises(MissingInputError, match="SB-E104"):
         Encoder.from_disk(tiny_bert_path)

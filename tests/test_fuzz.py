@@ -1,6 +1,9 @@
 """Fuzzing with Hypothesis: every reader and the link input get random bytes, random text, mutated and
 truncated copies of a valid fixture. The only outcomes allowed are a result or a coded
-:class:`SapbertError`; anything else (a traceback from inside a reader) fails the test.
+:class:`SapbertError`; anything else (a traceback from inside a reader) fails the test. The link-corpus
+readers (``corpus_jsonl``, ``corpus_parquet``) also may not lose a document: when a shard reads, every
+non-blank line (every Parquet row) is a document with an id of its own and text that can be written,
+and the check before the run counts the same.
 
 Bounded in the default run (profile ``bounded``: a few dozen examples per test, the whole file well
 under a minute); ``SAPBERT_FUZZ_EXAMPLES=5000 pytest tests/test_fuzz.py`` loads the ``fuzz`` profile
@@ -18,6 +21,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from spacy_sapbert.corpus import find_shards, read_shard
+from spacy_sapbert.corpus.checks import scan_shards
 from spacy_sapbert.errors import SapbertError
 from spacy_sapbert.evaluation.datasets import read_biosyn, read_mentions_jsonl, read_mentions_tsv, read_pubtator
 from spacy_sapbert.kb import KnowledgeBase
@@ -61,6 +66,30 @@ def _biosyn_text(path: Path) -> object:
     return read_biosyn(concept)
 
 
+def _corpus_shard(fmt: str) -> Callable[[Path], object]:
+    """A link-corpus shard as the run reads it: the check of every document (ids unique), then the documents."""
+
+    def read(path: Path) -> object:
+        shards = find_shards([path], fmt)
+        counts = scan_shards(shards)
+        docs = list(read_shard(shards[0]))
+        assert counts == [len(docs)], "the check and the linking pass read different documents"
+        assert len({doc_id for doc_id, _ in docs}) == len(docs), "two documents with one id passed"
+        for doc_id, text in docs:
+            (doc_id + text).encode("utf8")  # what is read can be written (no lone surrogate)
+        if fmt == "jsonl":
+            lines = [raw.decode("utf8") for raw in path.read_bytes().split(b"\n")]
+            assert len(docs) == sum(1 for n, line in enumerate(lines) if (line[1:] if n == 0 and
+                                                                          line[:1] == "\ufeff" else line).strip())
+        else:
+            import pyarrow.parquet as pq
+
+            assert len(docs) == pq.read_metadata(path).num_rows, "a Parquet row was lost"
+        return docs
+
+    return read
+
+
 # name → (read function on one file, valid fixture, characters its syntax is made of)
 READERS: Dict[str, tuple] = {
     "medic": (_kb_reader(read_medic), FIXTURES / "kb" / "tiny_medic.txt", "|\t:#"),
@@ -73,6 +102,8 @@ READERS: Dict[str, tuple] = {
     "biosyn_text": (_biosyn_text, FIXTURES / "eval" / "biosyn" / "100.txt", " "),
     "mentions_tsv": (read_mentions_tsv, FIXTURES / "eval" / "mentions.tsv", "\t"),
     "mentions_jsonl": (read_mentions_jsonl, FIXTURES / "eval" / "mentions.jsonl", "{}[]\":,"),
+    "corpus_jsonl": (_corpus_shard("jsonl"), FIXTURES / "corpus" / "docs.jsonl", "{}[]\":,\\u"),
+    "corpus_parquet": (_corpus_shard("parquet"), FIXTURES / "corpus" / "docs.parquet", "PAR1\x00\x15\x19\x1c"),
 }
 NAMES = sorted(READERS)
 
@@ -204,3 +235,93 @@ def test_link_input_text(linking_nlp, texts):
                 if not any(ch.isalnum() for ch in normalize_name(ent["text"])):  # NFKC: "⒜" is "(a)"
                     assert ent["kb_ents"] == [] and ent["kb_id"] == ""  # skip_non_alnum
                 assert all(-1.0 - 1e-4 <= s <= 1.0 + 1e-4 for _, s in ent["kb_ents"])
+
+
+def test_a_document_over_max_length_is_a_coded_error_before_any_record(linking_nlp):
+    """spaCy's E088 (a ValueError from inside nlp.pipe) for a 1M-character document: E560 naming it, up front."""
+    from spacy_sapbert.errors import DataFormatError
+    from spacy_sapbert.linking import link_records
+
+    for whole_text, nlp in linking_nlp.items():
+        pairs = [("small", "flu"), ("big.txt", "flu " * (nlp.max_length // 4 + 1))]
+        with pytest.raises(DataFormatError, match=r"\[SB-E560\].*'big.txt' has 1,000,004 characters"):
+            next(iter(link_records(nlp, pairs, whole_text=whole_text)))
+
+
+# ---- damaged index folders: a result with scores in [-1, 1], or a coded error ------------------------
+class _Enc:
+    fingerprint, dim, pooling, max_length, name = "synthetic", 8, "cls", 25, "synthetic"
+
+
+@pytest.fixture(scope="module")
+def index_folders(tmp_path_factory):
+    import numpy
+
+    from spacy_sapbert.index import ConceptIndex
+    from spacy_sapbert.kb import Concept
+
+    root = tmp_path_factory.mktemp("fuzz_index")
+    kb = KnowledgeBase.from_concepts([Concept(f"C{c:03d}", f"name {c}", (f"alias {c}",)) for c in range(40)])
+    vectors = numpy.random.default_rng(0).normal(size=(len(kb.names), 8)).astype(numpy.float32)
+    vectors /= numpy.linalg.norm(vectors, axis=1, keepdims=True)
+    for kind in ("exact", "hnsw"):
+        ConceptIndex.from_vectors(kb, vectors, _Enc(), kind=kind, show_progress=False).to_disk(root / kind)
+    return root, kb, vectors
+
+
+def _search_or_coded_error(folder, kb, vectors):
+    from spacy_sapbert.index import ConceptIndex
+
+    try:
+        index = ConceptIndex.from_disk(folder, kb)
+        for hits in index.search(vectors[:4], 5):
+            assert all(-1.0 - 1e-2 <= score <= 1.0 + 1e-2 for _, score in hits), hits
+    except SapbertError:
+        pass
+
+
+JSON_VALUE = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12),
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                      max_size=3), max_leaves=6)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(kind=st.sampled_from(["exact", "hnsw"]), field=st.sampled_from(
+    ["kind", "n_names", "dim", "ef_search", "file", "file_size", "files", "M", "ef_construction", "languages",
+     "max_length", "n_concepts", "format_version", "kb_checksum"]), value=JSON_VALUE)
+@example(kind="hnsw", field="ef_search", value=-1)
+@example(kind="exact", field="n_names", value="1214x")
+def test_edited_index_meta(index_folders, tmp_path_factory, kind, field, value):
+    import json
+
+    from spacy_sapbert.index import META_FILE
+
+    root, kb, vectors = index_folders
+    folder = tmp_path_factory.mktemp("meta") / kind
+    shutil.copytree(root / kind, folder)
+    meta = json.loads((folder / META_FILE).read_text())
+    (folder / META_FILE).write_text(json.dumps({**meta, field: value}))
+    _search_or_coded_error(folder, kb, vectors)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(offset=st.integers(0, 10**6), data=st.binary(min_size=1, max_size=64))
+def test_overwritten_vector_bytes_with_recomputed_hashes(index_folders, tmp_path_factory, offset, data):
+    """Bytes of vectors.npy overwritten and the records recomputed (so only the content checks can see it)."""
+    import json
+
+    from spacy_sapbert.index import META_FILE
+    from spacy_sapbert.integrity import file_records
+
+    root, kb, vectors = index_folders
+    folder = tmp_path_factory.mktemp("bytes") / "exact"
+    shutil.copytree(root / "exact", folder)
+    path = folder / "vectors.npy"
+    raw = bytearray(path.read_bytes())
+    at = offset % len(raw)
+    raw[at:at + len(data)] = data[: len(raw) - at]
+    path.write_bytes(bytes(raw))
+    meta = json.loads((folder / META_FILE).read_text())
+    meta["files"] = file_records(folder, meta["files"])
+    (folder / META_FILE).write_text(json.dumps(meta))
+    _search_or_coded_error(folder, kb, vectors)

@@ -261,16 +261,26 @@ def test_damaged_vectors_are_caught_at_query_time_when_records_are_bypassed(clus
     """Even with matching records (say, rewritten by hand), out-of-range scores are refused, not returned."""
     kb, vectors, queries = clustered
     ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False).to_disk(tmp_path / "ix")
-    X = numpy.load(tmp_path / "ix" / VECTORS_F16_FILE, mmap_mode="r+")
-    X[:] = X * 30
-    X.flush()
-    del X
     meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
     meta.pop("files")
     (tmp_path / "ix" / META_FILE).write_text(json.dumps(meta))
+    X = numpy.load(tmp_path / "ix" / VECTORS_F16_FILE, mmap_mode="r+")
+    original = numpy.array(X)
+    X[:] = X * 30
+    X.flush()
+    with pytest.raises(MissingInputError, match="SB-E107.*not unit length"):  # the load's sample of rows sees it
+        ConceptIndex.from_disk(tmp_path / "ix", kb)
+    from spacy_sapbert.index.compact import NORM_SAMPLE_ROWS
+
+    sampled = numpy.unique(numpy.linspace(0, len(X) - 1, NORM_SAMPLE_ROWS).round().astype(int))
+    X[sampled] = original[sampled]  # damage only where the load does not look
+    X.flush()
+    del X
     back = ConceptIndex.from_disk(tmp_path / "ix", kb)
     with pytest.raises(MissingInputError, match="SB-E107.*not unit length"):
         back.search(queries[:5], 5)
+    with pytest.raises(IntegrityError, match=r"SB-E556.*the index at '.*ix'"):  # a KB name's vector reused as query
+        back.name_vectors([1])
 
 
 def test_from_vectors_refuses_a_shape_that_does_not_match_the_kb(clustered):

@@ -232,3 +232,264 @@ def test_verify_command(pipeline_dir, tmp_path):
     assert len(damaged) == 2 and "model.safetensors" in damaged[0] + damaged[1] and index_file.name in "".join(damaged)
     nothing = runner.invoke(app, ["verify", str(tmp_path)])
     assert isinstance(nothing.exception, DataFormatError) and "SB-E555" in str(nothing.exception)
+
+
+# ---- damaged indexes that still linked (issue 30, item 5) -------------------------------------------
+class _Enc:
+    """What an index checks queries against (no model needed to index given vectors)."""
+
+    fingerprint, dim, pooling, max_length, name = "synthetic", 16, "cls", 25, "synthetic"
+
+
+def _unit_rows(n, dim=16, seed=0):
+    v = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def small_kb(tmp_path_factory):
+    """100 concepts, 200 names (enough for the ivf index's 64), and their unit vectors."""
+    kb = KnowledgeBase.from_concepts([Concept(f"C{c:04d}", f"name {c}", (f"alias {c}",), ("T",)) for c in range(100)])
+    return kb, _unit_rows(len(kb.names))
+
+
+def _rehash(folder):
+    """Recompute the records of an index folder, as a forger (or a careless copy tool) would."""
+    from spacy_sapbert.index import META_FILE
+
+    meta = json.loads((folder / META_FILE).read_text())
+    meta["files"] = file_records(folder, meta["files"])
+    (folder / META_FILE).write_text(json.dumps(meta))
+
+
+_VECTOR_FILE = {"exact": "vectors.npy", "compact": "vectors.f16.npy", "ivf": "vectors.f16.npy"}
+
+
+@pytest.mark.parametrize("kind", ["exact", "compact", "ivf"])
+@pytest.mark.parametrize("damage", ["x1e30", "zero"])
+def test_scaled_or_zero_vectors_with_recomputed_hashes_are_refused_at_load_and_by_verify(small_kb, tmp_path, kind,
+                                                                                        damage):
+    from spacy_sapbert.errors import MissingInputError
+    from spacy_sapbert.index import ConceptIndex
+
+    if kind == "ivf":
+        pytest.importorskip("faiss")
+    kb, vectors = small_kb
+    folder = tmp_path / kind
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind=kind, show_progress=False).to_disk(folder)
+    path = folder / _VECTOR_FILE[kind]
+    stored = np.load(path)
+    with np.errstate(over="ignore"):  # float16 * 1e30: infinity
+        np.save(path, (stored.astype(np.float32) * np.float32(1e30)).astype(stored.dtype) if damage == "x1e30"
+                else np.zeros_like(stored))
+    _rehash(folder)
+    with pytest.raises(MissingInputError, match=r"\[SB-E107\].*not unit length"):
+        ConceptIndex.from_disk(folder, kb)
+    result = CliRunner().invoke(app, ["verify", str(folder)])
+    assert result.exit_code == 1 and "not unit length" in result.stdout, result.output
+
+
+def test_flipped_bytes_in_an_unsampled_block_of_an_exact_index_never_link(tmp_path):
+    """The issue's case: 64 bytes flipped where the load's sampled hash does not look linked with 120.3."""
+    from spacy_sapbert.errors import MissingInputError
+    from spacy_sapbert.index import ConceptIndex
+
+    kb = KnowledgeBase.from_concepts([Concept(f"C{c:05d}", f"name {c}") for c in range(20_000)])
+    vectors = _unit_rows(len(kb.names), seed=3)  # 1.3 MB: more than the 16 sampled blocks of 64 KiB
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact").to_disk(tmp_path / "ix")
+    path = tmp_path / "ix" / "vectors.npy"
+    block_1 = (path.stat().st_size - SAMPLE_BLOCK) // (SAMPLE_BLOCKS - 1)  # where the second sampled block starts
+    assert block_1 - SAMPLE_BLOCK > 1000
+    offset = (SAMPLE_BLOCK + block_1) // 2  # between the first two sampled blocks: the load's hash does not see it
+    _flip(path, offset, 64)
+    with pytest.raises(MissingInputError, match=r"\[SB-E107\].*vectors.npy.*not unit length"):
+        ConceptIndex.from_disk(tmp_path / "ix", kb)
+    verdict = CliRunner().invoke(app, ["verify", str(tmp_path / "ix")])
+    assert verdict.exit_code == 1 and "DAMAGED" in verdict.stdout
+
+
+def test_scores_outside_minus_one_one_never_leave_an_index(small_kb):
+    """The guard behind every search: an index whose vectors were never checked (built in memory from bad
+    vectors) gives E556, not a link; queries that are not unit length are the caller's E562."""
+    from spacy_sapbert.errors import ConfigError
+    from spacy_sapbert.index import ConceptIndex
+
+    kb, vectors = small_kb
+    index = ConceptIndex.from_vectors(kb, vectors * 120, _Enc(), kind="exact")
+    with pytest.raises(IntegrityError, match=r"\[SB-E556\].*the index at '<memory>'"):
+        index.search(vectors[:3], 5)
+    with pytest.raises(IntegrityError, match=r"\[SB-E556\]"):
+        index.name_vectors([0])  # a mention that is a KB name reuses this vector as its query
+    good = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")
+    with pytest.raises(ConfigError, match=r"\[SB-E562\].*norm 3"):
+        good.search(vectors[:2] * 3, 5)
+    assert all(-1.0 <= s <= 1.0 + 1e-5 for hits in good.search(vectors[:3], 5) for _, s in hits)
+
+
+# ---- index_meta.json edited (issue 30, item 6) --------------------------------------------------------
+@pytest.mark.parametrize("kind", ["exact", "hnsw", "compact"])
+@pytest.mark.parametrize("field,value", [("ef_search", 10**12), ("ef_search", -1), ("ef_search", 1.5),
+                                         ("ef_search", True), ("n_names", "1214x"), ("dim", "16"), ("kind", "flat"),
+                                         ("files", {"/etc/passwd": {"size": 1}}), ("file", "../x"), ("M", "32")])
+def test_edited_index_meta_is_a_coded_error_at_load_and_in_verify(small_kb, tmp_path, kind, field, value):
+    from spacy_sapbert.errors import MissingInputError
+    from spacy_sapbert.index import META_FILE, ConceptIndex
+
+    kb, vectors = small_kb
+    folder = tmp_path / kind
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind=kind, show_progress=False).to_disk(folder)
+    meta = json.loads((folder / META_FILE).read_text())
+    (folder / META_FILE).write_text(json.dumps({**meta, field: value}))
+    with pytest.raises(MissingInputError, match=rf"\[SB-E557\].*'{field}'"):
+        ConceptIndex.from_disk(folder, kb)
+    result = CliRunner().invoke(app, ["verify", str(folder)])
+    assert result.exit_code == 1 and "SB-E557" in result.stdout, result.output
+
+
+def test_index_meta_that_is_not_json_names_the_right_fix(small_kb, tmp_path):
+    from spacy_sapbert.index import META_FILE, ConceptIndex
+
+    kb, vectors = small_kb
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact").to_disk(tmp_path / "ix")
+    (tmp_path / "ix" / META_FILE).write_text("{broken")
+    result = CliRunner().invoke(app, ["verify", str(tmp_path / "ix")])
+    assert isinstance(result.exception, DataFormatError), result.output
+    assert "SB-E552" in str(result.exception) and "encoder" not in str(result.exception)
+    assert "rebuild the index" in str(result.exception)
+
+
+def test_set_ef_and_k_have_an_upper_bound(small_kb):
+    from spacy_sapbert.errors import ConfigError
+    from spacy_sapbert.index import ConceptIndex
+
+    kb, vectors = small_kb
+    index = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")
+    with pytest.raises(ConfigError, match=r"\[SB-E559\].*ef_search"):
+        index.set_ef(10**12)
+    for k in (10**20, 2.5):
+        with pytest.raises(ConfigError, match=r"\[SB-E559\].*\bk\b"):
+            index.search(vectors[:1], k)
+        with pytest.raises(ConfigError, match=r"\[SB-E559\]"):
+            index.search_names(vectors[:1], k)
+
+
+# ---- records naming paths outside the folder (issue 30, item 7) ------------------------------------
+@pytest.mark.parametrize("name", ["/etc/passwd", "../outside.bin", "a/../../outside.bin"])
+def test_verify_never_reads_a_path_outside_the_folder(kb_dir, tmp_path, monkeypatch, name):
+    import spacy_sapbert.integrity as integrity
+
+    (tmp_path / "outside.bin").write_bytes(b"secret")
+    meta = json.loads((kb_dir / "kb.json").read_text())
+    meta["files"][name] = {"size": 6, "sha256": "0" * 64, "sample_sha256": "0" * 64}
+    (kb_dir / "kb.json").write_text(json.dumps(meta))
+    read = []
+    real = integrity.file_sha256
+    monkeypatch.setattr(integrity, "file_sha256", lambda p: read.append(str(p)) or real(p))
+    result = CliRunner().invoke(app, ["verify", str(kb_dir)])
+    assert result.exit_code == 1
+    assert any(line.startswith("DAMAGED") and "outside the folder" in line for line in result.stdout.splitlines())
+    assert all(str(kb_dir.resolve()) in str(__import__("pathlib").Path(p).resolve()) for p in read), read
+
+
+# ---- prototype stores: records, lengths, similarities (issue 30, items 5 and 6) --------------------
+class _CtxEnc:
+    """A stand-in for a context encoder's identity in hand-built stores."""
+
+    dim, pooling, max_length, fingerprint = 16, "mean", 64, "hand"
+
+    def settings(self):
+        return {"dim": 16, "pooling": "mean", "max_length": 64, "fingerprint": "hand", "name": "hand"}
+
+
+def _store(tmp_path, n=40):
+    from spacy_sapbert.context import PrototypeStore
+
+    concepts = [f"C{i % 10:04d}" for i in range(n)]
+    store = PrototypeStore.from_rows(_unit_rows(n, seed=7), concepts, [0] * n, encoder=_CtxEnc(), kb_checksum="x")
+    store.encoder = None  # the identity is in the meta; no encoder folder to write
+    store.to_disk(tmp_path / "p")
+    return tmp_path / "p"
+
+
+def test_prototype_store_records_its_files_and_load_checks_them(tmp_path):
+    from spacy_sapbert.context import PrototypeStore
+
+    folder = _store(tmp_path)
+    meta = json.loads((folder / "prototypes_meta.json").read_text())
+    assert sorted(meta["files"]) == ["concept_ids.npy", "kinds.npy", "offsets.npy", "vectors.npy"]
+    loaded = PrototypeStore.from_disk(folder, load_encoder=False)
+    assert loaded.path == folder
+    verdict = CliRunner().invoke(app, ["verify", str(folder)])
+    assert verdict.exit_code == 0 and verdict.stdout.count("OK") == 4 and "vectors.npy" in verdict.stdout
+    _flip(folder / "vectors.npy", 400, 64)
+    with pytest.raises(IntegrityError, match=r"\[SB-E551\].*vectors.npy"):
+        PrototypeStore.from_disk(folder, load_encoder=False)
+    assert CliRunner().invoke(app, ["verify", str(folder)]).exit_code == 1
+
+
+def test_prototype_store_without_records_warns_and_damaged_vectors_are_refused(tmp_path):
+    from spacy_sapbert.context import PrototypeStore
+
+    folder = _store(tmp_path)
+    meta = json.loads((folder / "prototypes_meta.json").read_text())
+    del meta["files"]  # a store written before the records
+    (folder / "prototypes_meta.json").write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match=r"\[SB-W554\].*build-prototypes"):
+        PrototypeStore.from_disk(folder, load_encoder=False)
+    vectors = np.load(folder / "vectors.npy")
+    np.save(folder / "vectors.npy", vectors * np.float32(2e5))  # the issue's scores of ~2e5
+    with pytest.warns(UserWarning, match="SB-W554"), pytest.raises(DataFormatError, match=r"\[SB-E558\].*not unit"):
+        PrototypeStore.from_disk(folder, load_encoder=False)
+    verdict = CliRunner().invoke(app, ["verify", str(folder)])
+    assert verdict.exit_code == 1 and "not unit length" in verdict.stdout, verdict.output
+
+
+def test_prototype_similarities_outside_minus_one_one_are_refused(tmp_path):
+    """Damage the load's sample does not see: every similarity a query computes is checked (E556)."""
+    from spacy_sapbert.context import PrototypeStore
+
+    folder = _store(tmp_path, n=3000)
+    meta = json.loads((folder / "prototypes_meta.json").read_text())
+    del meta["files"]
+    (folder / "prototypes_meta.json").write_text(json.dumps(meta))
+    vectors = np.load(folder / "vectors.npy")
+    vectors[1] *= 1e5  # row 1 of 3000 lies between the 1024 rows sampled
+    np.save(folder / "vectors.npy", vectors)
+    with pytest.warns(UserWarning, match="SB-W554"):
+        store = PrototypeStore.from_disk(folder, load_encoder=False)
+    concept = store.concept_ids[0]
+    with pytest.raises(IntegrityError, match=r"\[SB-E556\].*prototype store"):
+        store.similarities(vectors[0], [concept])
+
+
+@pytest.mark.parametrize("name", ["vectors.npy", "kinds.npy"])
+def test_pickle_bearing_prototype_array_is_a_coded_error(tmp_path, name):
+    """Refused before too, but by a bare ValueError from numpy: now E558 naming the file."""
+    from spacy_sapbert.context import PrototypeStore
+
+    folder = _store(tmp_path)
+    np.save(folder / name, np.array([{"x": 1}] * 40, dtype=object), allow_pickle=True)
+    meta = json.loads((folder / "prototypes_meta.json").read_text())
+    meta["files"] = file_records(folder, meta["files"])  # records rewritten to match
+    (folder / "prototypes_meta.json").write_text(json.dumps(meta))
+    with pytest.raises(DataFormatError, match=rf"\[SB-E558\].*{name}"):
+        PrototypeStore.from_disk(folder, load_encoder=False)
+    verdict = CliRunner().invoke(app, ["verify", str(folder)])
+    assert verdict.exit_code == 1 and "cannot be read as a plain array" in verdict.stdout, verdict.output
+
+
+# ---- hints that pointed the wrong way (issue 30, item 7) -------------------------------------------
+def test_hints_say_what_is_wrong(tmp_path):
+    from spacy_sapbert.corpus.readers import find_shards, read_shard
+    from spacy_sapbert.errors import ConfigError
+    from spacy_sapbert.outputs import check_output
+
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(ConfigError, match=r"\[SB-E502\]") as refused:
+        check_output(tmp_path / "a_file", overwrite=True)
+    assert str(refused.value).count("not a folder") == 1  # was "a file, not a folder, not a folder"
+    for line in ("{broken", "[1, 2]"):  # not a field problem: no "Pass --text-field"
+        (tmp_path / "docs.jsonl").write_text('{"id": "1", "text": "flu"}\n' + line + "\n")
+        with pytest.raises(DataFormatError, match=r"\[SB-E552\].*line 2") as bad:
+            list(read_shard(find_shards([tmp_path / "docs.jsonl"])[0]))
+        assert "--text-field" not in str(bad.value)

@@ -145,7 +145,8 @@ def test_link_pipeline_refuses_index_only_options_and_applies_device(kb_dir, ind
         assert isinstance(result.exception, ConfigError) and "SB-E508" in str(result.exception)
         assert extra[0] in str(result.exception)
     result = CliRunner().invoke(app, ["link", str(pipe), "--device", "tpu"], input="flu\n")
-    assert isinstance(result.exception, ConfigError) and "SB-E002" in str(result.exception)  # applied, not ignored
+    # checked before the pipeline is loaded (issue 30), not ignored
+    assert isinstance(result.exception, ConfigError) and "SB-E012" in str(result.exception)
     with pytest.warns(UserWarning, match="SB-W551"):  # a pipeline without NER links nothing, and says so
         result = CliRunner().invoke(app, ["link", str(pipe), "--device", "cpu"], input="flu\n")
     assert result.exit_code == 0, result.output
@@ -192,3 +193,29 @@ def test_build_kb_overwrite_refuses_a_folder_holding_its_input_or_other_files(tm
     result = CliRunner().invoke(app, ["build-kb", str(tmp_path / "other.tsv"), "-f", "tsv", "-o", str(tmp_path / "kb"),
                                       "--overwrite"])
     assert result.exit_code == 0, result.output  # our own output (marker) is replaced
+
+
+def test_link_output_names_each_candidate_concept(index_dir, kb_dir, tiny_bert_path, tmp_path):
+    """Issue 30: a newcomer should not have to grep the KB to learn what "grippe" was linked to."""
+    canonical = {c.concept_id: c.canonical_name for c in CONCEPTS}
+    result = CliRunner().invoke(app, ["link", str(index_dir), "--threshold", "-1", "--device", "cpu"],
+                                input="grippe\n")
+    assert result.exit_code == 0, result.output
+    kb_ents = json.loads(result.stdout.splitlines()[0])["ents"][0]["kb_ents"]
+    assert kb_ents[0][:1] == ["D003"] and kb_ents[0][2] == "Influenza"
+    assert all(len(entry) == 3 and entry[2] == canonical[entry[0]] for entry in kb_ents)
+    result = CliRunner().invoke(app, ["link", str(index_dir), "--threshold", "-1", "--device", "cpu", "--no-names"],
+                                input="grippe\n")
+    assert all(len(entry) == 2 for entry in json.loads(result.stdout.splitlines()[0])["ents"][0]["kb_ents"])
+    # a pipeline folder too: the names come from its linker's KB
+    _ruler_pipeline(tmp_path / "base")
+    out = tmp_path / "pipeline"
+    result = CliRunner().invoke(app, ["create-pipeline", str(out), "--kb", str(kb_dir), "--model", str(tiny_bert_path),
+                                      "--base", str(tmp_path / "base"), "--pooling", "mean", "--device", "cpu",
+                                      "--threshold", "-1", "--index", str(index_dir), "--runtime", "torch"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["link", str(out)], input="She took aspirin for the flu.\n")
+    assert result.exit_code == 0, result.output
+    ents = json.loads(result.stdout.splitlines()[0])["ents"]
+    assert [(e["text"], e["kb_ents"][0][0], e["kb_ents"][0][2]) for e in ents] == [
+        ("aspirin", "C004", "Aspirin"), ("flu", "D003", "Influenza")]

@@ -65,6 +65,64 @@ def test_from_bytes_round_trip_still_works(nlp, every_token_ents):
     assert _links(again(TEXTS[0])) == _links(nlp(TEXTS[0]))
 
 
+@pytest.mark.parametrize("crafted", ["newline", "too_many", "too_large"])
+def test_from_bytes_refuses_names_with_a_newline_and_oversized_blobs(nlp, monkeypatch, crafted):
+    from spacy_sapbert import linker_bytes
+
+    good = srsly.msgpack_loads(nlp.get_pipe("sapbert_linker").to_bytes())
+    if crafted == "newline":  # "$" also matched before a final "\n"
+        extra, why = {"kb/kb.json\n": b"{}"}, "not one that to_disk writes"
+    elif crafted == "too_many":
+        extra, why = {f"kb/f{i}": b"" for i in range(linker_bytes.MAX_FILES)}, "files, more than"
+    else:
+        monkeypatch.setattr(linker_bytes, "MAX_TEXT_BYTES", 1000)
+        extra, why = {"kb/big.json": b" " * 1001}, "bytes, more than"
+    fresh = spacy.blank("en").add_pipe("sapbert_linker", config={"device": "cpu"})
+    with pytest.raises(DataFormatError, match=rf"\[SB-E550\].*{why}"):
+        fresh.from_bytes(srsly.msgpack_dumps(dict(good, **extra)))
+    assert fresh.index is None
+
+
+def test_from_bytes_never_keeps_the_previous_kb_and_index(tiny_bert_path, kb_path, every_token_ents):
+    """Bytes without index/ used to return silently with the previous KB and index still linking."""
+    linker = make_nlp(tiny_bert_path, kb_path, every_token_ents).get_pipe("sapbert_linker")
+    good = srsly.msgpack_loads(linker.to_bytes())
+    partial = {name: data for name, data in good.items() if not name.startswith("index/")}
+    with pytest.raises(DataFormatError, match=r"\[SB-E550\].*no index/"):
+        linker.from_bytes(srsly.msgpack_dumps(partial))
+    linker.from_bytes(srsly.msgpack_dumps({}))  # the bytes of an uninitialised linker: so is this one now
+    assert linker.index is None and linker.encoder is None and linker.kb is None
+
+
+def test_scores_outside_minus_one_one_never_reach_kb_ents(tiny_bert_path, kb_path, every_token_ents):
+    """A damaged index (the issue's "ataxia" linked with 120.3) gives E556, never a link: through the stored
+    vector a KB name reuses, through a search, and through the linker's last check of what it writes."""
+    from spacy_sapbert.errors import IntegrityError
+    from spacy_sapbert.index import ConceptIndex
+
+    nlp = make_nlp(tiny_bert_path, kb_path, every_token_ents)
+    linker = nlp.get_pipe("sapbert_linker")
+    index = linker.index
+    damaged = ConceptIndex.from_vectors(index.kb, index.name_vectors(range(len(index))) * 120, linker.encoder,
+                                        kind="exact")
+    linker.set_resources(linker.encoder, damaged)
+    for text in ("flu", "zzyzx"):  # a KB name (its stored vector reused) and a mention the encoder encodes
+        with pytest.raises(IntegrityError, match=r"\[SB-E556\]"):
+            nlp(text)
+    linker.set_resources(linker.encoder, index)
+    index.search = lambda vectors, k, **kw: [[("D003", 5.0)] for _ in vectors]  # whatever a search returns
+    with pytest.raises(IntegrityError, match=r"\[SB-E556\].*5.0"):
+        nlp("zzyzx")
+
+
+@pytest.mark.parametrize("option", ["k", "max_entities_per_mention", "context_k"])
+def test_linker_refuses_absurd_candidate_counts(option):
+    from spacy_sapbert.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"\[SB-E559\].*{option}"):
+        spacy.blank("en").add_pipe("sapbert_linker", config={"device": "cpu", option: 10**9})  # (10**20: spaCy E961)
+
+
 # ---- garbage spans -----------------------------------------------------------------------------
 def _links(doc):
     return [(e.text, e.kb_id_, e._.kb_ents) for e in doc.ents]
@@ -142,3 +200,31 @@ def test_pipeline_without_ner_warns_once(tiny_bert_path, kb_path):
         doc.ents = []
         nlp.get_pipe("sapbert_linker")(doc)  # NER ran, found nothing: no warning
 
+
+
+# ---- the command line: absurd options, memory --------------------------------------------------------
+def test_link_refuses_an_absurd_k_before_any_work(tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+    from spacy_sapbert.errors import ConfigError
+
+    for k in ("100000000000000000000", "0"):  # 10**20 was an OverflowError deep in numpy
+        result = CliRunner().invoke(app, ["link", str(tmp_path), "--k", k])
+        assert isinstance(result.exception, ConfigError) and "SB-E507" in str(result.exception), result.output
+
+
+def test_out_of_memory_is_a_coded_error_at_the_top_level(monkeypatch, capsys):
+    """A low `ulimit -v` ends in a MemoryError somewhere: the console entry point prints E561 and exits 1."""
+    import spacy_sapbert.cli as cli
+
+    def exhausted(**kwargs):
+        raise MemoryError("Unable to allocate 7.45 GiB for an array")
+
+    monkeypatch.setattr(cli, "app", exhausted)
+    monkeypatch.setattr("sys.argv", ["spacy-sapbert", "link", "x"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "[SB-E561]" in err and "7.45 GiB" in err and "Traceback" not in err

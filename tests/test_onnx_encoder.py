@@ -3,6 +3,8 @@ linker's ``runtime`` setting, fork safety and a load path that imports neither t
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -168,6 +170,53 @@ def test_onnx_pipeline_with_two_processes(saved_pipeline):
     single = ents(nlp.pipe(texts, batch_size=2))
     assert ents(nlp.pipe(texts, batch_size=2, n_process=2)) == single
     assert single[0][0][0] == "C004"
+
+
+_FORKED_PIPE = """
+import sys
+import spacy
+from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
+
+path = sys.argv[1]
+nlp = spacy.load(path)
+nlp.add_pipe("entity_ruler", first=True).add_patterns([{"label": "E", "pattern": [{"IS_ALPHA": True}]}])
+linker = nlp.get_pipe("sapbert_linker")
+# a session with a thread pool, used before the fork: what a machine with several cores has by default
+linker.set_resources(OnnxEncoder.from_disk(path + "/sapbert_linker/encoder", threads=2), linker.index)
+linker.encoder.encode(["warm the session up", "in the parent", "before the fork"], use_cache=False)
+linker.encoder.clear_cache()
+texts = [f"patient {i} had zzq{c}x and a wob{c}ly heart" for i, c in enumerate("abcdefghijkl")]
+assert all(linker.kb.row_of_name(w) < 0 for w in ("patient", "zzqax", "wobaly", "had"))  # the workers encode
+
+
+def links(docs):
+    return [[(e.text, e.kb_id_) for e in doc.ents] for doc in docs]
+
+
+single = links(nlp.pipe(texts, batch_size=2))
+linker.encoder.clear_cache()
+assert links(nlp.pipe(texts, batch_size=2, n_process=2)) == single
+print("same links", sum(len(d) for d in single))
+"""
+
+
+def test_two_processes_encode_mentions_with_a_session_made_before_the_fork(saved_pipeline, tmp_path):
+    """Workers forked after the parent ran a multi-threaded ONNX Runtime session encode mentions that are
+    not KB names. Destroying the inherited session in a worker hung (pthread_cond_destroy) or crashed it;
+    run in a subprocess with a timeout so that a hang fails the test."""
+    _, path = saved_pipeline
+    script = tmp_path / "forked_pipe.py"
+    script.write_text(_FORKED_PIPE)
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the workers too: none left behind, hung
+        proc.communicate()
+        pytest.fail("nlp.pipe(n_process=2) with the ONNX encoder hung")
+    assert proc.returncode == 0, err[-3000:]
+    assert out.strip().splitlines()[-1] == "same links 84"
 
 
 def test_onnx_encoder_loads_without_torch_or_transformers(saved_pipeline):

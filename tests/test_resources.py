@@ -160,7 +160,7 @@ def test_cli_builds_a_compact_index_and_an_outside_pipeline(tiny_bert_path, tmp_
     assert nlp.get_pipe("sapbert_linker").index.kind == "compact"
     result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
                                  str(tmp_path / "bad"), "--device", "cpu", "--kind", "faiss"])
-    assert result.exit_code != 0 and "SB-E124" in (result.output + str(result.exception))
+    assert result.exit_code != 0 and "SB-E012" in (result.output + str(result.exception))  # before loading
     result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
                                  str(tmp_path / "bad"), "--device", "cpu", "--kind", "compact", "--candidate-dims", "3"])
     assert result.exit_code != 0 and "SB-E581" in (result.output + str(result.exception))

@@ -77,6 +77,9 @@ def main() -> None:
     except SapbertError as err:
         print(f"Error: {err}", file=sys.stderr)
         sys.exit(1)
+    except MemoryError as err:  # a low `ulimit -v`, a huge input: a coded line, not a traceback
+        print(f"Error: {Errors.E561.format(detail=str(err) or 'MemoryError')}", file=sys.stderr)
+        sys.exit(1)
     except Exception as err:  # typer's own (vendored) click exceptions, and click's
         _exit_click_error(err)
         raise

@@ -39,10 +39,18 @@ def build_prototypes_command(
 ) -> None:
     """Encode annotated mentions in their context into a prototype store for the linker."""
     from ..context import ContextEncoder, build_prototypes, read_documents
+    from ..context.build import DEFINITION_MODES, DOC_FORMATS
     from ..encoding.torch_encoder import Encoder
     from ..errors import ConfigError, Errors
     from ..kb import KnowledgeBase
+    from ._options import check_choice, check_device, check_pooling
 
+    check_pooling("--pooling", pooling)
+    if name_model.lower() != "none":
+        check_pooling("--name-pooling", name_pooling)
+    check_choice("--format", doc_format, DOC_FORMATS)
+    check_choice("--definitions", definitions, DEFINITION_MODES)
+    check_device("--device", device)
     if output.exists() and not overwrite:
         raise ConfigError(Errors.E003.format(path=output))
     start = time.perf_counter()
@@ -94,7 +102,10 @@ def tune_context_command(
     from ..context.tune import tune_on_documents
     from ..errors import ConfigError, Errors
     from ..util import atomic_write
+    from ._options import check_device, check_pooling
 
+    check_pooling("--pooling", pooling)
+    check_device("--device", device)
     try:
         margin_value = None if margin.strip().lower() in ("none", "null") else float(margin)
     except ValueError:

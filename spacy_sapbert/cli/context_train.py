@@ -48,8 +48,14 @@ def train_context_command(
 
     from ..context import read_documents
     from ..context.train import context_config, train_context, tune_trained
+    from ..context.train_pairs import SOURCES
     from ..kb import KnowledgeBase
+    from ._options import check_choice, check_device, check_pooling
 
+    check_pooling("--pooling", pooling)
+    check_pooling("--name-pooling", name_pooling)
+    check_choice("--source", source, SOURCES)
+    check_device("--device", device)
     check_parent(output / "run")
     # the variadic DOCUMENTS also collects the unknown --section.key value overrides: split them off
     words = [str(p) for p in documents] + list(ctx.args)

@@ -17,20 +17,23 @@ def link_corpus_command(
                                                                "and a sapbert_linker."),
     output: Path = typer.Option(..., "--output", "-o", help="Output folder: rows/part-NNNNN.<fmt> per input shard, "
                                                             "corpus_run.json, manifest.json. A rerun resumes it."),
-    input_format: str = typer.Option("auto", "--format", help="auto (by extension; a folder without .jsonl/.parquet "
-                                                              "is a .txt folder), jsonl, parquet, pubtator or txt."),
+    input_format: str = typer.Option("auto", "--format", help="auto (by extension: a folder stands for its .jsonl, "
+                                                              ".ndjson, .parquet and .pubtator files, or is a folder "
+                                                              "of .txt documents when it has none), jsonl, parquet, "
+                                                              "pubtator or txt."),
     id_field: str = typer.Option("id", "--id-field", help="JSONL/Parquet: the field holding the document id."),
     text_field: str = typer.Option("text", "--text-field", help="JSONL/Parquet: the field holding the text."),
     output_format: str = typer.Option("parquet", "--output-format", help="parquet or jsonl (one row per entity)."),
     backend: str = typer.Option("local", "--backend", help="local (nlp.pipe) or ray (Ray Data actors)."),
-    n_process: int = typer.Option(1, "--n-process", help="local: processes of nlp.pipe."),
+    n_process: int = typer.Option(1, "--n-process", help="local: worker processes, each linking whole shards."),
     batch_size: int = typer.Option(64, "--batch-size", help="Documents per nlp.pipe batch."),
     actors: int = typer.Option(2, "--actors", help="ray: actors, each with its own copy of the pipeline."),
     gpus_per_actor: float = typer.Option(0.0, "--gpus-per-actor", help="ray: GPUs per actor (0: CPU only)."),
-    threads: int = typer.Option(1, "--threads", help="Torch threads per process or actor."),
+    threads: int = typer.Option(1, "--threads", help="Torch threads of the local process or of each Ray actor (local workers run one)."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join (auto, HOST:PORT or "
                                                                   "ray://HOST:10001); default: a local Ray."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an output folder of another run."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an output folder of another run (never the "
+                                                              "pipeline or an input: SB-E503)."),
 ) -> None:
     """Link a whole corpus: one row per entity (doc id, offsets, label, kb_id, kb_ents), resumable per shard."""
     from ..corpus import link_corpus

@@ -55,9 +55,16 @@ def evaluate_command(
     """Score linkers side by side (strict and lenient acc@k, filtered subsets) and write a report."""
     from ..errors import ConfigError, Errors
     from ..evaluation.run import evaluate
-    from ..evaluation.settings import default_config, load_config, merge_config, settings_from_config
+    from ..evaluation.datasets import FORMATS
+    from ..evaluation.settings import MODES, default_config, load_config, merge_config, settings_from_config
     from ..outputs import check_output
+    from ._options import check_choice, check_pooling
 
+    for option, value in (("--pooling", pooling), ("--model-pooling", model_pooling), ("--base-pooling", base_pooling)):
+        check_pooling(option, value)
+    check_choice("--format", data_format, FORMATS)
+    for value in mode:
+        check_choice("--mode", value, MODES)
     check_output(output, overwrite=overwrite,
                  inputs=[("the config or dataset", config_or_data), ("the KB folder", kb), ("the model", model),
                          ("the base model", base_model), ("the cache folder", cache_dir)]

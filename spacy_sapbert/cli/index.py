@@ -54,9 +54,16 @@ def build_index_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Encode every KB name and build the nearest-name index the linker searches."""
+    from ..encoding.torch_encoder import PRECISIONS
+    from ..index.concept_index import KINDS
     from ..linking import build_index_dir
     from ..outputs import check_output, check_parent
+    from ._options import check_choice, check_device, check_pooling
 
+    check_pooling("--pooling", pooling)
+    check_choice("--kind", kind, KINDS)
+    check_choice("--precision", precision, PRECISIONS)
+    check_device("--device", device)
     check_output(output, overwrite=overwrite, inputs=[("the KB folder", kb_dir), ("the model", model)])
     if work_dir is not None:
         check_parent(work_dir / "chunk")

@@ -14,12 +14,13 @@ from ._app import app
 def _overrides(k: Optional[int], threshold: Optional[float], max_entities: Optional[int]) -> Dict[str, Any]:
     """Linker options given on the command line, checked here: spaCy's config cannot hold nan or inf."""
     from ..errors import ConfigError, Errors
+    from ..index.meta import MAX_K
 
     if threshold is not None and not (math.isfinite(threshold) and -1.0 <= threshold <= 1.0):
         raise ConfigError(Errors.E507.format(option="--threshold", what="a number between -1 and 1", value=threshold))
     for option, value in (("--k", k), ("--max-entities", max_entities)):
-        if value is not None and value < 1:
-            raise ConfigError(Errors.E507.format(option=option, what="at least 1", value=value))
+        if value is not None and not 1 <= value <= MAX_K:  # --k 10**20: an OverflowError deep down otherwise
+            raise ConfigError(Errors.E507.format(option=option, what=f"between 1 and {MAX_K:,}", value=value))
     values = {"k": k, "threshold": threshold, "max_entities_per_mention": max_entities}
     return {key: value for key, value in values.items() if value is not None}
 
@@ -38,13 +39,19 @@ def link_command(
     threshold: Optional[float] = typer.Option(None, "--threshold", help="Minimum score of a kb_ents entry."),
     max_entities: Optional[int] = typer.Option(None, "--max-entities", help="At most this many kb_ents per mention."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Documents per batch."),
+    names: bool = typer.Option(True, "--names/--no-names",
+                               help="Write each kb_ents entry as [concept_id, score, canonical name] (the name from "
+                                    "the linker's KB); --no-names: [concept_id, score], as scispaCy's kb_ents."),
 ) -> None:
-    """Link texts and write one JSON line per document: its entities with kb_id and kb_ents."""
+    """Link texts and write one JSON line per document: its entities with kb_id and kb_ents (candidates
+    best first, each with its canonical name)."""
     from ..errors import ConfigError, Errors
     from ..linking import link_records, load_linking_nlp, read_texts, write_jsonl
     from ..outputs import check_output
     from ..util import atomic_write
+    from ._options import check_device
 
+    check_device("--device", device)
     overrides = _overrides(k, threshold, max_entities)
     if output is not None:
         check_output(output, folder=False, inputs=[("the input", path) for path in inputs or []])
@@ -59,7 +66,7 @@ def link_command(
                                        overrides=overrides)
     if texts is None:  # stdin after loading, so that a wrong pipeline path is reported without waiting for EOF
         texts = read_texts([], sys.stdin.buffer)
-    records = link_records(nlp, texts, whole_text=whole_text, batch_size=batch_size)
+    records = link_records(nlp, texts, whole_text=whole_text, batch_size=batch_size, names=names)
     if output is None:
         n = write_jsonl(records, sys.stdout)
     else:
@@ -98,9 +105,16 @@ def create_pipeline_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Write a ready pipeline folder: a blank or given NER pipeline + an initialised sapbert_linker."""
+    from ..encoding.onnx_encoder import RUNTIMES
+    from ..index.concept_index import KINDS
     from ..linking import create_pipeline
     from ..outputs import check_output
+    from ._options import check_choice, check_device, check_pooling
 
+    check_pooling("--pooling", pooling)
+    check_choice("--index-kind", index_kind, KINDS)
+    check_choice("--runtime", runtime, RUNTIMES)
+    check_device("--device", device)
     check_output(output, overwrite=overwrite,
                  inputs=[("the KB folder", kb), ("the model", model), ("the base pipeline", base), ("the index", index)])
     config = dict(_overrides(k, threshold, max_entities), pooling=pooling, max_length=max_length, device=device,

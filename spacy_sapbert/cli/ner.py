@@ -47,9 +47,11 @@ def convert_ner_cli(
     misaligned: str = typer.Option("skip", "--misaligned", help="Mentions not on token boundaries: skip, expand or contract (always counted in a warning)."),
 ) -> None:
     """Convert PubTator training data into a spaCy DocBin with Disease/Chemical entities."""
-    from ..ner.convert import convert_pubtator
+    from ..ner.convert import MISALIGNED_CHOICES, convert_pubtator
     from ..outputs import check_output
+    from ._options import check_choice
 
+    check_choice("--misaligned", misaligned, MISALIGNED_CHOICES)
     check_output(output, folder=False, inputs=[("the input", path) for path in inputs])
     stats = convert_pubtator(inputs, output, lang=lang, label_map=_parse_labels(label), misaligned=misaligned)
     labels = ", ".join(f"{k} {v}" for k, v in sorted(stats.labels.items()))

@@ -69,7 +69,9 @@ def pretrain_command(
 ) -> None:
     from ..kb import KnowledgeBase
     from ..training.run import pretrain
+    from ._options import check_device
 
+    check_device("--device", device)
     check_parent(output / "model")
     config = _config(ctx, config_path, "pretrain", amp, device, distributed)
     kb = KnowledgeBase.from_disk(kb_dir)
@@ -95,7 +97,9 @@ def finetune_command(
     from ..evaluation.datasets import iter_mentions, read_dataset
     from ..kb import KnowledgeBase
     from ..training.run import finetune
+    from ._options import check_device
 
+    check_device("--device", device)
     check_parent(output / "model")
     config = _config(ctx, config_path, "finetune", amp, device, distributed)
     kb = KnowledgeBase.from_disk(kb_dir)

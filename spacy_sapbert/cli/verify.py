@@ -10,7 +10,8 @@ from ._app import app
 
 @app.command("verify")
 def verify_command(
-    path: Path = typer.Argument(..., help="A KB, encoder, index or spaCy pipeline folder (every sapbert_linker in it)."),
+    path: Path = typer.Argument(..., help="A KB, encoder, index, prototype store or spaCy pipeline folder (every "
+                                          "sapbert_linker in it)."),
 ) -> None:
     """Check every file of a saved folder against the checksums recorded when it was written (full sha256).
     Prints one line per file; exits with status 1 when a file is damaged."""

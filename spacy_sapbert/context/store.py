@@ -2,7 +2,8 @@
 
 A store folder holds (no pickle anywhere)::
 
-    prototypes_meta.json  format, counts, KB checksum, the context encoder's settings + fingerprint
+    prototypes_meta.json  format, counts, KB checksum, the context encoder's settings + fingerprint, and
+                          ``files``: each array file's size and hashes (written last, checked at load)
     vectors.npy           float32 [n, dim], L2-normalised, grouped by concept (memory-mapped at load)
     kinds.npy             int8 [n]: 0 = example mention in context, 1 = definition
     concept_ids.npy       unicode [n_concepts], sorted: the concepts that have prototypes
@@ -17,16 +18,23 @@ A store folder holds (no pickle anywhere)::
 each candidate concept" for one context vector; :meth:`PrototypeStore.example_name_similarities`
 "best similarity of a mention's name vector to the example mentions' names" (example names: a
 concept's train mentions count as its names).
+
+Loading trusts nothing: the array files are checked against their records (sizes and sampled hashes,
+E551; a store written before the records existed loads with W554), a pickle-bearing or malformed array
+is E558, a sample of rows of ``vectors.npy`` / ``names.npy`` must be unit length (E558), and every
+similarity a query computes must lie in [-1, 1] (E556 naming the store, never a link).
 """
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
 from ..about import __version__
-from ..errors import DataFormatError, Errors, IncompatibleError
+from ..errors import DataFormatError, Errors, IncompatibleError, IntegrityError, Warnings
+from ..integrity import NORM_TOLERANCE, NPY_READ_ERRORS, check_files, file_records, unit_norm_problem
 from ..util import PathLike, atomic_dir, atomic_write, ensure_path
 
 META_FILE = "prototypes_meta.json"
@@ -39,11 +47,37 @@ NAMES = "names"  # the optional example-name vectors
 _NAME_FIELDS = ("fingerprint", "dim", "pooling", "max_length")
 
 
+NORM_SAMPLE_ROWS = 1024  # rows of vectors.npy / names.npy whose length is checked at load (all: `verify`)
+
+
 def _load(file: Any, *, mmap: bool) -> numpy.ndarray:
     try:
-        return numpy.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except ValueError:  # an empty array cannot be memory-mapped
-        return numpy.load(file, allow_pickle=False)
+        try:
+            return numpy.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except ValueError:  # an empty array cannot be memory-mapped
+            return numpy.load(file, allow_pickle=False)
+    except NPY_READ_ERRORS as err:  # a pickle-bearing (object) array, a damaged header
+        raise DataFormatError(Errors.E558.format(path=file.parent, why=f"{file.name} cannot be read as a plain "
+                                                                         f"array ({err})")) from None
+
+
+def array_files(meta: Dict[str, Any]) -> List[str]:
+    """The array files of a store with ``meta`` (names.npy when it declares example names)."""
+    return [f"{name}.npy" for name in _ARRAYS] + ([f"{NAMES}.npy"] if meta.get("name_encoder") else [])
+
+
+def unit_problem(vectors: numpy.ndarray, kinds: numpy.ndarray, names: Optional[numpy.ndarray], *,
+                 sample: Optional[int]) -> Optional[str]:
+    """What is wrong with the lengths of the store's rows (None: nothing): ``vectors`` unit, ``names`` unit on
+    example rows and zero elsewhere; ``sample`` rows evenly spread, or all (None)."""
+    problem = unit_norm_problem(vectors, sample=sample)
+    if problem is not None:
+        return f"{_ARRAYS[0]}.npy: {problem}"
+    if names is not None:
+        problem = unit_norm_problem(names, sample=sample, zero_rows=numpy.asarray(kinds) != EXAMPLE)
+        if problem is not None:
+            return f"{NAMES}.npy: {problem}"
+    return None
 
 
 class PrototypeStore:
@@ -57,6 +91,7 @@ class PrototypeStore:
         self.meta = meta
         self.encoder = encoder
         self.names = names
+        self.path: Any = None  # the folder it was loaded from
         self._pos = {str(c): i for i, c in enumerate(concept_ids.tolist())}
 
     @classmethod
@@ -132,6 +167,7 @@ class PrototypeStore:
         rows, segments, lengths = self._rows_of([i for _q, _c, i in pairs])
         queries = numpy.asarray(name_vectors, dtype=numpy.float32)[numpy.repeat([q for q, _c, _i in pairs], lengths)]
         sims = numpy.einsum("ij,ij->i", numpy.asarray(self.names[rows], dtype=numpy.float32), queries)
+        self._check_sims(sims)
         best = numpy.maximum.reduceat(numpy.where(numpy.asarray(self.kinds[rows]) == EXAMPLE, sims, -numpy.inf),
                                       segments)
         for (q, c, _i), s in zip(pairs, best.tolist()):
@@ -157,12 +193,21 @@ class PrototypeStore:
             return {}, {}
         rows, segments, _lengths = self._rows_of([i for _c, i in found])
         sims = numpy.asarray(matrix[rows], dtype=numpy.float32) @ numpy.asarray(query, dtype=numpy.float32)
+        self._check_sims(sims)
         kinds = numpy.asarray(self.kinds[rows])
         out: List[Dict[str, float]] = []
         for kind in (EXAMPLE, DEFINITION):
             best = numpy.maximum.reduceat(numpy.where(kinds == kind, sims, -numpy.inf), segments)
             out.append({c: s for (c, _i), s in zip(found, best.tolist()) if s != -numpy.inf})
         return out[0], out[1]
+
+    def _check_sims(self, sims: numpy.ndarray) -> None:
+        """No similarity outside [-1, 1] (rows and queries are unit vectors) leaves the store: E556 naming it."""
+        bad = ~(numpy.abs(sims) <= 1.0 + 2 * NORM_TOLERANCE)
+        if bad.any():
+            raise IntegrityError(Errors.E556.format(score=float(sims[bad][0]), what="the prototype store",
+                                                    path=self.path or "<memory>",
+                                                    fix="`spacy-sapbert build-prototypes`"))
 
     # ---- compatibility ------------------------------------------------------------------
     def check_kb(self, kb: Any, *, path: Any = "<memory>") -> None:
@@ -198,8 +243,10 @@ class PrototypeStore:
                 numpy.save(tmp / f"{NAMES}.npy", numpy.asarray(self.names), allow_pickle=False)
             if self.encoder is not None:
                 self.encoder.to_disk(tmp / ENCODER_DIR)
+            meta = {key: value for key, value in self.meta.items() if key != "files"}
+            meta["files"] = file_records(tmp, array_files(meta))
             with atomic_write(tmp / META_FILE) as fh:
-                json.dump(self.meta, fh, indent=2, sort_keys=True)
+                json.dump(meta, fh, indent=2, sort_keys=True)
 
     @classmethod
     def from_disk(cls, path: PathLike, *, kb: Any = None, device: str = "auto",
@@ -218,7 +265,9 @@ class PrototypeStore:
             raise DataFormatError(Errors.E607.format(path=path, why=f"{META_FILE} is not valid JSON: {err}")) from None
         if not isinstance(meta, dict) or (meta.get("format"), meta.get("version")) != (FORMAT, FORMAT_VERSION):
             raise DataFormatError(Errors.E607.format(path=path, why=f"{META_FILE} is not {FORMAT} v{FORMAT_VERSION}"))
+        _check_records(path, meta)
         arrays = {name: _load(path / f"{name}.npy", mmap=name == "vectors") for name in _ARRAYS}
+        _check_shapes(path, meta, arrays)
         n = arrays["vectors"].shape[0]
         if len(arrays["kinds"]) != n or int(arrays["offsets"][-1]) != n or n != meta.get("n_prototypes"):
             raise DataFormatError(Errors.E607.format(path=path, why="the arrays disagree with each other or the meta"))
@@ -227,15 +276,47 @@ class PrototypeStore:
             raise DataFormatError(Errors.E607.format(path=path, why="offsets.npy does not give each concept its rows "
                                                                       "(one or more, in order)"))
         names = _names(path, meta, n)
+        problem = unit_problem(arrays["vectors"], arrays["kinds"], names, sample=NORM_SAMPLE_ROWS)
+        if problem is not None:
+            raise DataFormatError(Errors.E558.format(path=path, why=f"stored vectors are not unit length: {problem}"))
         quantized = bool(meta.get("encoder", {}).get("quantized", False))
         encoder = (ContextEncoder.from_disk(path / ENCODER_DIR, device=device, quantized=quantized)
                    if load_encoder else None)
         store = cls(arrays["vectors"], arrays["kinds"], arrays["concept_ids"], arrays["offsets"], meta, encoder, names)
+        store.path = path
         if encoder is not None:
             store.check_encoder(encoder, path=path)
         if kb is not None:
             store.check_kb(kb, path=path)
         return store
+
+
+def _check_records(path: Any, meta: Dict[str, Any]) -> None:
+    """The array files against the meta's records (sizes and sampled hashes, E551); W554 for a store without."""
+    records = meta.get("files")
+    if records is None:
+        warnings.warn(Warnings.W554.format(path=path))
+        return
+    expected = set(array_files(meta))
+    if not isinstance(records, dict) or set(records) != expected:
+        got = sorted(records) if isinstance(records, dict) else type(records).__name__
+        raise DataFormatError(Errors.E558.format(path=path, why=f"its records name {got}, expected "
+                                                               f"{sorted(expected)}"))
+    check_files(path, records, what="prototype store")
+
+
+def _check_shapes(path: Any, meta: Dict[str, Any], arrays: Dict[str, numpy.ndarray]) -> None:
+    """Dimensions and dtypes of the arrays (E558): a 2-D float32 ``vectors`` of the encoder's width, int8 kinds,
+    1-D offsets (int64) and concept ids (strings)."""
+    dim = meta.get("encoder", {}).get("dim") if isinstance(meta.get("encoder"), dict) else None
+    vectors, kinds, ids, offsets = (arrays[name] for name in _ARRAYS)
+    if vectors.ndim != 2 or vectors.dtype != numpy.float32 or vectors.shape[1] != dim:
+        raise DataFormatError(Errors.E558.format(path=path, why=f"vectors.npy is {vectors.shape} {vectors.dtype}, "
+                                                               f"expected (n, {dim}) float32"))
+    if kinds.ndim != 1 or kinds.dtype != numpy.int8 or offsets.ndim != 1 or offsets.dtype != numpy.int64 \
+            or ids.ndim != 1 or ids.dtype.kind != "U" or not len(offsets):
+        raise DataFormatError(Errors.E558.format(path=path, why="kinds.npy (int8), offsets.npy (int64) or "
+                                                               "concept_ids.npy (strings) has the wrong type or shape"))
 
 
 def _names(path: Any, meta: Dict[str, Any], n: int) -> Optional[numpy.ndarray]:

@@ -1,14 +1,17 @@
-"""The pipeline as link-corpus runs it, and the local back-end: ``nlp.pipe(n_process, batch_size)``
-over all pending shards in one stream, each shard's rows written as soon as it is complete.
+"""The pipeline as link-corpus runs it, and the local back-end: each shard linked by ``nlp.pipe(batch_size)``
+in one process (this one, or one of ``--n-process`` forked workers: :mod:`.workers`), its rows written as
+soon as it is complete.
 
-Identical rows whatever the back-end or worker count: a mention's vector depends on the other
-mentions encoded in its batch (padding, matrix shapes) and, through the encoder's cache, on what the
-process saw before. So the encoder cache is off, and every shard starts a new batch (its documents are
-followed by empty ones up to a multiple of ``batch_size``), as it does on a Ray actor.
+Every back-end links a shard the same way (all its documents, in order, in batches of ``batch_size``, in a
+pipeline whose encoder cache is off), so a shard's rows do not depend on the back-end, the worker count or
+what a process linked before. Scores still depend on ``batch_size`` in their last float bits (a mention's
+vector depends on how many others share its encoder batch) and, with the PyTorch runtime, on the thread
+count: docs/scale-out.md says what is equal across which settings.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -16,15 +19,16 @@ from ..errors import ConfigError, Errors
 from ..linking import linker_extension
 from ..util import get_logger
 from .readers import Shard, read_shard
-from .rows import add_doc_rows, empty_columns, write_rows
-from .shards import shard_file
+from .rows import add_doc_rows, empty_columns
+from .shards import write_shard
+from .workers import link_in_workers
 
 logger = get_logger("corpus")
 
 
 @contextlib.contextmanager
 def torch_threads(threads: int) -> Iterator[None]:
-    """Torch on ``threads`` threads meanwhile (forked ``nlp.pipe`` workers inherit it), restored after."""
+    """Torch on ``threads`` threads meanwhile (in this process; forked workers run one), restored after."""
     import torch
 
     before = torch.get_num_threads()
@@ -62,48 +66,42 @@ def run_info(nlp: Any) -> Dict[str, str]:
 
 
 def link_shard_docs(nlp: Any, extension: str, pairs: Sequence[Tuple[str, str]], *, batch_size: int,
-                    run: Dict[str, str]) -> Dict[str, List[Any]]:
-    """Link the documents of one shard in one process (what a Ray actor does); the rows as columns."""
+                    run: Dict[str, str], progress: Optional[Callable[[int], None]] = None) -> Dict[str, List[Any]]:
+    """Link the documents of one shard in one process (what every back-end does); the rows as columns."""
     columns = empty_columns()
     for (doc_id, _), doc in zip(pairs, nlp.pipe((text for _, text in pairs), batch_size=batch_size)):
         add_doc_rows(columns, doc, doc_id, extension, run)
+        if progress is not None:
+            progress(1)
     return columns
-
-
-def _stream(shards: Sequence[Shard], batch_size: int, id_field: str, text_field: str
-            ) -> Iterator[Tuple[str, Tuple[int, Optional[str]]]]:
-    """``(text, (shard index, doc id))``; padding documents (id None) make each shard a whole number of
-    batches, at least one (so that an empty shard is seen too)."""
-    for shard in shards:
-        n = 0
-        for doc_id, text in read_shard(shard, id_field=id_field, text_field=text_field):
-            yield text, (shard.index, doc_id)
-            n += 1
-        for _ in range((-n) % batch_size if n else batch_size):
-            yield "", (shard.index, None)
 
 
 def link_local(nlp: Any, extension: str, shards: Sequence[Shard], *, output: Path, output_format: str,
                run: Dict[str, str], id_field: str, text_field: str, n_process: int, batch_size: int,
                progress: Callable[[int], None]) -> int:
-    """Link ``shards`` with ``nlp.pipe`` and write each one's rows; returns the documents linked."""
-    by_index = {shard.index: shard for shard in shards}
-    current: Optional[int] = None
-    columns = empty_columns()
+    """Link ``shards`` in this process (``n_process`` 1) or in ``n_process`` forked workers, and write each
+    one's rows; returns the documents linked."""
     docs = 0
-    stream = nlp.pipe(_stream(shards, batch_size, id_field, text_field), as_tuples=True, batch_size=batch_size,
-                      n_process=n_process)
-    for doc, (index, doc_id) in stream:
-        if index != current:
-            if current is not None:
-                write_rows(shard_file(output, by_index[current], output_format), columns, output_format)
-            current, columns = index, empty_columns()
-        if doc_id is not None:
-            add_doc_rows(columns, doc, doc_id, extension, run)
-            docs += 1
-            progress(1)
-    if current is not None:
-        write_rows(shard_file(output, by_index[current], output_format), columns, output_format)
+
+    def write(shard: Shard, columns: Dict[str, List[Any]], n_docs: int) -> None:
+        nonlocal docs
+        write_shard(output, shard, columns, output_format)
+        docs += n_docs
+
+    workers = min(n_process, len(shards))
+    if workers > 1:
+        def write_and_count(shard: Shard, columns: Dict[str, List[Any]], n_docs: int) -> None:
+            write(shard, columns, n_docs)
+            progress(n_docs)
+
+        link = functools.partial(link_shard_docs, nlp, extension, batch_size=batch_size, run=run)
+        link_in_workers(shards, n_process=workers, link=link, on_shard=write_and_count, id_field=id_field,
+                        text_field=text_field)
+        return docs
+    for shard in shards:
+        pairs = list(read_shard(shard, id_field=id_field, text_field=text_field))
+        write(shard, link_shard_docs(nlp, extension, pairs, batch_size=batch_size, run=run, progress=progress),
+              len(pairs))
     return docs
 
 

@@ -18,8 +18,8 @@ import numpy
 from ..ray_session import ray_session, reraise_job_error
 from .local import link_shard_docs, load_pipeline
 from .readers import Shard, read_shard
-from .rows import from_ipc, to_ipc, write_rows
-from .shards import shard_file
+from .rows import from_ipc, to_ipc
+from .shards import write_shard
 
 
 class LinkShards:
@@ -74,7 +74,7 @@ def link_ray(pipeline: str, shards: Sequence[Shard], *, output: Path, output_for
             for batch in ds.iter_batches(batch_size=1, batch_format="numpy", prefetch_batches=0):
                 for index, n_docs, rows in zip(batch["index"], batch["n_docs"], batch["rows"]):
                     shard = by_index[int(index)]
-                    write_rows(shard_file(output, shard, output_format), from_ipc(rows), output_format)
+                    write_shard(output, shard, from_ipc(rows), output_format)
                     docs += int(n_docs)
                     progress(int(n_docs))
         except Exception as err:  # Ray wraps what an actor raised (RayTaskError, UserCodeException ...)

@@ -8,10 +8,11 @@ from typing import Any, Dict, Optional, Sequence
 
 from tqdm import tqdm
 
-from ..errors import ConfigError, Errors
+from ..errors import ConfigError, DataFormatError, Errors
 from ..util import PathLike, ensure_path, get_logger
 from .local import link_local, load_pipeline, run_info, torch_threads
-from .readers import check_shard, find_shards, shard_fingerprint
+from .checks import check_paths, scan_shards
+from .readers import find_shards, shard_fingerprint
 from .rows import OUTPUT_FORMATS, import_pyarrow
 from .shards import open_output, pending_shards, write_manifest
 
@@ -70,10 +71,12 @@ def link_corpus(
 ) -> CorpusResult:
     """Link every document of ``inputs`` with ``pipeline`` (a folder or an installed package with NER
     and ``sapbert_linker``) and write one row per entity to ``output/rows/part-NNNNN.<fmt>``, one file
-    per input shard. A rerun skips the shards already written (resume); an output folder of another
-    run is E705 unless ``overwrite``.
+    per input shard. A rerun skips the shards already written and verified (resume); an output folder of
+    another run is E705 unless ``overwrite``. Before any work: the output may not be, hold or lie inside
+    the pipeline or an input (E503/E710), and every document of every input is read (a bad one is its
+    coded error, two documents with one id E712).
 
-    ``backend="local"``: ``nlp.pipe(n_process=n_process, batch_size=batch_size)``. ``backend="ray"``:
+    ``backend="local"``: ``n_process`` processes, each shard in ``nlp.pipe(batch_size=batch_size)``. ``backend="ray"``:
     Ray Data with ``actors`` actors (``gpus_per_actor`` GPUs each) on the cluster at ``address``
     (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``; default: a local Ray). ``threads``: torch threads
     per process / actor. Both back-ends write the same rows.
@@ -92,8 +95,8 @@ def link_corpus(
     if Path(pipeline).exists():  # a folder: absolute, so that actors started elsewhere find it
         pipeline = str(Path(pipeline).resolve())
     shards = find_shards(inputs, input_format)
-    for shard in shards:
-        check_shard(shard, id_field=id_field, text_field=text_field)
+    check_paths(output, pipeline, inputs, shards)
+    n_docs = dict(zip((s.index for s in shards), scan_shards(shards, id_field=id_field, text_field=text_field)))
     nlp, extension = load_pipeline(pipeline)
     info = run_info(nlp)
     run: Dict[str, Any] = dict(info, inputs=[{"path": s.path, "format": s.fmt, "sha256": shard_fingerprint(s)}
@@ -107,7 +110,8 @@ def link_corpus(
         if len(todo) < len(shards):
             logger.info("%d of %d shards are done already; linking the other %d", len(shards) - len(todo),
                         len(shards), len(todo))
-        with tqdm(desc="link-corpus", unit="doc", disable=not show_progress) as bar:
+        with tqdm(desc="link-corpus", unit="doc", total=sum(n_docs[s.index] for s in todo),
+                  disable=not show_progress) as bar:
             options = dict(output=output, output_format=output_format, run=info, id_field=id_field,
                            text_field=text_field, batch_size=batch_size, progress=bar.update)
             if not todo:
@@ -121,6 +125,9 @@ def link_corpus(
                 del nlp  # the actors load their own
                 docs = link_ray(str(pipeline), todo, actors=actors, gpus_per_actor=gpus_per_actor, threads=threads,
                                 address=address, **options)
+        expected = sum(n_docs[s.index] for s in todo)
+        if docs != expected:  # a file rewritten or appended to after the check: never a silent short shard
+            raise DataFormatError(Errors.E716.format(expected=expected, found=docs))
         manifest = write_manifest(output, shards, output_format)
     finally:
         lock.release()

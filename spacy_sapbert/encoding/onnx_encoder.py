@@ -141,8 +141,10 @@ class OnnxEncoder(CachedEncoder):
 
     Float32 on the CPU; ``quantized=True`` runs the int8 copy :func:`quantize_export` wrote instead
     (``precision`` is then ``"int8"``). ``threads``: intra-op threads (0: ONNX Runtime's default, one per
-    physical core). In a process forked after the session was made (``nlp.pipe(n_process=2)``) the
-    session is made again with one thread, as the torch encoder does.
+    physical core). In a process forked after the session was made (``nlp.pipe(n_process=2)``,
+    ``link-corpus --n-process 2``) a new session with one thread is made, as the torch encoder does, and
+    the inherited one is kept, never used nor destroyed: its thread pool's threads were not copied by
+    fork, and destroying it there waits forever on their condition variables (or crashes).
     """
 
     def __init__(self, folder: PathLike, *, threads: int = 0, cache_size: int = 50_000, quantized: bool = False) -> None:
@@ -173,6 +175,7 @@ class OnnxEncoder(CachedEncoder):
         self.pad_id = _pad_token_id(folder)
         self._pid = os.getpid()
         self._session = self._make_session(self.threads)
+        self._inherited: List[Any] = []  # sessions made before a fork: kept, never destroyed (see above)
 
     @classmethod
     def from_disk(cls, path: PathLike, *, threads: int = 0, cache_size: int = 50_000,
@@ -209,10 +212,11 @@ class OnnxEncoder(CachedEncoder):
                     "encoder with PyTorch.")) from None
 
     def check_fork(self) -> None:
-        """Make the session again, with one thread, in a process forked after it was made (it has none of
-        the session's threads)."""
+        """In a process forked after the session was made (it has none of the session's threads): a new
+        session with one thread; the inherited one is kept alive, as destroying it would hang."""
         if os.getpid() != self._pid:
             self._pid = os.getpid()
+            self._inherited.append(self._session)
             self._session = self._make_session(1)
 
     def _token_rows(self, texts: List[str]) -> List[List[int]]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Optional, Seq
 
 import numpy
 
-from .files import SETTINGS_FILE, check_recorded, read_settings, write_settings
+from .files import SETTINGS_FILE, check_hub_model, check_recorded, looks_local, read_settings, write_settings
 from .pooling import POOLINGS, resolve_pooling
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
 from ..util import PathLike, ensure_path, get_logger, resolve_device
@@ -160,10 +160,6 @@ def _drop_stale_export(folder: Path, fingerprint: str, pooling: str) -> None:
         if not export_is_current(folder, fingerprint, pooling):
             for name in (ONNX_FILE, INT8_FILE, EXPORT_FILE):
                 (folder / name).unlink(missing_ok=True)
-
-
-def _looks_local(name_or_path: str) -> bool:
-    return name_or_path.startswith((".", "/", "~")) or Path(name_or_path).exists()
 
 
 class CachedEncoder:
@@ -335,11 +331,9 @@ class Encoder(CachedEncoder):
         ``pooling``: ``cls`` or ``mean`` as given, or ``auto``: what the folder declares
         (``sapbert_encoder.json``, sentence-transformers' ``1_Pooling/config.json``), else ``cls``
         (see :mod:`spacy_sapbert.encoding.pooling`); the encoder's ``pooling_source`` says which."""
-        from transformers import AutoTokenizer
-
         pooling, source = resolve_pooling(pooling, name_or_path)
         name = str(name_or_path)
-        if _looks_local(name):
+        if looks_local(name):
             path = ensure_path(name).expanduser()
             if not path.is_dir():
                 raise MissingInputError(
@@ -350,11 +344,15 @@ class Encoder(CachedEncoder):
             if not (path / "config.json").exists():
                 raise MissingInputError(Errors.E101.format(name=path, reason="config.json is missing"))
             name = str(path.resolve())
+        else:
+            check_hub_model(name)  # E512 at once when the hub cannot give it
+        from transformers import AutoTokenizer
+
         try:
             tokenizer = AutoTokenizer.from_pretrained(name)
             model = load_hf_model(name)
         except (OSError, ValueError) as err:
-            raise MissingInputError(Errors.E101.format(name=name, reason=str(err).splitlines()[0])) from err
+            raise MissingInputError(Errors.E101.format(name=name, reason=str(err).splitlines()[0].rstrip("."))) from err
         enc = cls(
             model,
             tokenizer,

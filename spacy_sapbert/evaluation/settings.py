@@ -151,9 +151,11 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
     ds = dict(ev["dataset"])
     if not ds.get("path"):
         raise ConfigError(Errors.E303.format(path=where, what="[evaluate.dataset] path is not set"))
-    if ds["format"] not in FORMATS or ds["train_format"] not in FORMATS:
-        raise ConfigError(Errors.E002.format(what="dataset format", value=f"{ds['format']}/{ds['train_format']}",
-                                             choices=", ".join(FORMATS)))
+    for key, where_set in (("format", "[evaluate.dataset] format, --format"),
+                           ("train_format", "[evaluate.dataset] train_format")):
+        if ds[key] not in FORMATS:
+            raise ConfigError(Errors.E002.format(what=f"dataset format ({where_set})", value=ds[key],
+                                                 choices=", ".join(FORMATS)))
     ds["language"] = check_language(ds.get("language"))
     if isinstance(ds.get("types"), str):
         ds["types"] = [ds["types"]]

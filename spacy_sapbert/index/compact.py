@@ -24,6 +24,7 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import ConfigError, Errors, MissingInputError
+from ..integrity import NPY_READ_ERRORS, unit_norm_problem
 from .files import link_or_copy, write_npy
 from .filtered import masked_search, top_k
 from .rescore import Rescorer
@@ -49,6 +50,7 @@ HUGE_KB_EXPANSION_SEARCH = 1536
 HUGE_KB_NAMES = 2_000_000
 DEFAULT_RESCORE = 64
 CANDIDATE_DTYPES = ("i8", "f16")
+NORM_SAMPLE_ROWS = 64  # rows of vectors.f16.npy whose length is checked at load (64 pages read)
 _SCORE_LIMIT = 1.02  # inner products of unit vectors; float16 rounding stays far below this
 
 Result = Tuple[numpy.ndarray, numpy.ndarray]
@@ -99,7 +101,7 @@ def fit_projection(vectors: numpy.ndarray, dims: int, seed: int) -> numpy.ndarra
 def _load_projection(path: Path, dim: int, dims: int) -> numpy.ndarray:
     try:
         P = numpy.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
+    except NPY_READ_ERRORS as err:
         raise MissingInputError(Errors.E580.format(path=path, why=str(err) or type(err).__name__)) from err
     if P.shape != (dim, dims) or P.dtype != numpy.float32:
         why = f"shape {P.shape} {P.dtype}, expected ({dim}, {dims}) float32"
@@ -130,11 +132,17 @@ def load_float16(folder: Path, n: int, dim: int) -> numpy.ndarray:
     path = folder / VECTORS_F16_FILE
     try:
         X = numpy.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
+    except NPY_READ_ERRORS as err:
         raise _damaged(path, str(err)) from err
     if X.shape != (n, dim) or X.dtype != numpy.float16:
         raise _damaged(path, f"shape {X.shape} {X.dtype}, expected ({n}, {dim}) float16")
     _advise_random(X)
+    # a sample of rows (memory-mapped: reading all 15 GB of a UMLS index at every load is no option; one page
+    # each): a file of zeros or scaled vectors fails here; damage elsewhere is caught when a search re-scores the
+    # row (_SCORE_LIMIT) and by `verify` (every row)
+    problem = unit_norm_problem(X, sample=NORM_SAMPLE_ROWS)
+    if problem is not None:
+        raise _damaged(path, f"stored vectors are not unit length: {problem}")
     return X
 
 

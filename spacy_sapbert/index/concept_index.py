@@ -32,6 +32,8 @@ from .build import _build_hnsw, _encode_names
 from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_write, ensure_path, get_logger
 from .filters import FilterMixin
+from .guards import check_k, check_scores, check_self_scores, is_whole
+from .meta import MAX_EF_SEARCH, check_meta
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_RESCORE, LARGE_KB_NAMES,
                       CompactBackend, default_expansion_search, resolve_candidate_dims)
@@ -118,8 +120,10 @@ class ConceptIndex(FilterMixin):
     def set_ef(self, ef_search: int) -> None:
         """Search depth (hnsw ``ef``, usearch ``expansion_search``, the cells an ivf index scans; higher:
         better recall, slower); no effect on exact search."""
-        if ef_search < 1:
+        if isinstance(ef_search, int) and not isinstance(ef_search, bool) and ef_search < 1:
             raise ConfigError(Errors.E111.format(what="ef_search", minimum=1, value=ef_search))
+        if not is_whole(ef_search, 1, MAX_EF_SEARCH):
+            raise ConfigError(Errors.E559.format(what="ef_search", minimum=1, maximum=MAX_EF_SEARCH, value=ef_search))
         self.ef_search = int(ef_search)
         self.meta["ef_search"] = self.ef_search
         self._backend.set_ef(self.ef_search)
@@ -273,8 +277,7 @@ class ConceptIndex(FilterMixin):
         best first. Where fewer than ``k`` rows exist (or pass ``row_mask``) the tail is row -1,
         score -inf."""
         vectors = self._check_queries(vectors)
-        if k < 1:
-            raise ConfigError(Errors.E111.format(what="k", minimum=1, value=k))
+        check_k(k)
         n_q = vectors.shape[0]
         rows = numpy.full((n_q, k), -1, dtype=numpy.int64)
         scores = numpy.full((n_q, k), -numpy.inf, dtype=numpy.float32)
@@ -283,6 +286,7 @@ class ConceptIndex(FilterMixin):
         if n_q == 0 or kk == 0:
             return rows, scores
         r, s = self._backend.search(vectors, kk, row_mask)
+        check_scores(vectors, r, s, self.path)  # E556: no score outside [-1, 1] leaves the index
         rows[:, : r.shape[1]] = r
         scores[:, : s.shape[1]] = s
         return rows, scores
@@ -295,7 +299,9 @@ class ConceptIndex(FilterMixin):
             raise ConfigError(Errors.E111.format(what="name row", minimum=0, value=rows))
         if not rows:
             return numpy.zeros((0, self.dim), dtype=numpy.float32)
-        return self._backend.vectors(rows)
+        found = self._backend.vectors(rows)
+        check_self_scores(found, self.path)  # a reused name vector is a query: E556 when not unit length
+        return found
 
     def search(
         self,
@@ -314,8 +320,7 @@ class ConceptIndex(FilterMixin):
         ``languages`` (default: :attr:`languages`, see :meth:`set_languages`) only names in them.
         """
         vectors = self._check_queries(vectors)
-        if k < 1:
-            raise ConfigError(Errors.E111.format(what="k", minimum=1, value=k))
+        check_k(k)
         row_mask, allowed = self._filter(semantic_types, require_definition, languages or self.languages)
         n_allowed = len(self) if row_mask is None else int(row_mask.sum())
         results: List[List[Tuple[str, float]]] = [[] for _ in range(vectors.shape[0])]
@@ -380,11 +385,9 @@ class ConceptIndex(FilterMixin):
             raise MissingInputError(Errors.E107.format(path=meta_path, reason="no such file"))
         try:
             meta = json.loads(meta_path.read_text(encoding="utf8"))
-            meta["kind"], meta["dim"], meta["n_names"], meta["file"], meta["file_size"]  # noqa: B018
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+        except (ValueError, UnicodeDecodeError) as err:
             raise MissingInputError(Errors.E107.format(path=meta_path, reason=f"unreadable metadata: {err}")) from err
-        if meta["kind"] not in _BACKENDS:
-            raise MissingInputError(Errors.E107.format(path=meta_path, reason=f"unknown index kind {meta['kind']!r}"))
+        check_meta(meta, meta_path)  # every field's type and range (E557)
         if "files" not in meta:  # format 1: one data file, its size recorded
             meta["files"] = {meta["file"]: {"size": int(meta["file_size"])}}
         return meta

@@ -26,6 +26,7 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import ConfigError, Errors
+from ..integrity import NPY_READ_ERRORS
 from ..util import atomic_write
 from .compact import CompactBackend, VECTORS_F16_FILE, _damaged, load_float16
 from .files import write_npy
@@ -221,7 +222,7 @@ class IvfBackend(CompactBackend):
             try:  # the codes stay memory-mapped: faiss copies them cell by cell
                 arrays[name] = numpy.load(folder / name, mmap_mode="r" if name == CODES_FILE else None,
                                           allow_pickle=False)
-            except (ValueError, OSError, EOFError) as err:
+            except NPY_READ_ERRORS as err:
                 raise _damaged(folder / name, str(err) or type(err).__name__) from err
         return cls._from_arrays(arrays, X, int(meta.get("rescore", DEFAULT_IVF_RESCORE)),
                                 int(meta.get("ef_search", 1)), folder=folder)

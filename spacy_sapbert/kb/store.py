@@ -24,7 +24,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError, Warnings
-from ..integrity import check_files, file_records
+from ..integrity import NPY_READ_ERRORS, check_files, file_records
 from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from ._build import ARRAY_NAMES, LANG_ARRAY, TYPE_SEP, build_arrays, checksum_arrays
 from ._masks import MaskMixin
@@ -48,7 +48,7 @@ def _load_array(path: Path) -> np.ndarray:
             return np.load(path, mmap_mode="r", allow_pickle=False)
         except ValueError:  # zero-size arrays cannot be memory-mapped
             return np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:  # a truncated or damaged .npy
+    except NPY_READ_ERRORS as err:  # a truncated or damaged .npy
         raise DataFormatError(Errors.E552.format(
             path=path, what="a knowledge base array", why=str(err).splitlines()[0] if str(err) else type(err).__name__,
             fix=f"Rebuild the KB (`spacy-sapbert build-kb`); `spacy-sapbert verify {path.parent}` checks all its files.",

@@ -8,7 +8,7 @@ from typing import Iterable, Iterator, Set, Tuple, Union
 from tqdm import tqdm
 
 from ...errors import DataFormatError, Errors, MissingInputError
-from ...util import PathLike, ensure_path
+from ...util import PathLike, ensure_path, folder_contents
 
 
 def as_set(values: Union[str, Iterable[str]]) -> Set[str]:
@@ -18,6 +18,8 @@ def as_set(values: Union[str, Iterable[str]]) -> Set[str]:
 
 def require_file(path: PathLike, what: str, hint: str) -> Path:
     path = ensure_path(path)
+    if path.is_dir():
+        raise MissingInputError(Errors.E511.format(what=what, path=path, files=folder_contents(path), hint=hint))
     if not path.is_file():
         raise MissingInputError(Errors.E001.format(what=what, path=path, hint=hint))
     return path
@@ -27,6 +29,9 @@ def iter_lines(path: PathLike, *, show_progress: bool = False, desc: str = "") -
     """Yield ``(line_number, line)`` (1-based, line ending removed). The file is read as bytes and
     decoded line by line, so a bad byte is reported with its line (``Errors.E004``)."""
     path = ensure_path(path)
+    if path.is_dir():
+        raise MissingInputError(Errors.E511.format(what="Input", path=path, files=folder_contents(path),
+                                                   hint="this input is read from one file of its format."))
     bar = tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=desc or path.name,
                disable=not show_progress, leave=False)
     try:
