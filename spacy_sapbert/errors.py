@@ -591,6 +591,8 @@ class Errors(metaclass=_CodedMessages):
     E811 = ("The re-ranker '{path}' was trained for another {what} ({theirs}) than the linker's ({ours}). Train a "
             "re-ranker for this KB and name encoder (`spacy-sapbert train-reranker`), or link with the ones it was "
             "made for.")
+    E812 = ("Linker '{name}' has a re-ranker and context re-ranking (prototypes or type_priors) at once, which this "
+            "version does not combine. Use one: leave out reranker_path, or the prototypes and type_priors.")
 
 
 __all__ = [

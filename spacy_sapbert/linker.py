@@ -73,6 +73,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "one_sense_per_document": True,  # a document's mentions written alike share the first one's context
     "context_k": 30,  # candidates re-ranked with prototypes: 10 caps NCBI test at 87.9, 30 at 93.4 (docs/context.md)
     "type_priors": {},
+    "reranker_k": 16,  # candidates a re-ranker (initialize's reranker_path) re-orders
+    "reranker_margin": 1.0,  # re-rank mentions whose best two name scores are this close (>= 1.0: every mention)
 }
 
 
@@ -112,6 +114,8 @@ def make_sapbert_linker(
     one_sense_per_document: bool,
     context_k: int,
     type_priors: Dict[str, List[str]],
+    reranker_k: int,
+    reranker_margin: float,
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -143,7 +147,10 @@ def make_sapbert_linker(
     mentions written alike (same text and label) and lets it decide for all of them; ``example_names`` lets the
     prototypes' example mentions count as names of their concepts (a store built with the linker's
     encoder as ``--name-model``); ``context_k`` name candidates (concepts) are re-ranked when
-    prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``)."""
+    prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``).
+    Re-ranker (docs/reranker.md; ``reranker_path`` in initialize): ``reranker_k`` candidates of the mentions whose
+    best two name scores lie within ``reranker_margin`` (1.0: every mention) are re-ordered by the cross-encoder,
+    their scores its probabilities."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -155,7 +162,7 @@ def make_sapbert_linker(
         resources_path=resources_path, context_weight=context_weight,
         definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
         example_names=example_names, one_sense_per_document=one_sense_per_document, context_k=context_k,
-        type_priors=type_priors,
+        type_priors=type_priors, reranker_k=reranker_k, reranker_margin=reranker_margin,
     )
 
 
@@ -180,6 +187,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         self.prototypes: Any = None  # a context.PrototypeStore, set by initialize / from_disk
         self._context: Any = None  # a context.ContextRanker when priors or prototypes are on
         self._context_settings = context_settings(self.cfg)
+        self.reranker: Any = None  # a rerank.RerankStage, set by initialize / from_disk
         register_kb_ents(self.cfg["extension_name"])
 
     # ---- resources ----------------------------------------------------------------------
@@ -198,6 +206,10 @@ class SapbertLinker(LinkerStorage, Pipe):
         index.set_languages(self.cfg["languages"])  # E735 / E739 here, not at the first doc
         self.encoder, self.index = encoder, index
         self.set_prototypes(self.prototypes)
+        if self.reranker is not None:
+            self.reranker.check(index.kb, encoder)  # E811
+            if self._context is not None:
+                raise ConfigError(Errors.E812.format(name=self.name))
 
     def set_prototypes(self, store: Any, *, path: Any = "<memory>") -> None:
         """Use a :class:`~spacy_sapbert.context.PrototypeStore` (None: no re-ranking); it must have
@@ -230,10 +242,12 @@ class SapbertLinker(LinkerStorage, Pipe):
         show_progress: bool = True,
         kind: str = "auto",
         prototypes_path: Optional[str] = None,
+        reranker_path: Optional[str] = None,
     ) -> None:
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
         or build it (and save it there, when given, so the next run reuses it); load the prototype
-        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking. ``kind``
+        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking, or the cross-encoder at
+        ``reranker_path`` (``spacy-sapbert train-reranker``'s ``OUTPUT/model``). ``kind``
         picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``, ``ivf``: see
         :mod:`spacy_sapbert.index`)."""
         from .kb import KnowledgeBase
@@ -256,6 +270,10 @@ class SapbertLinker(LinkerStorage, Pipe):
                 index.to_disk(index_path)
         if prototypes_path is not None:
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
+        if reranker_path is not None:
+            from .rerank.stage import RerankStage
+
+            self.reranker = RerankStage(reranker_path, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")
 
     def _load_encoder(self, name_or_path: str) -> Encoder:
@@ -312,10 +330,14 @@ class SapbertLinker(LinkerStorage, Pipe):
                 cap=cfg["max_entities_per_mention"], batch_size=cfg["batch_size"]))
         if unique:
             vectors = self._vectors(unique)
-            ranked = self.index.search(vectors, max(cfg["k"], cfg["max_entities_per_mention"]),
-                                       semantic_types=cfg["semantic_types"] or None,
+            depth = max(cfg["k"], cfg["max_entities_per_mention"], cfg["reranker_k"] if self.reranker else 0)
+            ranked = self.index.search(vectors, depth, semantic_types=cfg["semantic_types"] or None,
                                        require_definition=cfg["filter_for_definitions"])
             threshold, cap = cfg["threshold"], cfg["max_entities_per_mention"]
+            if self.reranker is not None:  # candidates below the threshold dropped first; then scores in [0, 1]
+                ranked = self.reranker.apply(self.index, unique, vectors, ranked, k=cfg["reranker_k"],
+                                             margin=cfg["reranker_margin"], threshold=threshold,
+                                             batch_size=cfg["batch_size"])
             for text, cands in zip(unique, ranked):
                 found[text] = [(cid, round(score, 6)) for cid, score in cands if score >= threshold][:cap]
         ext = cfg["extension_name"]
@@ -409,8 +431,10 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
         if maximum is not None and cfg[what] > maximum:  # 10**20 candidates: an OverflowError, not a search
             raise ConfigError(Errors.E559.format(what=what, minimum=minimum, maximum=maximum, value=cfg[what]))
     from .encoding.onnx_encoder import check_runtime
+    from .rerank.apply import check_rerank_settings
 
     check_runtime(cfg["runtime"])
+    check_rerank_settings(cfg["reranker_k"], cfg["reranker_margin"])
     threshold = cfg["threshold"]
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ConfigError(Errors.E116.format(value=threshold))

@@ -250,3 +250,76 @@ def test_train_reranker_command(linker_parts, tiny_bert_path, tmp_path):
     assert (tmp_path / "run" / "model" / "sapbert_reranker.json").is_file()
     bad = CliRunner().invoke(app, ["train-reranker"] + args[:-9] + ["--lr", "nan", "--device", "cpu"])
     assert bad.exit_code != 0 and "SB-E808" in str(bad.exception)
+
+
+@pytest.fixture(scope="module")
+def trained_reranker(linker_parts, tiny_bert_path, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reranker") / "run"
+    train(linker_parts, tiny_bert_path, out, onnx=True, epochs=1)
+    return out / "model"
+
+
+def linker_nlp(tiny_bert_path, kb_dir, reranker, **config):
+    import spacy
+
+    nlp = spacy.blank("en")
+    cfg = {"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0, "pooling": "mean", **config}
+    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(kb_dir), reranker_path=reranker,
+                                                           show_progress=False)
+    return nlp
+
+
+def linked(nlp, text, spans):
+    from spacy.tokens import Span
+
+    doc = nlp.make_doc(text)
+    doc.ents = [Span(doc, s, e, label="Disease") for s, e in spans]
+    return nlp(doc)
+
+
+def test_linker_reranks_saves_and_loads_the_reranker(linker_parts, tiny_bert_path, trained_reranker, tmp_path):
+    import spacy
+
+    kb, _, _ = linker_parts
+    kb.to_disk(tmp_path / "kb")
+    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", str(trained_reranker), reranker_k=3)
+    doc = linked(nlp, "a heart infarct and high fever", [(1, 3), (4, 6)])
+    for ent in doc.ents:
+        scores = [s for _, s in ent._.kb_ents]
+        assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores) and scores == sorted(scores, reverse=True)
+    plain = linker_nlp(tiny_bert_path, tmp_path / "kb", None)
+    dense = linked(plain, "a heart infarct and high fever", [(1, 3), (4, 6)])
+    assert any(s > 0 for ent in dense.ents for _, s in ent._.kb_ents)
+    assert [e._.kb_ents for e in doc.ents] != [e._.kb_ents for e in dense.ents]  # the re-ranker's probabilities
+    nlp.to_disk(tmp_path / "pipe")
+    assert (tmp_path / "pipe" / "sapbert_linker" / "reranker" / "model.int8.onnx").is_file()
+    again = spacy.load(tmp_path / "pipe")
+    assert [e._.kb_ents for e in linked(again, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents] == \
+        [e._.kb_ents for e in doc.ents]
+    blob = nlp.get_pipe("sapbert_linker").to_bytes()
+    other = spacy.blank("en")
+    other.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0,
+                                             "pooling": "mean", "reranker_k": 3}).from_bytes(blob)
+    assert [e._.kb_ents for e in linked(other, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents] == \
+        [e._.kb_ents for e in doc.ents]
+
+
+def test_linker_refuses_a_reranker_of_another_kb_bad_settings_and_context(linker_parts, tiny_bert_path,
+                                                                          trained_reranker, tmp_path):
+    import spacy
+
+    smaller = KnowledgeBase.from_concepts(CONCEPTS[:4])
+    smaller.to_disk(tmp_path / "kb4")
+    with pytest.raises(IncompatibleError, match="SB-E811"):
+        linker_nlp(tiny_bert_path, tmp_path / "kb4", str(trained_reranker))
+    for bad in ({"reranker_k": 1}, {"reranker_margin": -1.0}):
+        with pytest.raises(ConfigError, match="SB-E810"):
+            spacy.blank("en").add_pipe("sapbert_linker", config={"model": "x", **bad})
+    from spacy_sapbert.linker import SapbertLinker
+
+    with pytest.raises(ConfigError, match="SB-E810"):  # NaN cannot pass through a spaCy config, but through Python
+        SapbertLinker(spacy.blank("en").vocab, reranker_margin=float("nan"))
+    kb, _, _ = linker_parts
+    kb.to_disk(tmp_path / "kb")
+    with pytest.raises(ConfigError, match="SB-E812"):
+        linker_nlp(tiny_bert_path, tmp_path / "kb", str(trained_reranker), type_priors={"Disease": ["Disease"]})

@@ -1,8 +1,7 @@
 """Re-order the bi-encoder's candidates of each mention with a cross-encoder.
 
 Only mentions whose two best candidates lie within ``margin`` of each other are re-ranked (``margin >= 1``:
-every mention; cosine scores differ by at most 1 between a mention's candidates in practice, 2 in theory, so
-2 is the real "every mention"); their top ``k`` candidates are scored by the re-ranker and ordered by its
+every mention, whatever the scores); their top ``k`` candidates are scored by the re-ranker and ordered by its
 probability ``sigmoid(logit)`` (a score in [0, 1], ties by concept id); the others keep their list as it was.
 """
 from __future__ import annotations
@@ -30,7 +29,7 @@ def check_rerank_settings(k: Any, margin: Any) -> None:
 
 def needs_rerank(ranked: Ranked, margin: float) -> bool:
     """Whether a mention's list is re-ranked: two or more candidates whose best two are within ``margin``."""
-    return len(ranked) >= 2 and (margin >= 2.0 or ranked[0][1] - ranked[1][1] <= margin)
+    return len(ranked) >= 2 and (margin >= 1.0 or ranked[0][1] - ranked[1][1] <= margin)
 
 
 def rerank(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: numpy.ndarray,
