@@ -19,6 +19,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E760–E779 / W760–W769: research workflow (pooling from the model folder, epoch schedules, config versions,
   dev evaluation and best-model selection)
 - E770–E779: multiprocess linking
+- E780–E799 / W780–W789: unseen mentions (E780–E789 / W780–W784 sparse + hybrid, E790–E799 / W785–W789 calibration)
 - E800–E819 / W800–W809: the cross-encoder re-ranker (its files, training, the linker's use of it)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
@@ -160,6 +161,15 @@ class Warnings(metaclass=_CodedMessages):
             "choose another one.")
     W761 = ("Config '{path}' is a version {version} config: {what}. Add [meta] version = {current} to the file once "
             "you have checked the setting (see configs/{task}.cfg).")
+
+    # ---- W780–W784: sparse + hybrid scoring ----
+    W780 = ("sparse_weight = {weight} but context re-ranking is on ({what}): the context ranker re-ranks dense "
+            "candidates only, the sparse part is not used for these mentions. Set sparse_weight = 0, or drop "
+            "the prototypes / type priors to link with hybrid scores.")
+
+    # ---- W785–W789: calibrated confidence ----
+    W785 = ("The calibration '{path}' was fitted with other linker settings ({diff}); its confidences describe "
+            "those settings, not these. Fit it again with `spacy-sapbert calibrate` after changing the settings.")
 
 
 class Errors(metaclass=_CodedMessages):
@@ -569,6 +579,40 @@ class Errors(metaclass=_CodedMessages):
             "and rerun the same command to resume.")
     E772 = ("link-corpus --n-process above 1 needs the 'fork' start method, which this platform does not have "
             "(it has: {methods}). Use --n-process 1, or --backend ray.")
+
+    # ---- E780–E789: sparse (char n-gram tf-idf) + hybrid scoring ----
+    E780 = ("Sparse index setting {what} = {value!r} is not allowed ({allowed}). Fix the option (build-index "
+            "--sparse-ngrams 2,3 / SparseIndex.build(ngram_range=(2, 3), analyzer='char_wb')).")
+    E781 = ("'{path}': the sparse index there was built for another {what}: built for {built}, used with {given}. "
+            "Rebuild it for this KB and index (`spacy-sapbert build-index ... --sparse`, or SparseIndex.from_kb(kb)"
+            ".to_disk(index_folder)).")
+    E782 = ("'{path}': the sparse index is damaged: {why}. Rebuild it (`spacy-sapbert build-index ... --sparse`) "
+            "or restore the index folder from a good copy.")
+    E783 = ("'{path}' holds no sparse index (sparse_meta.json), but the linker's sparse_weight is above 0. Build "
+            "one with `spacy-sapbert build-index KB -m MODEL -o {path} --sparse` (or let initialize() build it: "
+            "the linker's sparse_weight > 0 and no index_path, or an index_path that has none), or set "
+            "sparse_weight = 0.")
+    E784 = ("The linker's {what} = {value!r} is not allowed: {allowed}. Fix the config ([components.{name}] "
+            "{what}); tune the weight with `spacy-sapbert tune-hybrid`.")
+    E785 = ("tune-hybrid: {what}. {fix}")
+
+    # ---- E790–E799: calibrated confidence (knowing when not to link) ----
+    E790 = ("The calibration '{path}' was fitted for {what} {fitted}, but this linker has {what} {found}. A "
+            "calibration belongs to one KB and one encoder: fit it again with `spacy-sapbert calibrate DEV "
+            "--pipeline <this pipeline>`.")
+    E791 = ("'{path}' is not a readable calibration file ({why}). Fit it again with `spacy-sapbert calibrate`; "
+            "never edit the file by hand (its sha256 is checked).")
+    E792 = ("The calibration '{path}' needs the feature(s) {missing}, which this linker does not compute (it "
+            "computes: {known}). Use a spacy_sapbert version with those features, or fit the calibration again.")
+    E793 = ("{what} must be {expected}, got {value!r}. Fix the sapbert_linker config "
+            "([components.sapbert_linker] {what}).")
+    E794 = ("The component '{name}' has threshold_on = 'confidence' but no calibration. Fit one with `spacy-sapbert "
+            "calibrate DEV --pipeline <pipeline>`, pass calibration_path to initialize, or set threshold_on = 'score'.")
+    E795 = ("Cannot fit a calibration: {why}. Give a dev set with more gold mentions whose concepts are in the KB "
+            "(both right and wrong top concepts are needed).")
+    E796 = ("{what} must be {expected}, got {value!r}.")
+    E797 = ("The pipeline '{path}' has no sapbert_linker component with its KB and index (its components: {names}). "
+            "calibrate needs one: build it with `spacy-sapbert create-pipeline OUT --kb KB`.")
 
     # ---- E800–E819: the cross-encoder re-ranker ----
     E801 = ("'{path}' is not a re-ranker folder: it has no {file}. Give the model/ folder that "

@@ -12,6 +12,7 @@ are truncated by the encoder; empty or whitespace-only spans get ``[]`` and ``kb
 """
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -23,11 +24,16 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 
 from .encoding.torch_encoder import DEFAULT_MODEL, CachedEncoder, Encoder
-from .errors import ConfigError, Errors, MissingInputError, Warnings
+from .errors import ConfigError, Errors, IncompatibleError, MissingInputError, Warnings
 from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
+from .index.hybrid import HybridScore, check_weight, hybrid_search
+from .index.sparse import SparseIndex, write_beside
 from .context.ranker import ContextRanker, context_settings
 from .context.store import PrototypeStore
+from .calibration.features import Evidence
+from .calibration.model import Calibration
+from .linker_confidence import decide, register_confidence, validate_confidence_cfg
 from .abbreviations import long_forms, make_detector
 from .abbreviations import mention_text as _mention_text
 from .kb.concept import normalize_name
@@ -73,6 +79,11 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "one_sense_per_document": True,  # a document's mentions written alike share the first one's context
     "context_k": 30,  # candidates re-ranked with prototypes: 10 caps NCBI test at 87.9, 30 at 93.4 (docs/context.md)
     "type_priors": {},
+    "sparse_weight": 0.0,  # hybrid scores (dense + w * sparse) / (1 + w): 0 = dense only (docs/linker.md)
+    "sparse_k": 20,  # concepts the char n-gram tf-idf adds to the dense candidates
+    "confidence_attr": "kb_confidence",  # Span attribute of the calibrated confidence (docs/linker.md)
+    "threshold_on": "score",  # score: kb_ents keep scores >= threshold; confidence: link when confidence >= ...
+    "confidence_threshold": 0.5,
     "reranker_k": 16,  # candidates a re-ranker (initialize's reranker_path) re-orders
     "reranker_margin": 1.0,  # re-rank mentions whose best two name scores are this close (>= 1.0: every mention)
 }
@@ -114,6 +125,11 @@ def make_sapbert_linker(
     one_sense_per_document: bool,
     context_k: int,
     type_priors: Dict[str, List[str]],
+    sparse_weight: float,
+    sparse_k: int,
+    confidence_attr: str,
+    threshold_on: str,
+    confidence_threshold: float,
     reranker_k: int,
     reranker_margin: float,
 ) -> "SapbertLinker":
@@ -148,9 +164,16 @@ def make_sapbert_linker(
     prototypes' example mentions count as names of their concepts (a store built with the linker's
     encoder as ``--name-model``); ``context_k`` name candidates (concepts) are re-ranked when
     prototypes are loaded (``k`` otherwise); ``type_priors`` maps NER labels to allowed semantic types / id prefixes (``"D*"``).
+    Hybrid scoring (docs/linker.md): with ``sparse_weight`` w > 0 the candidates (dense top ``k`` united
+    with the ``sparse_k`` best concepts of the index's char n-gram tf-idf, ``build-index --sparse``) are
+    scored ``(dense + w * sparse) / (1 + w)`` per name, max per concept (still in [-1, 1]); 0: dense only.
+    Knowing when not to link (docs/linker.md): with a calibration (``spacy-sapbert calibrate``; initialize's
+    ``calibration_path``) ``Span._.<confidence_attr>`` holds the probability that the top concept is right;
+    ``threshold_on`` (``score``: ``threshold`` on the raw score, as before; ``confidence``: link only when that
+    probability is at least ``confidence_threshold``; see :mod:`spacy_sapbert.linker_confidence`).
     Re-ranker (docs/reranker.md; ``reranker_path`` in initialize): ``reranker_k`` candidates of the mentions whose
     best two name scores lie within ``reranker_margin`` (1.0: every mention) are re-ordered by the cross-encoder,
-    their scores its probabilities."""
+    their scores its probabilities (``threshold`` applies to them)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -162,7 +185,9 @@ def make_sapbert_linker(
         resources_path=resources_path, context_weight=context_weight,
         definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
         example_names=example_names, one_sense_per_document=one_sense_per_document, context_k=context_k,
-        type_priors=type_priors, reranker_k=reranker_k, reranker_margin=reranker_margin,
+        type_priors=type_priors, sparse_weight=sparse_weight, sparse_k=sparse_k, confidence_attr=confidence_attr,
+        threshold_on=threshold_on, confidence_threshold=confidence_threshold, reranker_k=reranker_k,
+        reranker_margin=reranker_margin,
     )
 
 
@@ -187,8 +212,10 @@ class SapbertLinker(LinkerStorage, Pipe):
         self.prototypes: Any = None  # a context.PrototypeStore, set by initialize / from_disk
         self._context: Any = None  # a context.ContextRanker when priors or prototypes are on
         self._context_settings = context_settings(self.cfg)
+        self.calibration: Any = None  # a calibration.Calibration, set by initialize / from_disk / calibrate
         self.reranker: Any = None  # a rerank.RerankStage, set by initialize / from_disk
         register_kb_ents(self.cfg["extension_name"])
+        register_confidence(self.cfg["confidence_attr"])
 
     # ---- resources ----------------------------------------------------------------------
     @property
@@ -204,8 +231,11 @@ class SapbertLinker(LinkerStorage, Pipe):
         if self.cfg["semantic_types"]:
             index.check_types(self.cfg["semantic_types"])
         index.set_languages(self.cfg["languages"])  # E735 / E739 here, not at the first doc
+        self._check_sparse(index, path)
         self.encoder, self.index = encoder, index
         self.set_prototypes(self.prototypes)
+        if self.calibration is not None:  # set before the resources: checked against them now
+            self.set_calibration(self.calibration, path=path)
         if self.reranker is not None:
             self.reranker.check(index.kb, encoder)  # E811
             if self._context is not None:
@@ -226,6 +256,9 @@ class SapbertLinker(LinkerStorage, Pipe):
                 store.check_name_encoder(self.encoder, path=path)
         self.prototypes = store
         self._context = ContextRanker(store=store, priors=priors, weights=weights) if store is not None or priors else None
+        if self._context is not None and self.cfg["sparse_weight"] > 0:
+            warnings.warn(Warnings.W780.format(weight=self.cfg["sparse_weight"],
+                                               what="prototypes" if store is not None else "type_priors"))
 
     def initialize(
         self,
@@ -242,11 +275,13 @@ class SapbertLinker(LinkerStorage, Pipe):
         show_progress: bool = True,
         kind: str = "auto",
         prototypes_path: Optional[str] = None,
+        calibration_path: Optional[str] = None,
         reranker_path: Optional[str] = None,
     ) -> None:
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
         or build it (and save it there, when given, so the next run reuses it); load the prototype
-        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking, or the cross-encoder at
+        store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking, and the
+        calibration at ``calibration_path`` (from ``spacy-sapbert calibrate``), the cross-encoder re-ranker at
         ``reranker_path`` (``spacy-sapbert train-reranker``'s ``OUTPUT/model``). ``kind``
         picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``, ``ivf``: see
         :mod:`spacy_sapbert.index`)."""
@@ -268,13 +303,33 @@ class SapbertLinker(LinkerStorage, Pipe):
             if index_path is not None:  # recorded as build-index does: `spacy-sapbert link INDEX` can use it alone
                 index.meta.update(model=encoder.name, kb_path=str(ensure_path(kb_path).resolve()))
                 index.to_disk(index_path)
+        if self.cfg["sparse_weight"] > 0 and index.sparse is None:  # hybrid scores need the sparse part: build it
+            index.sparse = SparseIndex.from_kb(kb, encoder_fingerprint=encoder.fingerprint)
+            if index_path is not None:
+                write_beside(index.sparse, index_path, index.meta.get("encoder_fingerprint", ""))
         if prototypes_path is not None:
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
-        if reranker_path is not None:
-            from .rerank.stage import RerankStage
+        if calibration_path is not None:
+            self.calibration = None  # replaced below
+        self.set_resources(encoder, index, path=index_path or "<memory>")  # checks one set before
+        if calibration_path is not None:
+            self.set_calibration(Calibration.from_disk(calibration_path), path=calibration_path)
+        elif self.calibration is None:
+            self.set_calibration(None)  # E794 when threshold_on = "confidence"
 
-            self.reranker = RerankStage(reranker_path, device=self.cfg["device"])
-        self.set_resources(encoder, index, path=index_path or "<memory>")
+    def set_calibration(self, calibration: Any, *, path: Any = "<memory>") -> None:
+        """Use a :class:`~spacy_sapbert.calibration.Calibration` (None: none); it must have been fitted for
+        this KB and encoder (E790). ``threshold_on = "confidence"`` needs one (E794)."""
+        if calibration is not None and self.index is not None and self.encoder is not None:
+            calibration.check(kb_checksum=self.index.kb.checksum, encoder_fingerprint=self.encoder.fingerprint,
+                              path=path)
+            diff = calibration.settings_diff(self.cfg)
+            if diff:
+                warnings.warn(Warnings.W785.format(path=path, diff=", ".join(
+                    f"{key} {old!r} then, {new!r} now" for key, (old, new) in sorted(diff.items()))))
+        if calibration is None and self.cfg["threshold_on"] == "confidence":
+            raise ConfigError(Errors.E794.format(name=self.name))
+        self.calibration = calibration
 
     def _load_encoder(self, name_or_path: str) -> Encoder:
         cfg = self.cfg
@@ -304,7 +359,11 @@ class SapbertLinker(LinkerStorage, Pipe):
             return doc.ents
         return doc.spans[key] if key in doc.spans else ()  # a doc without the group: nothing to link
 
-    def _link(self, docs: Sequence[Doc]) -> None:
+    def evidence(self, docs: Sequence[Doc]) -> List[List[Tuple[Span, Evidence]]]:
+        """Per doc, the spans the linker links with what it has for each before deciding: the normalised
+        text, the ranked candidates with raw scores (up to ``k``, before ``threshold`` and
+        ``max_entities_per_mention``), whether the text is a KB name. Sets nothing on the docs;
+        ``spacy-sapbert calibrate`` fits on it (:mod:`spacy_sapbert.calibration.features`)."""
         if self.encoder is None or self.index is None:
             raise MissingInputError(Errors.E114.format(name=self.name))
         cfg = self.cfg
@@ -326,29 +385,34 @@ class SapbertLinker(LinkerStorage, Pipe):
             ranked_in_context = iter(self._context.rank(
                 self.index, self._vectors, [m for mentions in per_doc for m in mentions],
                 k=k, semantic_types=cfg["semantic_types"] or None,
-                require_definition=cfg["filter_for_definitions"], threshold=cfg["threshold"],
-                cap=cfg["max_entities_per_mention"], batch_size=cfg["batch_size"]))
+                require_definition=cfg["filter_for_definitions"], threshold=-math.inf,
+                cap=k, batch_size=cfg["batch_size"]))
         if unique:
-            vectors = self._vectors(unique)
-            depth = max(cfg["k"], cfg["max_entities_per_mention"], cfg["reranker_k"] if self.reranker else 0)
-            ranked = self.index.search(vectors, depth, semantic_types=cfg["semantic_types"] or None,
-                                       require_definition=cfg["filter_for_definitions"])
-            threshold, cap = cfg["threshold"], cfg["max_entities_per_mention"]
-            if self.reranker is not None:  # candidates below the threshold dropped first; then scores in [0, 1]
-                ranked = self.reranker.apply(self.index, unique, vectors, ranked, k=cfg["reranker_k"],
-                                             margin=cfg["reranker_margin"], threshold=threshold,
-                                             batch_size=cfg["batch_size"])
-            for text, cands in zip(unique, ranked):
-                found[text] = [(cid, round(score, 6)) for cid, score in cands if score >= threshold][:cap]
-        ext = cfg["extension_name"]
+            found = dict(zip(unique, self._rank(unique)))  # dense, or hybrid with sparse_weight > 0
+        row_of_name = getattr(self.index.kb, "row_of_name", None)
+        out: List[List[Tuple[Span, Evidence]]] = []
+        for mentions in per_doc:
+            out.append([])
+            for span, text in mentions:
+                cands = next(ranked_in_context) if ranked_in_context is not None else found.get(text, [])
+                is_name = bool(text) and row_of_name is not None and row_of_name(text) >= 0
+                out[-1].append((span, Evidence(text, list(cands), is_name)))
+        return out
+
+    def _link(self, docs: Sequence[Doc]) -> None:
+        cfg = self.cfg
+        per_doc = self.evidence(docs)
+        ext, conf_attr = cfg["extension_name"], cfg["confidence_attr"]
         register_kb_ents(ext)  # again: a scispaCy linker made since may have replaced it
         for doc, mentions in zip(docs, per_doc):
+            decided = decide(cfg, self.calibration, [ev for _, ev in mentions])
             kb_ids: List[str] = []
-            for span, text in mentions:
-                cands = next(ranked_in_context) if ranked_in_context is not None else list(found.get(text, []))
+            for (span, _), (cands, confidence) in zip(mentions, decided):
                 if any(not -_SCORE_LIMIT <= score <= _SCORE_LIMIT for _, score in cands):  # NaN too: E556
                     self._refuse_score(cands)
                 span._.set(ext, cands)
+                if confidence is not None:
+                    span._.set(conf_attr, confidence)
                 kb_ids.append(cands[0][0] if cands else "")
             if cfg["set_kb_id"] and mentions:
                 self._set_kb_ids(doc, [span for span, _ in mentions], kb_ids)
@@ -363,6 +427,47 @@ class SapbertLinker(LinkerStorage, Pipe):
         raise IntegrityError(Errors.E556.format(score=score, what="the index (or prototype store) of "
                                                 f"'{self.name}'", path=where, fix="`spacy-sapbert build-index`, "
                                                 "`spacy-sapbert build-prototypes`"))
+
+    def _rank(self, texts: List[str]) -> List[List[Tuple[str, float]]]:
+        """The top concepts of normalised mention ``texts``: dense, or hybrid when ``sparse_weight`` > 0; with a
+        re-ranker, its top ``reranker_k`` re-ordered (scores: its probabilities)."""
+        cfg = self.cfg
+        depth = max(cfg["k"], cfg["max_entities_per_mention"], cfg["reranker_k"] if self.reranker is not None else 0)
+        vectors = self._vectors(texts)
+        if cfg["sparse_weight"] > 0:
+            ranked = [[(c.concept_id, c.score) for c in found] for found in self.score_parts(texts, vectors, depth)]
+        else:
+            ranked = self.index.search(vectors, depth, semantic_types=cfg["semantic_types"] or None,
+                                       require_definition=cfg["filter_for_definitions"])
+        if self.reranker is not None:
+            ranked = self.reranker.apply(self.index, texts, vectors, ranked, k=cfg["reranker_k"],
+                                         margin=cfg["reranker_margin"], batch_size=cfg["batch_size"])
+        return ranked
+
+    def score_parts(self, texts: List[str], vectors: Optional["numpy.ndarray"] = None,
+                    depth: Optional[int] = None) -> List[List[HybridScore]]:
+        """Hybrid ranking of normalised mention ``texts`` with each concept's dense and sparse parts
+        (:class:`~spacy_sapbert.index.hybrid.HybridScore`); needs the index's sparse part (E783). ``vectors``:
+        the texts' query vectors when already made; ``depth``: concepts per text (default ``k``)."""
+        if self.encoder is None or self.index is None:
+            raise MissingInputError(Errors.E114.format(name=self.name))
+        self._check_sparse(self.index, self.index.path or "<memory>", needed=True)
+        cfg = self.cfg
+        return hybrid_search(self.index, self.index.sparse, texts, self._vectors(texts) if vectors is None else vectors,
+                             k=depth or max(cfg["k"], cfg["max_entities_per_mention"]), sparse_k=cfg["sparse_k"],
+                             weight=cfg["sparse_weight"], semantic_types=cfg["semantic_types"] or None,
+                             require_definition=cfg["filter_for_definitions"])
+
+    def _check_sparse(self, index: ConceptIndex, path: Any, *, needed: bool = False) -> None:
+        """E783 when hybrid scoring is on and the index has no sparse part; E781 when it is another KB's."""
+        if not needed and self.cfg["sparse_weight"] <= 0:
+            return
+        if index.sparse is None:
+            raise MissingInputError(Errors.E783.format(path=path))
+        if index.sparse.meta.get("kb_checksum") != index.kb.checksum:
+            raise IncompatibleError(Errors.E781.format(path=path, what="knowledge base",
+                                                       built=index.sparse.meta.get("kb_checksum"),
+                                                       given=index.kb.checksum))
 
     def _warn_without_ner(self, docs: Sequence[Doc]) -> None:
         """Warn once (W551) when docs reach the linker with no entity annotation at all: nothing
@@ -438,11 +543,16 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     threshold = cfg["threshold"]
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ConfigError(Errors.E116.format(value=threshold))
+    cfg["sparse_weight"] = check_weight(cfg["sparse_weight"])
+    if not isinstance(cfg["sparse_k"], int) or isinstance(cfg["sparse_k"], bool) or cfg["sparse_k"] < 0:
+        raise ConfigError(Errors.E784.format(what="sparse_k", value=cfg["sparse_k"], name="sapbert_linker",
+                                             allowed="a whole number >= 0 (0: re-score the dense candidates only)"))
     if cfg["resources"] not in ("inside", "outside"):
         raise ConfigError(Errors.E124.format(value=cfg["resources"], choices="inside, outside"))
     if not cfg["extension_name"] or not str(cfg["extension_name"]).isidentifier():
         raise ConfigError(Errors.E002.format(what="extension_name", value=cfg["extension_name"],
                                              choices="a Python identifier such as kb_ents"))
+    validate_confidence_cfg(cfg)
 
 
 __all__ = ["SapbertLinker", "make_sapbert_linker", "DEFAULT_CONFIG"]

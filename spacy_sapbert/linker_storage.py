@@ -1,4 +1,4 @@
-"""Saving and loading the ``sapbert_linker`` component: ``to_disk``/``from_disk`` (encoder, prototypes, and KB +
+"""Saving and loading the ``sapbert_linker`` component: ``to_disk``/``from_disk`` (encoder, prototypes, calibration, and KB +
 index or a pointer to them outside the pipeline), ``to_bytes``/``from_bytes`` (only the files ``to_disk`` writes),
 and :meth:`~LinkerStorage.export_resources`. A mixin of :class:`~spacy_sapbert.linker.SapbertLinker`, kept apart so
 that the component's linking code and its file handling can be read on their own."""
@@ -10,6 +10,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional
 
+from .calibration.model import FILE_NAME as CALIBRATION_FILE
+from .calibration.model import Calibration
 from .context.store import PrototypeStore
 from .encoding.onnx_encoder import load_saved_encoder, write_export_for
 from .encoding.torch_encoder import CachedEncoder, Encoder
@@ -27,6 +29,7 @@ class LinkerStorage:
     index: Optional[ConceptIndex]
     prototypes: Any
     reranker: Any
+    calibration: Any
     _resources_dir: Optional[Path]
     kb: Any  # the component's KB (a property of the component)
 
@@ -44,6 +47,10 @@ class LinkerStorage:
             self.prototypes.to_disk(path / "prototypes")
         if self.reranker is not None:
             self.reranker.to_disk(path / "reranker")
+        if self.calibration is not None:
+            self.calibration.to_disk(path / CALIBRATION_FILE)
+        elif (path / CALIBRATION_FILE).exists():  # saving over an older pipeline folder: not another's file
+            (path / CALIBRATION_FILE).unlink()
         if self.cfg["resources"] == "outside":
             self._save_pointer(path)
             return
@@ -78,7 +85,12 @@ class LinkerStorage:
             from .rerank.stage import RerankStage
 
             self.reranker = RerankStage(path / "reranker", device=self.cfg["device"])
+        self.calibration = None  # the folder's own calibration (or none) replaces one held before
         self.set_resources(encoder, index, path=folder / "index")
+        calibration = None
+        if (path / CALIBRATION_FILE).exists():  # travels with the pipeline, even with outside resources
+            calibration = Calibration.from_disk(path / CALIBRATION_FILE)
+        self.set_calibration(calibration, path=path / CALIBRATION_FILE)
         self._resources_dir = folder if pointer is not None else None
         return self
 

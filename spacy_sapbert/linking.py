@@ -50,6 +50,8 @@ def build_index_dir(
     gpus_per_actor: float = 0.0,
     address: Optional[str] = None,
     languages: Optional[Sequence[str]] = None,
+    sparse: bool = False,
+    sparse_ngrams: Sequence[int] = (2, 3),
 ) -> ConceptIndex:
     """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
     ``kind``: ``auto`` (by size), ``exact``, ``hnsw``, ``compact`` or ``ivf`` (see :mod:`spacy_sapbert.index`).
@@ -57,7 +59,9 @@ def build_index_dir(
     (``gpus_per_actor`` GPUs each; the cluster at ``address``, else a local Ray) into the work folder,
     then the index is built here from those chunks (see :mod:`spacy_sapbert.index.ray_build`).
     ``languages``: the index searches only the names in these languages by default (every name is
-    still indexed: :meth:`ConceptIndex.set_languages` changes it without a rebuild)."""
+    still indexed: :meth:`ConceptIndex.set_languages` changes it without a rebuild). ``sparse``: also fit
+    the char n-gram tf-idf of the names (``sparse_ngrams``, :mod:`spacy_sapbert.index.sparse`) that hybrid
+    scoring (the linker's ``sparse_weight``) reads; saved in the same folder."""
     from .encoding.torch_encoder import Encoder
     from .kb import KnowledgeBase
 
@@ -76,6 +80,10 @@ def build_index_dir(
     kb = KnowledgeBase.from_disk(kb_dir)
     if languages:
         kb.row_language_mask(languages)  # an unknown code fails before the encoding (E735)
+    if sparse:
+        from .index.sparse import check_settings
+
+        check_settings("char_wb", sparse_ngrams)  # E780 before the encoding
     enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device, precision=precision)
     options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
                                                   ("ef_search", ef_search), ("rescore", rescore),
@@ -98,6 +106,10 @@ def build_index_dir(
     index.meta["model"] = enc.name
     index.meta["kb_path"] = str(kb_dir.resolve())
     index.set_languages(languages)
+    if sparse:
+        from .index.sparse import SparseIndex
+
+        index.sparse = SparseIndex.from_kb(kb, encoder_fingerprint=enc.fingerprint, ngram_range=sparse_ngrams)
     with atomic_dir(output, overwrite=overwrite) as tmp:
         index.to_disk(tmp)
     import shutil

@@ -175,3 +175,27 @@ def test_umls_scale_sweep_table_from_the_log_of_a_run_cut_by_a_time_limit(bench,
     empty.write_text("prepared 1,000 x 8 (spectrum): {'n_names': 1000}\n")
     with pytest.raises(SystemExit, match="no measured points"):
         sweep.from_log(empty, "other_n1000_d8_spectrum", [])
+
+
+def test_hybrid_unseen_tables_from_its_parts(bench, tmp_path):
+    load, rendered, results = bench
+    hybrid = load("hybrid_unseen")
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for corpus, name in (("ncbi", "NCBI-disease test"), ("bc5cdr", "BC5CDR-disease dev")):
+        for (lo, hi), train_acc in (((2, 3), 0.71), ((3, 3), 0.73)):
+            rows = [["name-only (dense, w = 0)", 60.0, 90.0, 70.0, 40.0, 50.0, 60.0, 80.0, 90.0, 95.0],
+                    [f"sparse only (char_wb {lo}-{hi})", 55.0, 95.0, 60.0, 35.0, 45.0, 55.0, 75.0, 85.0, 92.0],
+                    ["hybrid (w = 0.5, tuned on train)", 66.0 + hi, 96.0, 72.0, 49.0, 58.0, 66.0, 85.0, 94.0, 97.0]]
+            (parts / f"{corpus}_{lo}_{hi}.json").write_text(json.dumps({
+                "corpus": name, "ngram_range": [lo, hi], "weight": 0.5, "train_acc@1": train_acc, "train_grid": [],
+                "rows": rows, "mentions": 100, "train_mentions": 500, "classes": {"dictionary": 40, "train": 20,
+                                                                                  "neither": 40},
+                "unseen_in_train": 70, "n_features": 1000 * hi}))
+    hybrid.main(["--parts-dir", str(parts), "--command", "python benchmarks/hybrid_unseen.py"])
+    doc = json.loads((results / "hybrid_unseen.json").read_text())
+    assert doc["figures"]["ngram_range"] == [3, 3]  # the better NCBI train accuracy picks the range
+    ncbi = doc["tables"]["NCBI-disease test (MEDIC, base MiniLM, strict, %)"]
+    assert ncbi["rows"][2][1] == 69.0 and ncbi["rows"][1][0] == "sparse only (char_wb 3-3)"
+    assert "recall@64" in ncbi["columns"] and "neither (refined)" in ncbi["columns"]
+    assert "hybrid (w = 0.5, tuned on train)" in rendered()

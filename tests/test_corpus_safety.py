@@ -189,7 +189,7 @@ def test_a_bad_line_in_a_later_shard_stops_the_run_before_any_work(corpus_pipeli
     _write_jsonl(inputs / "s1.jsonl", _docs("b", 2))
     with open(inputs / "s1.jsonl", "a", encoding="utf8") as fh:
         fh.write('{"id": "b9", "text": "flu"\n')  # line 3: cut short
-    with pytest.raises(DataFormatError, match=r"SB-E702.*s1\.jsonl: line 3"):
+    with pytest.raises(DataFormatError, match=r"SB-E552.*s1\.jsonl.*line 3"):
         link_corpus([inputs], str(corpus_pipeline), tmp_path / "out", show_progress=False)
     assert not (tmp_path / "out").exists()
 

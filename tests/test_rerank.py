@@ -221,8 +221,9 @@ def test_rerank_reorders_close_calls_only_with_probabilities(linker_parts):
     assert out[1] == ranked[1]  # margin 0.55 > 0.2: left alone
     assert len(fake.calls) == 1 and {m for m, _ in fake.calls[0]} == {"cancer of the breast"}
     assert [c for c, _ in out[0]] == ["D001", "D004", "D003"]  # two equal probabilities: by concept id
-    assert all(0.0 <= s <= 1.0 for _, s in out[0]) and out[0][0][1] == pytest.approx(1 / (1 + numpy.exp(-4.0)))
-    every = rerank(_Prefers(set(kb.names_of_concept("D001"))), index, mentions, vectors, ranked, k=2, margin=2.0)
+    probs = numpy.exp([4.0, 4.0, -4.0]) / numpy.exp([4.0, 4.0, -4.0]).sum()  # a softmax over the re-ranked three
+    assert [s for _, s in out[0]] == pytest.approx(probs.tolist()) and sum(s for _, s in out[0]) == pytest.approx(1)
+    every = rerank(_Prefers(set(kb.names_of_concept("D001"))), index, mentions, vectors, ranked, k=2, margin=1.0)
     assert [c for c, _ in every[1]] == ["D001", "D003"] and len(every[0]) == 2
     for bad in (dict(k=1), dict(margin=-0.1), dict(margin=float("nan"))):
         with pytest.raises(ConfigError, match="SB-E810"):

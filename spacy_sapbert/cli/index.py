@@ -51,6 +51,9 @@ def build_index_command(
     gpus_per_actor: float = typer.Option(0.0, "--gpus-per-actor", min=0.0, help="--ray: GPUs per actor (0: CPU)."),
     address: Optional[str] = typer.Option(None, "--address", help="--ray: the Ray cluster to join (auto, HOST:PORT or "
                                                                     "ray://HOST:10001); default: a local Ray."),
+    sparse: bool = typer.Option(False, "--sparse", help="Also fit the char n-gram tf-idf of the names (saved in the "
+                                                         "same folder) for the linker's hybrid scores (sparse_weight)."),
+    sparse_ngrams: str = typer.Option("2,3", "--sparse-ngrams", help="--sparse: the n-gram range LO,HI (char_wb)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Encode every KB name and build the nearest-name index the linker searches."""
@@ -75,7 +78,23 @@ def build_index_command(
                             connectivity=connectivity, candidate_dims=candidate_dims, lists=lists, ray=ray,
                             actors=actors,
                             gpus_per_actor=gpus_per_actor, address=address,
-                            languages=[x.strip() for x in languages.split(",") if x.strip()] if languages else None)
+                            languages=[x.strip() for x in languages.split(",") if x.strip()] if languages else None,
+                            sparse=sparse, sparse_ngrams=_ngrams(sparse_ngrams))
     meta = index.meta
+    if index.sparse is not None:
+        typer.echo(f"Sparse part: {index.sparse.n_features:,} char n-grams {index.sparse.meta['ngram_range']}, "
+                   f"{index.sparse.nbytes / 2**20:,.1f} MiB")
     typer.echo(f"Indexed {meta['n_names']:,} names of {meta['n_concepts']:,} concepts ({meta['kind']}, "
                f"dim {meta['dim']}) in {time.perf_counter() - start:.1f} s -> {output}")
+
+
+def _ngrams(value: str) -> tuple:
+    """``"2,3"`` → ``(2, 3)``; anything else is E780 (check_settings)."""
+    from ..errors import ConfigError, Errors
+    from ..index.sparse import MAX_NGRAM, check_settings
+
+    parts = [p.strip() for p in value.split(",")]
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
+        raise ConfigError(Errors.E780.format(what="--sparse-ngrams", value=value,
+                                             allowed=f"LO,HI with 1 <= LO <= HI <= {MAX_NGRAM}, e.g. 2,3"))
+    return check_settings("char_wb", (int(parts[0]), int(parts[1])))[1]

@@ -1,5 +1,6 @@
 """Writing a run's results: ``metrics.json``, ``report.md`` (tables naming their setting), an error
-sample (``errors.tsv`` / ``errors.md``) and ``acc_at_k.png`` (acc@k curves per system).
+sample (``errors.tsv`` / ``errors.md``), ``acc_at_k.png`` (acc@k curves per system) and, with ``calibration = true``, the
+calibration section and ``reliability.png`` (:mod:`.calibration`).
 
 The result dictionary the runner builds is the single source: the markdown, the plot and the json
 are all rendered from it, so they cannot disagree.
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ..util import PathLike, atomic_write, ensure_path
+from .calibration import plot_calibration, render_calibration
 from .protocol import CLASS_LABELS
 
 ERROR_COLUMNS = ("system", "mode", "doc_id", "mention", "query", "gold", "predicted", "predicted_name", "score")
@@ -174,6 +176,7 @@ def render_markdown(result: Dict) -> str:
             out += [f"## {mode.replace('_', ' ')} — {subset} (n = {n})", "",
                     f"_{where}; composite: {result['setting']['composite']}; acc in %_", ""]
             out += results_table(result, mode, subset) + [""]
+    out += render_calibration(result)
     if result.get("nel"):
         out += ["spaCy `Scorer.score_links` on the full set (gold spans; predicted kb_id = best concept; "
                 "NIL = empty kb_id or gold not in the KB): `nel_micro_f` in the end-to-end tables.", ""]
@@ -258,6 +261,7 @@ def write_report(result: Dict, errors: Sequence[Dict], output: PathLike, *, conf
         fh.write(render_markdown(result))
     write_errors(sample_errors(errors, error_sample, seed), folder)
     plot_curves(result, folder / "acc_at_k.png")
+    plot_calibration(result, folder / "reliability.png")
     if config_text is not None:
         with atomic_write(folder / "config.cfg") as fh:
             fh.write(config_text)

@@ -76,6 +76,14 @@ def build_systems(settings: Dict[str, Any], kb, dictionary: Dictionary) -> List[
             out.append(DenseEncoder(load_encoder(sy[key], sy, pooling), dictionary, name=label,
                                     batch_size=settings["batch_size"], cache_dir=settings["cache_dir"],
                                     show_progress=settings["show_progress"]))
+    if sy["hybrid"]:
+        from .hybrid import hybrid_systems
+
+        dense = [s for s in out if isinstance(s, DenseEncoder)]
+        if not dense:
+            raise ConfigError(Errors.E305.format(system="hybrid", what="a name-only dense system to add sparse scores to",
+                                                 hint="Set [evaluate.systems] model or base_encoder."))
+        out += hybrid_systems(settings, kb, dense[0], read_train_mentions(settings) if sy["hybrid_tune"] else [])
     if sy["exact_match"]:
         out.append(ExactMatch(dictionary))
     if sy["tfidf"]:
@@ -290,6 +298,10 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
             result["curves"]["end_to_end"][name] = _curves(golds, rankings, max_k)
             result["nel"][name] = nel
             errors += _errors(name, "end_to_end", mentions, queries, golds, rankings, kb)
+    if settings.get("calibration"):  # optional section: spacy_sapbert.evaluation.calibration
+        from .calibration import calibration_results
+
+        result["calibration"] = calibration_results(settings, docs, bins=settings["calibration_bins"])
     result["seconds"] = round(time.time() - started, 1)
     if out_path is not None:
         with atomic_dir(out_path, overwrite=overwrite) as tmp:

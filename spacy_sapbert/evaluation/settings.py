@@ -30,6 +30,8 @@ error_sample = 50
 cache_dir = null
 batch_size = 128
 show_progress = true
+calibration = false
+calibration_bins = 10
 
 [evaluate.dataset]
 path = null
@@ -81,6 +83,12 @@ one_sense_per_document = true
 context_definitions = "none"
 context_pooling = "mean"
 context_max_length = 64
+hybrid = false
+hybrid_name = "hybrid"
+sparse_weight = 0.5
+sparse_k = 20
+sparse_ngrams = [2,3]
+hybrid_tune = false
 """
 
 
@@ -189,15 +197,31 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
             systems[key] = None
     for key in ("prototypes", "context_dev"):
         systems[key] = _resolve(base, systems[key])
+    if systems["hybrid"]:
+        from ..index.hybrid import check_weight
+        from ..index.sparse import check_settings
+
+        systems["sparse_weight"] = check_weight(systems["sparse_weight"], name="evaluate.systems")
+        check_settings("char_wb", systems["sparse_ngrams"])
+        if systems["hybrid_tune"] and not ds["train"]:
+            raise ConfigError(Errors.E303.format(path=where, what="systems.hybrid_tune needs training files in "
+                                                 "[evaluate.dataset] train (the weight is tuned on their mentions)"))
     return {
         "name": str(ev["name"]), "seed": int(ev["seed"]), "ks": list(ev["ks"]),
         "candidate_ks": list(check_ks(ev["candidate_ks"])), "modes": list(modes),
         "exclude_composite": bool(ev["exclude_composite"]), "levenshtein_threshold": float(thr),
         "error_sample": int(ev["error_sample"]), "cache_dir": _resolve(base, ev["cache_dir"]),
         "batch_size": int(ev["batch_size"]), "show_progress": bool(ev["show_progress"]),
+        "calibration": bool(ev["calibration"]), "calibration_bins": _bins(ev["calibration_bins"], where),
         "dataset": ds, "kb": kb, "input": {k: bool(v) for k, v in dict(ev["input"]).items()}, "systems": systems,
         "config_path": str(config_path),
     }
+
+
+def _bins(value: Any, where: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(Errors.E303.format(path=where, what=f"calibration_bins must be an integer >= 1, got {value!r}"))
+    return value
 
 
 __all__ = ["DEFAULT_CONFIG", "MODES", "default_config", "load_config", "merge_config", "settings_from_config"]

@@ -37,6 +37,7 @@ from .meta import MAX_EF_SEARCH, check_meta
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_RESCORE, LARGE_KB_NAMES,
                       CompactBackend, default_expansion_search, resolve_candidate_dims)
+from .sparse import SparseIndex, load_beside, write_beside
 from .ivf import DEFAULT_IVF_RESCORE, IvfBackend, faiss_missing, sub_quantizers, check_settings as check_ivf_settings
 
 logger = get_logger("index")
@@ -94,6 +95,7 @@ class ConceptIndex(FilterMixin):
         self._known_types: Optional[frozenset] = None
         self._csr: Tuple[str, numpy.ndarray, numpy.ndarray] = _NO_CSR
         self.path: Optional[Any] = None  # the folder it was loaded from
+        self.sparse: Optional[SparseIndex] = None  # char n-gram tf-idf of the same names (hybrid.py), saved beside
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
@@ -374,6 +376,7 @@ class ConceptIndex(FilterMixin):
             records = file_records(path, files)
         self.meta = dict(self.meta, files=records)
         meta = dict(self.meta, kind=self.kind, file=files[0], file_size=records[files[0]]["size"])
+        write_beside(self.sparse, path, self.meta.get("encoder_fingerprint", ""))  # or remove a stale one
         with atomic_write(path / META_FILE) as fh:
             json.dump(meta, fh, indent=2, sort_keys=True)
 
@@ -415,6 +418,7 @@ class ConceptIndex(FilterMixin):
         backend = _BACKENDS[meta["kind"]].load(path, meta)
         index = cls(kb, meta, backend=backend)
         index.path = path
+        index.sparse = load_beside(path, kb, meta.get("encoder_fingerprint"))  # None without sparse_meta.json
         if ef_search is not None:
             index.set_ef(ef_search)
         return index

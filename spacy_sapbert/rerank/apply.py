@@ -2,7 +2,8 @@
 
 Only mentions whose two best candidates lie within ``margin`` of each other are re-ranked (``margin >= 1``:
 every mention, whatever the scores); their top ``k`` candidates are scored by the re-ranker and ordered by its
-probability ``sigmoid(logit)`` (a score in [0, 1], ties by concept id); the others keep their list as it was.
+probability that each is the right one among them (a softmax over their logits, as the listwise training
+loss: scores in [0, 1] summing to 1; ties by concept id); the others keep their list as it was.
 """
 from __future__ import annotations
 
@@ -55,12 +56,18 @@ def rerank(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: nu
                 pair_n.append(name)
                 owners.append((q, cid))
     logits = reranker.score(pair_m, pair_n, batch_size=batch_size) if pair_m else numpy.zeros(0, numpy.float32)
-    probs = 1.0 / (1.0 + numpy.exp(-numpy.clip(logits.astype(numpy.float64), -60, 60)))
-    fresh: dict = {q: [] for q in todo}
-    for (q, cid), p in zip(owners, probs.tolist()):
-        fresh[q].append((cid, float(p)))
+    by_query: dict = {q: ([], []) for q in todo}
+    for (q, cid), logit in zip(owners, logits.astype(numpy.float64).tolist()):
+        by_query[q][0].append(cid)
+        by_query[q][1].append(logit)
     for q in todo:
-        out[q] = sorted(fresh[q], key=lambda item: (-item[1], item[0]))
+        cids, values = by_query[q]
+        if not cids:
+            continue  # no candidate with a name to read: the list stays as it was
+        values = numpy.asarray(values)
+        probs = numpy.exp(values - values.max())
+        probs /= probs.sum()
+        out[q] = sorted(zip(cids, probs.tolist()), key=lambda item: (-item[1], item[0]))
     return out
 
 

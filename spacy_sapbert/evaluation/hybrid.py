@@ -1,0 +1,168 @@
+"""Hybrid (dense + sparse) systems for ``evaluate`` and the weight tuner behind ``tune-hybrid``.
+
+:class:`HybridSetup` holds what one name encoder and one KB need: an exact :class:`ConceptIndex` over
+``kb.names`` whose vectors come from the run's :class:`~.cache.VectorCache` (shared with the dense
+baseline, so names are encoded once per encoder), and the :class:`~spacy_sapbert.index.sparse.SparseIndex`
+of the same names. :meth:`HybridSetup.gather` scores the candidates of a batch of mentions once
+(:func:`spacy_sapbert.index.hybrid.gather`); :func:`tune_weight` then ranks them under each weight of a
+grid and keeps the best strict acc@1 (ties: the smaller weight). The systems rank exactly what the
+linker with the same ``sparse_weight`` / ``sparse_k`` ranks (its scores, its candidates).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..index import ConceptIndex
+from ..index.aggregate import aggregate_batch
+from ..index.hybrid import HybridCandidates, check_weight, gather, rank, top1
+from ..index.sparse import DEFAULT_NGRAM_RANGE, SparseIndex
+from .baselines import System
+from .cache import VectorCache, encoder_key
+from .metrics import Gold, Ranking
+
+WEIGHT_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+
+
+class HybridSetup:
+    """Exact dense index + sparse index over ``kb.names`` for ``encoder`` (see the module docstring)."""
+
+    def __init__(self, encoder: Any, kb: Any, *, cache_dir: Any = None, batch_size: int = 128,
+                 ngram_range: Sequence[int] = DEFAULT_NGRAM_RANGE, show_progress: bool = False,
+                 sparse: Optional[SparseIndex] = None) -> None:
+        self.encoder, self.kb, self.batch_size = encoder, kb, batch_size
+        self.cache = VectorCache(cache_dir, encoder_key(encoder), dim=encoder.dim)
+        self.show_progress = show_progress
+        vectors = self.cache.get(encoder, list(kb.names), batch_size=batch_size, show_progress=show_progress)
+        self.index = ConceptIndex.from_vectors(kb, vectors, encoder, kind="exact", show_progress=False)
+        self.sparse = sparse if sparse is not None else SparseIndex.from_kb(
+            kb, encoder_fingerprint=encoder.fingerprint, ngram_range=ngram_range)
+
+    def vectors(self, queries: Sequence[str]) -> np.ndarray:
+        return self.cache.get(self.encoder, list(queries), batch_size=self.batch_size, show_progress=self.show_progress)
+
+    def gather(self, queries: Sequence[str], *, k: int, sparse_k: int) -> HybridCandidates:
+        return gather(self.index, self.sparse, list(queries), self.vectors(queries), k=k, sparse_k=sparse_k)
+
+    def rank(self, found: HybridCandidates, weight: float, k: int) -> List[Ranking]:
+        ids = self.kb.concept_ids
+        return [Ranking(concepts=[(x.concept_id, x.score) for x in ranked]) for ranked in rank(found, weight, k, ids)]
+
+    def sparse_only(self, queries: Sequence[str], k: int) -> List[Ranking]:
+        """The sparse index alone: concepts by their best name's tf-idf cosine (ties by concept id)."""
+        rows, scores = self.sparse.search(list(queries), max(4 * k, k + 16))
+        _, ptr, idx = self.index._row_csr()
+        ranked, _ = aggregate_batch(rows, scores, k, None, True, ptr, idx)
+        ids = self.kb.concept_ids
+        return [Ranking(concepts=[(ids[int(c)], float(s)) for c, s in zip(cs, ss)]) for cs, ss in ranked]
+
+
+def tune_weight(setup: HybridSetup, found: HybridCandidates, golds: Sequence[Gold],
+                grid: Sequence[float] = WEIGHT_GRID) -> Tuple[float, List[Dict[str, float]]]:
+    """``(best weight, [{"weight", "acc@1"}, ...])``: strict acc@1 of ``found`` under each weight."""
+    weights = [check_weight(w) for w in grid]
+    ids = setup.kb.concept_ids
+    table = []
+    for weight, best in zip(weights, top1(found, weights)):
+        hits = sum(c >= 0 and ids[int(c)] in g.ids for c, g in zip(best.tolist(), golds))
+        table.append({"weight": float(weight), "acc@1": hits / max(1, len(golds))})
+    best = max(table, key=lambda row: (row["acc@1"], -row["weight"]))
+    return best["weight"], table
+
+
+class HybridSystem(System):
+    """A name encoder's dense scores + the sparse index, ``(dense + w * sparse) / (1 + w)`` (strict only)."""
+
+    def __init__(self, setup: HybridSetup, *, weight: float, sparse_k: int = 20, name: str = "hybrid") -> None:
+        self.setup, self.weight, self.sparse_k, self.name = setup, check_weight(weight), int(sparse_k), name
+        self.tuned: Optional[Dict[str, Any]] = None
+
+    def rank(self, queries: Sequence[str], k: int) -> List[Ranking]:
+        return self.setup.rank(self.setup.gather(queries, k=k, sparse_k=self.sparse_k), self.weight, k)
+
+    def describe(self) -> Dict[str, object]:
+        sp = self.setup.sparse.meta
+        return {**super().describe(), "sparse_weight": self.weight, "sparse_k": self.sparse_k,
+                "analyzer": sp["analyzer"], "ngram_range": sp["ngram_range"], "score": "(dense + w*sparse)/(1+w)",
+                "model": str(getattr(self.setup.encoder, "name", "")), "search": "exact", "tuned": self.tuned}
+
+
+class SparseSystem(System):
+    """The hybrid system's sparse index alone (the char n-gram tf-idf the linker reads)."""
+
+    def __init__(self, setup: HybridSetup, name: str = "sparse index") -> None:
+        self.setup, self.name = setup, name
+
+    def rank(self, queries: Sequence[str], k: int) -> List[Ranking]:
+        return self.setup.sparse_only(queries, k)
+
+    def describe(self) -> Dict[str, object]:
+        sp = self.setup.sparse.meta
+        return {**super().describe(), "analyzer": sp["analyzer"], "ngram_range": sp["ngram_range"], "search": "exact"}
+
+
+
+
+def hybrid_systems(settings: Dict[str, Any], kb: Any, dense: Any, train: Sequence[Any]) -> List[System]:
+    """The ``[evaluate.systems] hybrid`` systems of a run: the sparse index alone and ``dense`` (a
+    :class:`~.baselines.DenseEncoder`) + sparse, its weight ``sparse_weight`` or, with ``hybrid_tune``,
+    tuned on the run's ``train`` mentions (never on the evaluated ones)."""
+    from ..errors import ConfigError, Errors
+    from .metrics import resolve_gold
+    from .preprocess import make_preprocessor
+
+    sy = settings["systems"]
+    setup = HybridSetup(dense.encoder, kb, cache_dir=settings["cache_dir"], batch_size=settings["batch_size"],
+                        ngram_range=tuple(sy["sparse_ngrams"]), show_progress=settings["show_progress"])
+    system = HybridSystem(setup, weight=sy["sparse_weight"], sparse_k=int(sy["sparse_k"]),
+                          name=f"{dense.name} + {sy['hybrid_name']}")
+    if sy["hybrid_tune"]:
+        opts = settings["input"]
+        prep = make_preprocessor(lowercase=opts["lowercase"], fold_punctuation=opts["fold_punctuation"])
+        pairs = [(prep(m.text), resolve_gold(kb, m.ids)) for m in train]
+        pairs = [(q, g) for q, g in pairs if q and g.in_kb]
+        if not pairs:
+            raise ConfigError(Errors.E785.format(what="hybrid_tune is on but [evaluate.dataset] train has no "
+                                                      "mention with a gold id in the KB",
+                                                 fix="Give training files, or set hybrid_tune = false and a sparse_weight."))
+        found = setup.gather([q for q, _ in pairs], k=10, sparse_k=system.sparse_k)
+        system.weight, table = tune_weight(setup, found, [g for _, g in pairs])
+        system.tuned = {"on": "train mentions", "mentions": len(pairs), "grid": table}
+    return [SparseSystem(setup, name=f"{sy['hybrid_name']}: sparse only"), system]
+
+
+def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[str]] = None,
+                 ngram_ranges: Sequence[Sequence[int]] = (DEFAULT_NGRAM_RANGE,), sparse_k: int = 20,
+                 cache_dir: Any = None, batch_size: int = 128) -> Dict[str, Any]:
+    """``tune-hybrid``: the ``sparse_weight`` (and n-gram range) with the best strict acc@1 on the annotated
+    mentions of ``path`` (normalised as the linker does), for ``encoder`` over ``kb``. Returns
+    ``{"best": {"sparse_weight", "ngram_range", "acc@1"}, "name_only_acc@1", "mentions", "grid"}``."""
+    from ..errors import EmptyResultError, Errors
+    from ..kb.concept import normalize_name
+    from .datasets import iter_mentions, read_dataset
+    from .metrics import resolve_gold
+
+    pairs = [(normalize_name(m.text), resolve_gold(kb, m.ids)) for m in iter_mentions(read_dataset(path, types=types))
+             if m.ids]
+    pairs = [(q, g) for q, g in pairs if q and g.in_kb]
+    if not pairs:
+        raise EmptyResultError(Errors.E785.format(what=f"no mention of {path} has a gold id in the KB",
+                                                  fix="Check --type and that the file's ids are the KB's."))
+    queries, golds = [q for q, _ in pairs], [g for _, g in pairs]
+    grid: List[Dict[str, Any]] = []
+    best: Dict[str, Any] = {}
+    name_only = 0.0
+    for ngrams in ngram_ranges:
+        setup = HybridSetup(encoder, kb, cache_dir=cache_dir, batch_size=batch_size, ngram_range=tuple(ngrams))
+        weight, table = tune_weight(setup, setup.gather(queries, k=10, sparse_k=sparse_k), golds)
+        name_only = table[0]["acc@1"] if table[0]["weight"] == 0 else name_only
+        grid += [{**row, "ngram_range": list(ngrams)} for row in table]
+        acc = max(row["acc@1"] for row in table)
+        if not best or acc > best["acc@1"]:
+            best = {"sparse_weight": weight, "ngram_range": list(ngrams), "acc@1": acc}
+    return {"best": best, "name_only_acc@1": name_only, "mentions": len(pairs), "sparse_k": sparse_k, "grid": grid}
+
+
+__all__ = ["HybridSetup", "HybridSystem", "SparseSystem", "tune_weight", "hybrid_systems", "tune_on_file",
+           "WEIGHT_GRID"]

@@ -1,0 +1,89 @@
+"""benchmarks/calibration.py without real data: its rows from hand-made dev mentions, its results file rendered."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy
+import pytest
+
+from spacy_sapbert.calibration import Evidence, feature_matrix, fit
+from spacy_sapbert.calibration.dev import DevMentions
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def bench(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    results_io = importlib.import_module("results_io")
+    monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
+    sys.modules.pop("calibration", None)
+    module = importlib.import_module("calibration")
+    spec = importlib.util.spec_from_file_location("render_benchmarks", ROOT / "scripts" / "render_benchmarks.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    yield module, results_io, render, tmp_path / "results"
+    sys.modules.pop("calibration", None)
+
+
+def _dev(n, seed):
+    """Top scores uniform in [0, 1]; in-KB mentions right with probability = score; a fifth not in the KB."""
+    rng = numpy.random.default_rng(seed)
+    score = rng.uniform(0, 1, n)
+    in_kb = rng.uniform(0, 1, n) > 0.2
+    right = in_kb & (rng.uniform(0, 1, n) < score)
+    evidence = [Evidence("m", [("A" if r else "B", float(s)), ("C", float(s) - 0.2)]) for s, r in zip(score, right)]
+    gold = [frozenset({"A"}) if k else frozenset() for k in in_kb]
+    return DevMentions(evidence, gold, [i // 4 for i in range(n)])
+
+
+class _Linker:
+    cfg = {"k": 10}
+    kb = type("KB", (), {"checksum": "kb"})()
+    encoder = type("Enc", (), {"fingerprint": "enc"})()
+
+
+def test_rows_and_rendered_tables(bench):
+    module, results_io, render, results = bench
+    fit_part, test_part = _dev(2000, 1), _dev(2000, 2)
+    cal = module.fit_on(_Linker(), fit_part)
+    row, detail = module.ece_row("synthetic", fit_part, test_part, cal)
+    assert row[0] == "synthetic" and row[1] == 2000 and row[2] == 2000 and row[5] < 0.05
+    assert sum(b["count"] for b in detail["calibrated"]["bins"]) == 2000
+    rows = module.no_link_rows("synthetic", fit_part, test_part, cal)
+    assert [r[1] for r in rows] == ["cosine, fixed 0.5", "cosine, best on the fit part", "calibrated confidence, 0.5",
+                                    "calibrated, threshold chosen on the fit part"]
+    assert all(r[7] == int((~test_part.in_kb).sum()) and r[8] == 2000 for r in rows)
+    # the fixed cosine threshold: every mention scoring below 0.5 is left unlinked
+    fixed = rows[0]
+    unlinked = numpy.array([ev.candidates[0][1] < 0.5 for ev in test_part.evidence])
+    want = ~test_part.in_kb
+    assert fixed[3] == round((unlinked & want).sum() / unlinked.sum(), 4)
+    results_io.write_results("calibration", {"t": results_io.table(
+        ["fit -> measured on", "method", "threshold", "no-link P", "no-link R", "no-link F1", "linked right",
+         "should not link", "mentions"], rows)}, command="python benchmarks/calibration.py --seed 0")
+    page = render.render_all(results)
+    assert "calibrated, threshold chosen on the fit part" in page
+
+
+def test_reduced_kb_removes_a_seeded_tenth(bench):
+    from spacy_sapbert.kb import Concept
+
+    module = bench[0]
+    concepts = [Concept(f"D{i:03d}", f"disease {i}", (), ("Disease",), alt_ids=(f"OMIM:{i}",)) for i in range(50)]
+    kb, removed = module.reduced_kb(concepts, 0.1, seed=0)
+    assert len(removed) == 5 and len(kb) == 45
+    assert all(cid not in kb for cid in removed)
+    assert module.reduced_kb(concepts, 0.1, seed=0)[1] == removed != module.reduced_kb(concepts, 0.1, seed=1)[1]
+    kept = next(c for c in concepts if c.concept_id not in removed)
+    assert kb.resolve_id(kept.alt_ids[0]) == kept.concept_id  # alternative ids kept
+
+
+def test_feature_matrix_of_the_synthetic_set_is_finite():
+    dev = _dev(100, 0)
+    x = feature_matrix(dev.evidence, ("top_score", "margin"))
+    assert numpy.isfinite(x).all() and x.shape == (100, 2)
+    fit(x, dev.correct, ("top_score", "margin"), kb_checksum="k", encoder_fingerprint="e")
