@@ -311,6 +311,10 @@ class SapbertLinker(LinkerStorage, Pipe):
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
         if calibration_path is not None:
             self.calibration = None  # replaced below
+        if reranker_path is not None:
+            from .rerank.stage import RerankStage
+
+            self.reranker = RerankStage(reranker_path, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")  # checks one set before
         if calibration_path is not None:
             self.set_calibration(Calibration.from_disk(calibration_path), path=calibration_path)
