@@ -20,6 +20,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
   dev evaluation and best-model selection)
 - E770–E779: multiprocess linking
 - E780–E799 / W780–W789: unseen mentions (E780–E789 / W780–W784 sparse + hybrid, E790–E799 / W785–W789 calibration)
+- E800–E819 / W800–W809: the cross-encoder re-ranker (its files, training, the linker's use of it)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -618,6 +619,30 @@ class Errors(metaclass=_CodedMessages):
     E796 = ("{what} must be {expected}, got {value!r}.")
     E797 = ("The pipeline '{path}' has no sapbert_linker component with its KB and index (its components: {names}). "
             "calibrate needs one: build it with `spacy-sapbert create-pipeline OUT --kb KB`.")
+
+    # ---- E800–E819: the cross-encoder re-ranker ----
+    E801 = ("'{path}' is not a re-ranker folder: it has no {file}. Give the model/ folder that "
+            "`spacy-sapbert train-reranker` wrote (OUTPUT/model).")
+    E802 = ("Re-ranker file '{path}' is damaged: {why}. Train the re-ranker again (`spacy-sapbert train-reranker`) "
+            "or copy its folder again; `spacy-sapbert verify` checks every file.")
+    E803 = ("Cannot start a re-ranker from '{path}': {why}. Give a local Hugging Face model folder of a BERT-like "
+            "model (the name encoder's folder works) with --base.")
+    E804 = ("Re-ranker folder '{path}' has no int8 graph ({file} is not recorded), which runtime 'onnx' runs. "
+            "Use runtime 'torch', or train it again without --no-onnx.")
+    E805 = ("Unknown re-ranker runtime '{value}'. Choose from: auto, onnx, torch.")
+    E806 = ("Run folder '{path}' was made with another {field} ({theirs!r}, now {ours!r}): --resume continues a run "
+            "only with the settings it started with. Use those settings, or another --output folder.")
+    E807 = ("Run folder '{path}' already holds a re-ranker run. Pass --resume to continue it, or choose another "
+            "--output folder.")
+    E808 = ("Re-ranker setting {name} = {value!r} cannot be used: it must be {allowed}.")
+    E809 = ("No training group for the re-ranker: {what}. Give annotated documents whose ids the KB knows "
+            "(or --pseudo-mentions N to use KB synonyms), and a KB with more than one concept.")
+    E810 = ("Linker setting {name} = {value!r} cannot be used: it must be {allowed}.")
+    E811 = ("The re-ranker '{path}' was trained for another {what} ({theirs}) than the linker's ({ours}). Train a "
+            "re-ranker for this KB and name encoder (`spacy-sapbert train-reranker`), or link with the ones it was "
+            "made for.")
+    E812 = ("Linker '{name}' has a re-ranker and context re-ranking (prototypes or type_priors) at once, which this "
+            "version does not combine. Use one: leave out reranker_path, or the prototypes and type_priors.")
 
 
 __all__ = [

@@ -84,6 +84,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "confidence_attr": "kb_confidence",  # Span attribute of the calibrated confidence (docs/linker.md)
     "threshold_on": "score",  # score: kb_ents keep scores >= threshold; confidence: link when confidence >= ...
     "confidence_threshold": 0.5,
+    "reranker_k": 16,  # candidates a re-ranker (initialize's reranker_path) re-orders
+    "reranker_margin": 1.0,  # re-rank mentions whose best two name scores are this close (>= 1.0: every mention)
 }
 
 
@@ -128,6 +130,8 @@ def make_sapbert_linker(
     confidence_attr: str,
     threshold_on: str,
     confidence_threshold: float,
+    reranker_k: int,
+    reranker_margin: float,
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -166,7 +170,10 @@ def make_sapbert_linker(
     Knowing when not to link (docs/linker.md): with a calibration (``spacy-sapbert calibrate``; initialize's
     ``calibration_path``) ``Span._.<confidence_attr>`` holds the probability that the top concept is right;
     ``threshold_on`` (``score``: ``threshold`` on the raw score, as before; ``confidence``: link only when that
-    probability is at least ``confidence_threshold``; see :mod:`spacy_sapbert.linker_confidence`)."""
+    probability is at least ``confidence_threshold``; see :mod:`spacy_sapbert.linker_confidence`).
+    Re-ranker (docs/reranker.md; ``reranker_path`` in initialize): ``reranker_k`` candidates of the mentions whose
+    best two name scores lie within ``reranker_margin`` (1.0: every mention) are re-ordered by the cross-encoder,
+    their scores its probabilities (``threshold`` applies to them)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -179,7 +186,8 @@ def make_sapbert_linker(
         definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
         example_names=example_names, one_sense_per_document=one_sense_per_document, context_k=context_k,
         type_priors=type_priors, sparse_weight=sparse_weight, sparse_k=sparse_k, confidence_attr=confidence_attr,
-        threshold_on=threshold_on, confidence_threshold=confidence_threshold,
+        threshold_on=threshold_on, confidence_threshold=confidence_threshold, reranker_k=reranker_k,
+        reranker_margin=reranker_margin,
     )
 
 
@@ -205,6 +213,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         self._context: Any = None  # a context.ContextRanker when priors or prototypes are on
         self._context_settings = context_settings(self.cfg)
         self.calibration: Any = None  # a calibration.Calibration, set by initialize / from_disk / calibrate
+        self.reranker: Any = None  # a rerank.RerankStage, set by initialize / from_disk
         register_kb_ents(self.cfg["extension_name"])
         register_confidence(self.cfg["confidence_attr"])
 
@@ -227,6 +236,10 @@ class SapbertLinker(LinkerStorage, Pipe):
         self.set_prototypes(self.prototypes)
         if self.calibration is not None:  # set before the resources: checked against them now
             self.set_calibration(self.calibration, path=path)
+        if self.reranker is not None:
+            self.reranker.check(index.kb, encoder)  # E811
+            if self._context is not None:
+                raise ConfigError(Errors.E812.format(name=self.name))
 
     def set_prototypes(self, store: Any, *, path: Any = "<memory>") -> None:
         """Use a :class:`~spacy_sapbert.context.PrototypeStore` (None: no re-ranking); it must have
@@ -263,11 +276,13 @@ class SapbertLinker(LinkerStorage, Pipe):
         kind: str = "auto",
         prototypes_path: Optional[str] = None,
         calibration_path: Optional[str] = None,
+        reranker_path: Optional[str] = None,
     ) -> None:
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
         or build it (and save it there, when given, so the next run reuses it); load the prototype
         store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking, and the
-        calibration at ``calibration_path`` (from ``spacy-sapbert calibrate``). ``kind``
+        calibration at ``calibration_path`` (from ``spacy-sapbert calibrate``), the cross-encoder re-ranker at
+        ``reranker_path`` (``spacy-sapbert train-reranker``'s ``OUTPUT/model``). ``kind``
         picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``, ``ivf``: see
         :mod:`spacy_sapbert.index`)."""
         from .kb import KnowledgeBase
@@ -296,6 +311,10 @@ class SapbertLinker(LinkerStorage, Pipe):
             self.prototypes = PrototypeStore.from_disk(prototypes_path, kb=kb, device=self.cfg["device"])
         if calibration_path is not None:
             self.calibration = None  # replaced below
+        if reranker_path is not None:
+            from .rerank.stage import RerankStage
+
+            self.reranker = RerankStage(reranker_path, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")  # checks one set before
         if calibration_path is not None:
             self.set_calibration(Calibration.from_disk(calibration_path), path=calibration_path)
@@ -414,23 +433,32 @@ class SapbertLinker(LinkerStorage, Pipe):
                                                 "`spacy-sapbert build-prototypes`"))
 
     def _rank(self, texts: List[str]) -> List[List[Tuple[str, float]]]:
-        """The top concepts of normalised mention ``texts``: dense, or hybrid when ``sparse_weight`` > 0."""
-        if self.cfg["sparse_weight"] > 0:
-            return [[(c.concept_id, c.score) for c in found] for found in self.score_parts(texts)]
+        """The top concepts of normalised mention ``texts``: dense, or hybrid when ``sparse_weight`` > 0; with a
+        re-ranker, its top ``reranker_k`` re-ordered (scores: its probabilities)."""
         cfg = self.cfg
-        return self.index.search(self._vectors(texts), max(cfg["k"], cfg["max_entities_per_mention"]),
-                                 semantic_types=cfg["semantic_types"] or None,
-                                 require_definition=cfg["filter_for_definitions"])
+        depth = max(cfg["k"], cfg["max_entities_per_mention"], cfg["reranker_k"] if self.reranker is not None else 0)
+        vectors = self._vectors(texts)
+        if cfg["sparse_weight"] > 0:
+            ranked = [[(c.concept_id, c.score) for c in found] for found in self.score_parts(texts, vectors, depth)]
+        else:
+            ranked = self.index.search(vectors, depth, semantic_types=cfg["semantic_types"] or None,
+                                       require_definition=cfg["filter_for_definitions"])
+        if self.reranker is not None:
+            ranked = self.reranker.apply(self.index, texts, vectors, ranked, k=cfg["reranker_k"],
+                                         margin=cfg["reranker_margin"], batch_size=cfg["batch_size"])
+        return ranked
 
-    def score_parts(self, texts: List[str]) -> List[List[HybridScore]]:
+    def score_parts(self, texts: List[str], vectors: Optional["numpy.ndarray"] = None,
+                    depth: Optional[int] = None) -> List[List[HybridScore]]:
         """Hybrid ranking of normalised mention ``texts`` with each concept's dense and sparse parts
-        (:class:`~spacy_sapbert.index.hybrid.HybridScore`); needs the index's sparse part (E783)."""
+        (:class:`~spacy_sapbert.index.hybrid.HybridScore`); needs the index's sparse part (E783). ``vectors``:
+        the texts' query vectors when already made; ``depth``: concepts per text (default ``k``)."""
         if self.encoder is None or self.index is None:
             raise MissingInputError(Errors.E114.format(name=self.name))
         self._check_sparse(self.index, self.index.path or "<memory>", needed=True)
         cfg = self.cfg
-        return hybrid_search(self.index, self.index.sparse, texts, self._vectors(texts),
-                             k=max(cfg["k"], cfg["max_entities_per_mention"]), sparse_k=cfg["sparse_k"],
+        return hybrid_search(self.index, self.index.sparse, texts, self._vectors(texts) if vectors is None else vectors,
+                             k=depth or max(cfg["k"], cfg["max_entities_per_mention"]), sparse_k=cfg["sparse_k"],
                              weight=cfg["sparse_weight"], semantic_types=cfg["semantic_types"] or None,
                              require_definition=cfg["filter_for_definitions"])
 
@@ -512,8 +540,10 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
         if maximum is not None and cfg[what] > maximum:  # 10**20 candidates: an OverflowError, not a search
             raise ConfigError(Errors.E559.format(what=what, minimum=minimum, maximum=maximum, value=cfg[what]))
     from .encoding.onnx_encoder import check_runtime
+    from .rerank.apply import check_rerank_settings
 
     check_runtime(cfg["runtime"])
+    check_rerank_settings(cfg["reranker_k"], cfg["reranker_margin"])
     threshold = cfg["threshold"]
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ConfigError(Errors.E116.format(value=threshold))

@@ -28,6 +28,7 @@ class LinkerStorage:
     encoder: Optional[CachedEncoder]
     index: Optional[ConceptIndex]
     prototypes: Any
+    reranker: Any
     calibration: Any
     _resources_dir: Optional[Path]
     kb: Any  # the component's KB (a property of the component)
@@ -44,6 +45,8 @@ class LinkerStorage:
             write_export_for(self.encoder, path / "encoder", required=self.cfg["runtime"] == "onnx")
         if self.prototypes is not None:
             self.prototypes.to_disk(path / "prototypes")
+        if self.reranker is not None:
+            self.reranker.to_disk(path / "reranker")
         if self.calibration is not None:
             self.calibration.to_disk(path / CALIBRATION_FILE)
         elif (path / CALIBRATION_FILE).exists():  # saving over an older pipeline folder: not another's file
@@ -78,6 +81,10 @@ class LinkerStorage:
         index = ConceptIndex.from_disk(folder / "index", kb)
         if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
             self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
+        if (path / "reranker").exists():  # the re-ranker travels with the pipeline too
+            from .rerank.stage import RerankStage
+
+            self.reranker = RerankStage(path / "reranker", device=self.cfg["device"])
         self.calibration = None  # the folder's own calibration (or none) replaces one held before
         self.set_resources(encoder, index, path=folder / "index")
         calibration = None

@@ -7,7 +7,7 @@ from typing import Any, List, NoReturn, Optional
 
 from ..errors import Errors, SapbertError
 # Imported in the order the commands are listed by --help: the life cycle of a linker.
-from . import kb, index, link, corpus, context, context_train, hybrid, train, evaluate, calibrate, ner, assets, verify  # noqa: F401,I001  (register commands)
+from . import kb, index, link, corpus, context, context_train, hybrid, rerank, train, evaluate, calibrate, ner, assets, verify  # noqa: F401,I001  (register commands)
 from ._app import app
 
 # What an interrupted command leaves behind (E500); every other command writes atomically.
@@ -18,6 +18,7 @@ KEPT = {
     "pretrain": "the checkpoints written so far are kept, rerun with --resume to continue",
     "finetune": "the checkpoints written so far are kept, rerun with --resume to continue",
     "train-context": "the checkpoints written so far are kept, rerun with --resume to continue",
+    "train-reranker": "the checkpoints written so far are kept, rerun with --resume to continue",
     "train-ner": "what spacy train wrote so far is kept in the output folder",
 }
 NOTHING_WRITTEN = "nothing written (outputs are replaced only when complete)"

@@ -1,0 +1,289 @@
+"""The cross-encoder: one BERT-like model that reads a mention and a candidate name together and gives
+one score (a logit; higher: more likely the mention's concept).
+
+Unlike the name encoder, which embeds the mention and each name apart, the cross-encoder attends across
+the pair (word order, a dropped head word, a plural), which is what unseen mentions need; it is too slow to
+score a whole KB, so it re-orders the bi-encoder's few best candidates (:mod:`.apply`).
+
+A re-ranker folder holds a Hugging Face sequence-classification model (``config.json``, safetensors
+weights, the tokenizer) and ``sapbert_reranker.json``: what it was trained for (the KB checksum and the
+fingerprint of the name encoder whose candidates it learnt to re-order), its ``max_length``, and size +
+sha256 records of every file, checked at load (E551 for a damaged or missing file). :func:`export_int8`
+adds ``model.onnx`` and its int8 copy ``model.int8.onnx``, which ONNX Runtime runs (:class:`OnnxCrossEncoder`,
+about twice as fast on a CPU), recorded in the same file.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy
+
+from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
+from ..integrity import check_files, file_records
+from ..util import PathLike, atomic_write, ensure_path
+
+META_FILE = "sapbert_reranker.json"
+ONNX_FILE = "model.onnx"
+INT8_FILE = "model.int8.onnx"
+FORMAT_VERSION = 1
+DEFAULT_MAX_LENGTH = 48
+OPSET = 17
+_META_TYPES = {"format_version": int, "max_length": int, "kb_checksum": str, "encoder_fingerprint": str,
+               "files": dict, "inputs": list}
+
+
+def read_meta(folder: PathLike) -> Dict[str, Any]:
+    """``sapbert_reranker.json`` of a re-ranker folder, its fields type-checked (E801 missing, E802 damaged)."""
+    folder = ensure_path(folder)
+    path = folder / META_FILE
+    if not folder.is_dir() or not path.is_file():
+        raise MissingInputError(Errors.E801.format(path=folder, file=META_FILE))
+    try:
+        meta = json.loads(path.read_text(encoding="utf8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise DataFormatError(Errors.E802.format(path=path, why=f"not valid JSON ({err})")) from None
+    if not isinstance(meta, dict):
+        raise DataFormatError(Errors.E802.format(path=path, why="not a JSON object"))
+    for key, kind in _META_TYPES.items():
+        value = meta.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise DataFormatError(Errors.E802.format(path=path, why=f"'{key}' is {value!r}, not a {kind.__name__}"))
+    if meta["format_version"] > FORMAT_VERSION:
+        raise DataFormatError(Errors.E802.format(path=path, why=f"format version {meta['format_version']} is newer "
+                                                                f"than this package's {FORMAT_VERSION}"))
+    if not 8 <= meta["max_length"] <= 512:
+        raise DataFormatError(Errors.E802.format(path=path, why=f"max_length {meta['max_length']} is not in 8-512"))
+    if not all(name in ("input_ids", "attention_mask", "token_type_ids") for name in meta["inputs"]):
+        raise DataFormatError(Errors.E802.format(path=path, why=f"unknown model inputs {meta['inputs']}"))
+    return meta
+
+
+def check_meta_files(folder: PathLike, meta: Mapping[str, Any], *, full: bool = False) -> None:
+    """Sizes and hashes of every recorded file (the int8 graph's too, when recorded): E551 otherwise.
+    Only plain file names inside the folder are accepted as records."""
+    folder = ensure_path(folder)
+    records = dict(meta["files"])
+    records.update(meta.get("onnx_files") or {})
+    for name in records:
+        if not isinstance(name, str) or Path(name).name != name or name.startswith("."):
+            raise DataFormatError(Errors.E802.format(path=folder / META_FILE, why=f"file record {name!r} is not a "
+                                                                                  "file name inside the folder"))
+    check_files(folder, records, full=full, what="re-ranker")
+
+
+def pair_inputs(tokenizer: Any, mentions: Sequence[str], names: Sequence[str], max_length: int,
+                inputs: Sequence[str], tensors: str) -> Dict[str, Any]:
+    """The model inputs of (mention, name) pairs, padded to the longest pair of the batch."""
+    encoded = tokenizer(list(mentions), list(names), truncation=True, max_length=max_length, padding=True,
+                        return_tensors=tensors)
+    return {key: encoded[key] for key in inputs}
+
+
+class CrossEncoder:
+    """A sequence-classification model (one output) over (mention, name) pairs, run by PyTorch. Build one
+    to train with :meth:`start`, load a trained one with :meth:`from_disk`."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_length: int, meta: Optional[Dict[str, Any]] = None) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.max_length = int(max_length)
+        self.meta: Dict[str, Any] = dict(meta or {})
+        self.inputs: List[str] = [n for n in ("input_ids", "attention_mask", "token_type_ids")
+                                  if n in tokenizer.model_input_names]
+
+    @classmethod
+    def start(cls, base: str, *, max_length: int = DEFAULT_MAX_LENGTH, device: str = "cpu") -> "CrossEncoder":
+        """A fresh cross-encoder from any BERT-like folder (the name encoder, typically): its weights, a new
+        one-output head."""
+        if not 8 <= int(max_length) <= 512:
+            raise ConfigError(Errors.E111.format(what="max_length (8-512)", minimum=8, value=max_length))
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        from ..util import resolve_device
+
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # "some weights were newly initialised": the head, on purpose
+        try:
+            model = AutoModelForSequenceClassification.from_pretrained(str(base), num_labels=1)
+            tokenizer = AutoTokenizer.from_pretrained(str(base))
+        except (OSError, ValueError) as err:
+            raise MissingInputError(Errors.E803.format(path=base, why=str(err)[:300])) from None
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        model.to(resolve_device(device))
+        return cls(model, tokenizer, max_length=max_length, meta={"base": str(base)})
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    def logits(self, mentions: Sequence[str], names: Sequence[str]) -> Any:
+        """Logits ``[n]`` of the pairs as a torch tensor (with grad when the model trains)."""
+        batch = pair_inputs(self.tokenizer, mentions, names, self.max_length, self.inputs, "pt")
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        return self.model(**batch).logits[:, 0]
+
+    def score(self, mentions: Sequence[str], names: Sequence[str], *, batch_size: int = 64) -> numpy.ndarray:
+        """Logits of the pairs, float32 ``[n]``; pairs are scored in batches of similar length."""
+        import torch
+
+        out = numpy.zeros(len(mentions), dtype=numpy.float32)
+        order = sorted(range(len(mentions)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
+        self.model.eval()
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start: start + batch_size]
+                values = self.logits([mentions[i] for i in chunk], [names[i] for i in chunk])
+                out[chunk] = values.float().cpu().numpy()
+        return out
+
+    def to_disk(self, path: PathLike, meta: Mapping[str, Any]) -> Path:
+        """Write the model, tokenizer and ``sapbert_reranker.json`` (``meta`` + records) into ``path``."""
+        folder = ensure_path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
+        names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in (META_FILE, ONNX_FILE, INT8_FILE)
+                       and not p.name.startswith("."))
+        doc = {**dict(meta), "format_version": FORMAT_VERSION, "max_length": self.max_length, "inputs": self.inputs,
+               "files": file_records(folder, names)}
+        doc.pop("onnx_files", None)
+        for stale in (ONNX_FILE, INT8_FILE):
+            (folder / stale).unlink(missing_ok=True)
+        with atomic_write(folder / META_FILE) as fh:
+            json.dump(doc, fh, indent=2, sort_keys=True)
+        self.meta = doc
+        return folder
+
+    @classmethod
+    def from_disk(cls, path: PathLike, *, device: str = "cpu", full_check: bool = False) -> "CrossEncoder":
+        folder = ensure_path(path)
+        meta = read_meta(folder)
+        check_meta_files(folder, meta, full=full_check)
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from ..util import resolve_device
+
+        model = AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=1)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        model.to(resolve_device(device)).eval()
+        return cls(model, tokenizer, max_length=meta["max_length"], meta=meta)
+
+
+def export_int8(model: CrossEncoder, folder: PathLike) -> Path:
+    """Add ``model.onnx`` (float32, exported from a CPU copy) and ``model.int8.onnx`` (ONNX Runtime's dynamic
+    int8 quantization) to a saved re-ranker folder, recorded in its ``sapbert_reranker.json``."""
+    try:
+        import onnx  # noqa: F401  (torch's exporter needs it)
+        import torch
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as err:
+        raise ConfigError(Errors.E120.format(reason=str(err))) from err
+    folder = ensure_path(folder)
+    meta = read_meta(folder)
+    inner = model.model
+    if inner.device.type != "cpu" or next(inner.parameters()).dtype != torch.float32:
+        import copy
+
+        inner = copy.deepcopy(inner).to(device="cpu", dtype=torch.float32)
+
+    class _Graph(torch.nn.Module):
+        def __init__(self, wrapped: Any, names: Sequence[str]) -> None:
+            super().__init__()
+            self.wrapped, self.names = wrapped, list(names)
+
+        def forward(self, *tensors: "torch.Tensor") -> "torch.Tensor":
+            return self.wrapped(**dict(zip(self.names, tensors))).logits[:, 0]
+
+    graph = _Graph(inner, model.inputs).eval()
+    example = pair_inputs(model.tokenizer, ["a b c", "a"], ["d e", "f g h i"], model.max_length, model.inputs, "pt")
+    tmp, tmp8 = folder / f".{ONNX_FILE}.{os.getpid()}.tmp", folder / f".{INT8_FILE}.{os.getpid()}.tmp"
+    axes = {name: {0: "batch", 1: "length"} for name in model.inputs}
+    logging.disable(logging.WARNING)  # the quantizer's advice, logged on the root logger
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(graph, tuple(example[n] for n in model.inputs), str(tmp), input_names=model.inputs,
+                              output_names=["logits"], dynamic_axes={**axes, "logits": {0: "batch"}},
+                              opset_version=OPSET, dynamo=False)
+            quantize_dynamic(str(tmp), str(tmp8), weight_type=QuantType.QInt8)
+        os.replace(tmp, folder / ONNX_FILE)
+        os.replace(tmp8, folder / INT8_FILE)
+    finally:
+        logging.disable(logging.NOTSET)
+        for leftover in (tmp, tmp8):
+            leftover.unlink(missing_ok=True)
+    meta["onnx_files"] = file_records(folder, [ONNX_FILE, INT8_FILE])
+    with atomic_write(folder / META_FILE) as fh:
+        json.dump(meta, fh, indent=2, sort_keys=True)
+    return folder / INT8_FILE
+
+
+class OnnxCrossEncoder:
+    """A saved re-ranker's int8 graph run by ONNX Runtime on the CPU (what the linker uses)."""
+
+    def __init__(self, folder: PathLike, *, threads: int = 0) -> None:
+        self.folder = ensure_path(folder)
+        self.meta = read_meta(self.folder)
+        if INT8_FILE not in (self.meta.get("onnx_files") or {}):
+            raise MissingInputError(Errors.E804.format(path=self.folder, file=INT8_FILE))
+        check_meta_files(self.folder, self.meta)
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
+        self.max_length = int(self.meta["max_length"])
+        self.inputs = list(self.meta["inputs"])
+        self._threads = threads
+        self._pid = os.getpid()
+        self._session = self._make_session(threads)
+
+    def _make_session(self, threads: int) -> Any:
+        try:
+            import onnxruntime
+        except ImportError as err:
+            raise ConfigError(Errors.E119.format(reason=str(err))) from err
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        try:
+            return onnxruntime.InferenceSession(str(self.folder / INT8_FILE), options,
+                                                providers=["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime's own types for a damaged graph
+            raise DataFormatError(Errors.E802.format(path=self.folder / INT8_FILE,
+                                                     why=f"{type(err).__name__}: {str(err)[:200]}")) from None
+
+    def score(self, mentions: Sequence[str], names: Sequence[str], *, batch_size: int = 64) -> numpy.ndarray:
+        """Logits of the pairs, float32 ``[n]`` (as :meth:`CrossEncoder.score`)."""
+        if os.getpid() != self._pid:  # a forked worker: a session of its own, one thread
+            self._pid, self._session = os.getpid(), self._make_session(1)
+        out = numpy.zeros(len(mentions), dtype=numpy.float32)
+        order = sorted(range(len(mentions)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
+        for start in range(0, len(order), batch_size):
+            chunk = order[start: start + batch_size]
+            feed = pair_inputs(self.tokenizer, [mentions[i] for i in chunk], [names[i] for i in chunk],
+                               self.max_length, self.inputs, "np")
+            feed = {k: numpy.asarray(v, dtype=numpy.int64) for k, v in feed.items()}
+            out[chunk] = self._session.run(None, feed)[0]
+        return out
+
+
+def load_reranker(path: PathLike, *, runtime: str = "auto", device: str = "cpu") -> Any:
+    """A saved re-ranker: ONNX Runtime over its int8 graph (``onnx``; ``auto`` when the folder holds one and the
+    device is the CPU) or PyTorch (``torch``)."""
+    if runtime not in ("auto", "onnx", "torch"):
+        raise ConfigError(Errors.E805.format(value=runtime))
+    meta = read_meta(path)
+    has_int8 = INT8_FILE in (meta.get("onnx_files") or {})
+    if runtime == "onnx" or (runtime == "auto" and has_int8 and device in ("cpu", "auto")):
+        return OnnxCrossEncoder(path)
+    return CrossEncoder.from_disk(path, device=device)
+
+
+__all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "DEFAULT_MAX_LENGTH", "CrossEncoder", "OnnxCrossEncoder",
+           "export_int8", "load_reranker", "read_meta", "check_meta_files", "pair_inputs"]

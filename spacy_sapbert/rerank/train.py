@@ -1,0 +1,232 @@
+"""Train a cross-encoder re-ranker (``spacy-sapbert train-reranker``).
+
+Each step takes ``batch_mentions`` groups (:mod:`.examples`), scores every (mention, name) pair of them and
+minimises the softmax cross-entropy of the gold name within its group (the listwise loss of ArboEL / xMEN's
+re-rankers). AdamW with linear warm-up and decay; one seed decides the groups' order and dropout.
+
+A run folder ``OUTPUT``::
+
+    OUTPUT/run.json                  what defines the run (settings, base model, KB checksum, encoder fingerprint)
+    OUTPUT/examples.jsonl, .json     the training groups (written once)
+    OUTPUT/checkpoints/step-000200/  weights + optimizer.pt + scheduler.pt + state.json (tensors only)
+    OUTPUT/metrics.jsonl             loss per logged step
+    OUTPUT/model/                    the trained re-ranker (+ its int8 ONNX graph): the linker's ``reranker_path``
+
+``resume=True`` continues from the last checkpoint with the same groups, order and settings (E806 for a run
+folder made with other settings; E807 for a finished or existing run without ``resume``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..errors import ConfigError, Errors
+from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
+from .examples import Group, candidate_recall, gold_mentions, make_groups, pseudo_mentions, read_groups, write_groups
+from .model import DEFAULT_MAX_LENGTH, CrossEncoder, export_int8
+
+logger = get_logger("rerank.train")
+
+RUN_FILE = "run.json"
+_STEP_DIR = re.compile(r"^step-(\d{6})$")
+
+
+@dataclass(frozen=True)
+class RerankerSettings:
+    """What a re-ranker run is made of (``run.json``); every field is checked by :meth:`check`."""
+    k: int = 16  # candidates per group: the gold one + k - 1 of the bi-encoder's best others
+    pseudo_mentions: int = 0  # KB synonyms used as extra mentions (0: none)
+    epochs: int = 1
+    batch_mentions: int = 8
+    lr: float = 3e-5
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = DEFAULT_MAX_LENGTH
+    seed: int = 0
+    checkpoint_every: int = 200
+    keep_checkpoints: int = 2
+    log_every: int = 20
+    max_steps: int = 0  # 0: epochs decide
+
+    def check(self) -> "RerankerSettings":
+        bounds = {"k": (2, 1024), "pseudo_mentions": (0, 10_000_000), "epochs": (1, 1000), "batch_mentions": (1, 4096),
+                  "max_length": (8, 512), "checkpoint_every": (1, 10 ** 9), "keep_checkpoints": (1, 1000),
+                  "log_every": (1, 10 ** 9), "max_steps": (0, 10 ** 9), "seed": (0, 2 ** 32 - 1)}
+        for name, (low, high) in bounds.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigError(Errors.E808.format(name=name, value=value, allowed=f"an integer from {low} to {high}"))
+        for name, (low, high) in {"lr": (0.0, 1.0), "warmup": (0.0, 1.0), "weight_decay": (0.0, 1.0)}.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not low <= value <= high or (name == "lr" and value == 0):
+                raise ConfigError(Errors.E808.format(name=name, value=value, allowed=f"a number in ({low}, {high}]"
+                                                     if name == "lr" else f"a number in [{low}, {high}]"))
+        return self
+
+
+# settings that may differ between an interrupted run and its resumption
+_RESUMABLE = {"checkpoint_every", "keep_checkpoints", "log_every", "max_steps"}
+
+
+def _identity(settings: RerankerSettings, base: str, kb: Any, encoder: Any) -> Dict[str, Any]:
+    return {"settings": asdict(settings), "base": str(base), "kb_checksum": kb.checksum,
+            "encoder_fingerprint": encoder.fingerprint}
+
+
+def _check_run(output: Path, identity: Dict[str, Any], resume: bool) -> None:
+    path = output / RUN_FILE
+    if not path.is_file():
+        return
+    if not resume:
+        raise ConfigError(Errors.E807.format(path=output))
+    try:
+        recorded = json.loads(path.read_text(encoding="utf8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(Errors.E806.format(path=output, field=RUN_FILE, theirs=f"unreadable ({err})", ours="")) from None
+    for key in ("base", "kb_checksum", "encoder_fingerprint"):
+        if recorded.get(key) != identity[key]:
+            raise ConfigError(Errors.E806.format(path=output, field=key, theirs=recorded.get(key), ours=identity[key]))
+    theirs = dict(recorded.get("settings") or {})
+    for key, ours in identity["settings"].items():
+        if key not in _RESUMABLE and theirs.get(key) != ours:
+            raise ConfigError(Errors.E806.format(path=output, field=f"settings.{key}", theirs=theirs.get(key), ours=ours))
+
+
+def _checkpoints(output: Path) -> List[Path]:
+    folder = output / "checkpoints"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and _STEP_DIR.match(p.name))
+
+
+def _save_checkpoint(output: Path, step: int, model: CrossEncoder, optimizer: Any, scheduler: Any,
+                     settings: RerankerSettings) -> None:
+    import torch
+
+    with atomic_dir(output / "checkpoints" / f"step-{step:06d}", overwrite=True) as tmp:
+        model.model.save_pretrained(tmp, safe_serialization=True)
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        (tmp / "state.json").write_text(json.dumps({"step": step}), encoding="utf8")
+    for old in _checkpoints(output)[: -settings.keep_checkpoints]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _restore(checkpoint: Path, model: CrossEncoder, optimizer: Any, scheduler: Any) -> int:
+    import torch
+    from safetensors.torch import load_file
+
+    model.model.load_state_dict(load_file(str(checkpoint / "model.safetensors"), device=str(model.device)))
+    optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))
+    scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt", weights_only=True))
+    return int(json.loads((checkpoint / "state.json").read_text(encoding="utf8"))["step"])
+
+
+def _schedule(groups: int, settings: RerankerSettings) -> List[List[int]]:
+    """Group indices of every step, in order: a seeded permutation per epoch, cut into batches."""
+    import numpy
+
+    steps: List[List[int]] = []
+    for epoch in range(settings.epochs):
+        order = numpy.random.default_rng(settings.seed + epoch).permutation(groups).tolist()
+        steps += [order[i: i + settings.batch_mentions] for i in range(0, groups, settings.batch_mentions)]
+    return steps[: settings.max_steps] if settings.max_steps else steps
+
+
+def group_loss(model: CrossEncoder, groups: Sequence[Group]) -> Any:
+    """Mean over ``groups`` of the cross-entropy of the gold name (index 0) among the group's names."""
+    import torch
+
+    mentions = [g.mention for g in groups for _ in g.names]
+    names = [n for g in groups for n in g.names]
+    logits = model.logits(mentions, names)
+    parts = torch.split(logits, [len(g.names) for g in groups])
+    return torch.stack([-torch.log_softmax(p.float(), dim=0)[0] for p in parts]).mean()
+
+
+def train_reranker(docs: Sequence[Any], kb: Any, index: Any, encoder: Any, output: PathLike, *,
+                   base: Optional[str] = None, settings: Optional[RerankerSettings] = None, resume: bool = False,
+                   device: str = "auto", onnx: bool = True, show_progress: bool = True) -> Dict[str, Any]:
+    """Train a re-ranker for the bi-encoder (``encoder`` + ``index`` over ``kb``) on the annotated mentions of
+    ``docs`` (never a test set) and ``settings.pseudo_mentions`` KB synonyms; starts from ``base`` (default: the
+    encoder's own folder). Returns a summary (groups, steps, final loss, candidate recall, model folder)."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    settings = (settings or RerankerSettings()).check()
+    output = ensure_path(output)
+    base = str(base or getattr(encoder, "name", "") or "")
+    identity = _identity(settings, base, kb, encoder)
+    _check_run(output, identity, resume)
+    index.check_compatible(encoder)
+    output.mkdir(parents=True, exist_ok=True)
+    with atomic_write(output / RUN_FILE) as fh:
+        json.dump(identity, fh, indent=2, sort_keys=True)
+    if (output / "examples.json").is_file():
+        groups, _ = read_groups(output)
+    else:
+        annotated, counts = gold_mentions(docs, kb)
+        logger.info("annotated mentions: %s", counts)
+        pseudo = pseudo_mentions(kb, settings.pseudo_mentions, settings.seed)
+        groups = make_groups(annotated, pseudo, kb, index, encoder, k=settings.k, show_progress=show_progress)
+        write_groups(output, groups, {"k": settings.k, "pseudo_mentions": settings.pseudo_mentions,
+                                      "annotated": len(annotated), "counts": counts})
+    torch.manual_seed(settings.seed)
+    model = CrossEncoder.start(base, max_length=settings.max_length, device=device)
+    steps = _schedule(len(groups), settings)
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    params = [{"params": [p for n, p in model.model.named_parameters() if not any(s in n for s in no_decay)],
+               "weight_decay": settings.weight_decay},
+              {"params": [p for n, p in model.model.named_parameters() if any(s in n for s in no_decay)],
+               "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(params, lr=settings.lr)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(settings.warmup * len(steps)), len(steps))
+    done = 0
+    if resume and _checkpoints(output):
+        done = _restore(_checkpoints(output)[-1], model, optimizer, scheduler)
+        logger.info("resumed at step %d of %d", done, len(steps))
+    from tqdm import tqdm
+
+    model.model.train()
+    last_loss: Optional[float] = None
+    started = time.perf_counter()
+    bar = tqdm(total=len(steps), initial=done, desc="re-ranker", unit="step", disable=not show_progress)
+    with open(output / "metrics.jsonl", "a", encoding="utf8") as log:
+        for step in range(done, len(steps)):
+            torch.manual_seed(settings.seed * 1_000_003 + step)  # dropout: the same after a resume
+            loss = group_loss(model, [groups[i] for i in steps[step]])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            last_loss = float(loss.detach())
+            bar.update(1)
+            if (step + 1) % settings.log_every == 0 or step + 1 == len(steps):
+                log.write(json.dumps({"step": step + 1, "loss": round(last_loss, 5),
+                                      "seconds": round(time.perf_counter() - started, 1)}) + "\n")
+                log.flush()
+            if (step + 1) % settings.checkpoint_every == 0 and step + 1 < len(steps):
+                _save_checkpoint(output, step + 1, model, optimizer, scheduler, settings)
+    bar.close()
+    model.model.eval()
+    meta = {"base": base, "kb_checksum": kb.checksum, "encoder_fingerprint": encoder.fingerprint, "k": settings.k,
+            "trained": {**asdict(settings), "steps": len(steps), "groups": len(groups)}}
+    with atomic_dir(output / "model", overwrite=True) as tmp:
+        model.to_disk(tmp, meta)
+        if onnx:
+            export_int8(model, tmp)
+    shutil.rmtree(output / "checkpoints", ignore_errors=True)
+    return {"groups": len(groups), "pseudo_groups": sum(g.pseudo for g in groups), "steps": len(steps),
+            "final_loss": last_loss, "candidate_recall": candidate_recall(groups), "model": str(output / "model"),
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+__all__ = ["RerankerSettings", "train_reranker", "group_loss", "RUN_FILE"]

@@ -1,0 +1,326 @@
+"""The cross-encoder re-ranker: training groups, training (deterministic, resumable), its files and their
+checks, the int8 graph, re-ordering, and the command."""
+from __future__ import annotations
+
+import json
+
+import numpy
+import pytest
+
+from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError, IncompatibleError, IntegrityError, \
+    MissingInputError
+from spacy_sapbert.evaluation.records import Document, Mention
+from spacy_sapbert.kb import Concept, KnowledgeBase
+
+CONCEPTS = [
+    Concept("D001", "Heart attack", ("myocardial infarction", "cardiac infarction"), ("Disease",)),
+    Concept("D002", "Mitral insufficiency", ("mitral regurgitation",), ("Disease",)),
+    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
+    Concept("D004", "Breast carcinoma", ("carcinoma of the breast", "breast cancer"), ("Disease",)),
+    Concept("D005", "Fever", ("pyrexia",), ("Disease",)),
+]
+TRAIN = [("infarction of the heart", "D001"), ("mitral valve regurgitation", "D002"), ("influenza virus", "D003"),
+         ("cancer of the breast", "D004"), ("high fever", "D005"), ("heart infarct", "D001")]
+
+
+def docs_of(pairs):
+    doc = Document(doc_id="1", text="")
+    doc.mentions.extend(Mention(text=t, ids=(c,), start=0, end=len(t), type="Disease", doc_id="1") for t, c in pairs)
+    return [doc]
+
+
+@pytest.fixture(scope="module")
+def linker_parts(tiny_bert_path):
+    from spacy_sapbert.encoding.torch_encoder import Encoder
+    from spacy_sapbert.index import ConceptIndex
+
+    kb = KnowledgeBase.from_concepts(CONCEPTS)
+    encoder = Encoder.load(str(tiny_bert_path), pooling="mean", max_length=25, device="cpu")
+    index = ConceptIndex.build(kb, encoder, kind="exact", show_progress=False)
+    return kb, index, encoder
+
+
+def settings(**kw):
+    from spacy_sapbert.rerank import RerankerSettings
+
+    base = dict(k=3, epochs=2, batch_mentions=2, lr=1e-3, max_length=24, seed=7, checkpoint_every=2, log_every=1)
+    base.update(kw)
+    return RerankerSettings(**base)
+
+
+def train(linker_parts, tiny_bert_path, out, **kw):
+    from spacy_sapbert.rerank import train_reranker
+
+    kb, index, encoder = linker_parts
+    onnx = kw.pop("onnx", False)
+    resume = kw.pop("resume", False)
+    return train_reranker(docs_of(TRAIN), kb, index, encoder, out, base=str(tiny_bert_path), settings=settings(**kw),
+                          device="cpu", onnx=onnx, resume=resume, show_progress=False)
+
+
+def weights(folder):
+    from safetensors.numpy import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_groups_gold_first_hard_negatives_and_pseudo_mentions_exclude_their_row(linker_parts):
+    from spacy_sapbert.rerank.examples import make_groups, pseudo_mentions
+
+    kb, index, encoder = linker_parts
+    pseudo = pseudo_mentions(kb, 10, seed=0)
+    assert pseudo and all(len(kb.rows_of_concept(c)) >= 2 and kb.names[r] == n for n, c, r in pseudo)
+    assert len({c for _, c, _ in pseudo}) == len(pseudo)  # one per concept
+    groups = make_groups([("cancer of the breast", "D004")], pseudo, kb, index, encoder, k=3)
+    first = groups[0]
+    assert first.mention == "cancer of the breast" and not first.pseudo
+    assert first.names[0] in kb.names_of_concept("D004") and 2 <= len(first.names) <= 3
+    assert all(n not in kb.names_of_concept("D004") for n in first.names[1:])
+    for g in groups[1:]:
+        assert g.pseudo and g.names[0] != g.mention  # the synonym's own row is never its gold name
+
+
+def test_no_usable_mention_is_a_coded_error(linker_parts):
+    from spacy_sapbert.rerank.examples import make_groups
+
+    kb, index, encoder = linker_parts
+    with pytest.raises(EmptyResultError, match="SB-E809"):
+        make_groups([], [], kb, index, encoder, k=3)
+
+
+def test_training_is_deterministic_and_writes_records(linker_parts, tiny_bert_path, tmp_path):
+    one = train(linker_parts, tiny_bert_path, tmp_path / "a", epochs=1)
+    train(linker_parts, tiny_bert_path, tmp_path / "b", epochs=1)
+    assert one["steps"] == 3 and one["groups"] == len(TRAIN)
+    a, b = weights(tmp_path / "a" / "model"), weights(tmp_path / "b" / "model")
+    assert a.keys() == b.keys() and all(numpy.array_equal(a[k], b[k]) for k in a)
+    meta = json.loads((tmp_path / "a" / "model" / "sapbert_reranker.json").read_text())
+    kb, _, encoder = linker_parts
+    assert meta["kb_checksum"] == kb.checksum and meta["encoder_fingerprint"] == encoder.fingerprint
+    assert "model.safetensors" in meta["files"] and not (tmp_path / "a" / "checkpoints").exists()
+    with pytest.raises(ConfigError, match="SB-E807"):  # an existing run without --resume
+        train(linker_parts, tiny_bert_path, tmp_path / "a", epochs=1)
+
+
+def test_training_lowers_the_group_loss(linker_parts, tiny_bert_path, tmp_path):
+    from spacy_sapbert.rerank import CrossEncoder
+    from spacy_sapbert.rerank.examples import read_groups
+    from spacy_sapbert.rerank.train import group_loss
+
+    train(linker_parts, tiny_bert_path, tmp_path / "run", epochs=12, lr=5e-3, warmup=0.0, batch_mentions=3)
+    groups, _ = read_groups(tmp_path / "run")
+    import torch
+
+    with torch.no_grad():
+        torch.manual_seed(7)  # the run's seed: the same fresh head it started from
+        fresh = CrossEncoder.start(str(tiny_bert_path), max_length=24)
+        fresh.model.eval()
+        before = float(group_loss(fresh, groups))
+        after = float(group_loss(CrossEncoder.from_disk(tmp_path / "run" / "model"), groups))
+    assert after < 0.8 * before
+
+
+def test_resume_after_an_interruption_gives_the_uninterrupted_weights(linker_parts, tiny_bert_path, tmp_path,
+                                                                      monkeypatch):
+    import spacy_sapbert.rerank.train as train_module
+
+    whole = train(linker_parts, tiny_bert_path, tmp_path / "whole")
+    real, calls = train_module.group_loss, []
+
+    def interrupted(model, groups):
+        calls.append(1)
+        if len(calls) == 4:  # during step 4: the checkpoint of step 2 exists
+            raise KeyboardInterrupt
+        return real(model, groups)
+
+    monkeypatch.setattr(train_module, "group_loss", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(linker_parts, tiny_bert_path, tmp_path / "cut")
+    assert [p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()] == ["step-000002"]
+    monkeypatch.setattr(train_module, "group_loss", real)
+    with pytest.raises(ConfigError, match="SB-E806"):  # other settings than the run started with
+        train(linker_parts, tiny_bert_path, tmp_path / "cut", resume=True, lr=2e-3)
+    resumed = train(linker_parts, tiny_bert_path, tmp_path / "cut", resume=True)
+    assert resumed["steps"] == whole["steps"]
+    a, b = weights(tmp_path / "whole" / "model"), weights(tmp_path / "cut" / "model")
+    assert all(numpy.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_int8_graph_scores_like_torch_and_files_are_checked(linker_parts, tiny_bert_path, tmp_path):
+    from spacy_sapbert.rerank import CrossEncoder, OnnxCrossEncoder, load_reranker
+
+    train(linker_parts, tiny_bert_path, tmp_path / "run", onnx=True, epochs=1)
+    folder = tmp_path / "run" / "model"
+    torch_model = CrossEncoder.from_disk(folder)
+    onnx_model = load_reranker(folder)
+    assert isinstance(onnx_model, OnnxCrossEncoder)
+    mentions, names = ["heart infarct", "flu", "cancer of the breast"], ["heart attack", "grippe", "breast cancer"]
+    exact, quick = torch_model.score(mentions, names), onnx_model.score(mentions, names)
+    assert exact.shape == (3,) and numpy.all(numpy.isfinite(quick))
+    assert numpy.max(numpy.abs(exact - quick)) < 0.1 * max(1.0, float(numpy.max(numpy.abs(exact))))
+    assert isinstance(load_reranker(folder, runtime="torch"), CrossEncoder)
+    with pytest.raises(ConfigError, match="SB-E805"):
+        load_reranker(folder, runtime="tensorrt")
+    data = bytearray((folder / "model.int8.onnx").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / "model.int8.onnx").write_bytes(bytes(data[:-10]))
+    with pytest.raises(IntegrityError, match="SB-E551"):
+        load_reranker(folder)
+
+
+def test_meta_errors(tmp_path, linker_parts):
+    from spacy_sapbert.rerank import check_compatible, read_meta
+
+    with pytest.raises(MissingInputError, match="SB-E801"):
+        read_meta(tmp_path)
+    (tmp_path / "sapbert_reranker.json").write_text("{not json")
+    with pytest.raises(DataFormatError, match="SB-E802"):
+        read_meta(tmp_path)
+    (tmp_path / "sapbert_reranker.json").write_text(json.dumps({
+        "format_version": 1, "max_length": 10 ** 6, "kb_checksum": "x", "encoder_fingerprint": "y", "files": {},
+        "inputs": ["input_ids"]}))
+    with pytest.raises(DataFormatError, match="max_length"):
+        read_meta(tmp_path)
+    kb, _, encoder = linker_parts
+    with pytest.raises(IncompatibleError, match="SB-E811.*KB"):
+        check_compatible({"kb_checksum": "other", "encoder_fingerprint": encoder.fingerprint},
+                         kb_checksum=kb.checksum, encoder_fingerprint=encoder.fingerprint)
+    with pytest.raises(IncompatibleError, match="SB-E811.*name encoder"):
+        check_compatible({"kb_checksum": kb.checksum, "encoder_fingerprint": "other"},
+                         kb_checksum=kb.checksum, encoder_fingerprint=encoder.fingerprint)
+
+
+@pytest.mark.parametrize("bad", [dict(k=1), dict(lr=float("nan")), dict(lr=0.0), dict(epochs=True),
+                                 dict(warmup=1.5), dict(max_length=4)])
+def test_bad_settings_are_refused(bad):
+    with pytest.raises(ConfigError, match="SB-E808"):
+        settings(**bad).check()
+
+
+class _Prefers:
+    """A fake re-ranker: a high logit for the pairs whose name is in ``liked``."""
+
+    def __init__(self, liked):
+        self.liked, self.calls = set(liked), []
+
+    def score(self, mentions, names, batch_size=64):
+        self.calls.append(list(zip(mentions, names)))
+        return numpy.array([4.0 if n in self.liked else -4.0 for n in names], dtype=numpy.float32)
+
+
+def test_rerank_reorders_close_calls_only_with_probabilities(linker_parts):
+    from spacy_sapbert.rerank import rerank
+
+    kb, index, encoder = linker_parts
+    mentions = ["cancer of the breast", "flu"]
+    vectors = encoder.encode(mentions)
+    ranked = [[("D001", 0.90), ("D004", 0.89), ("D003", 0.10)], [("D003", 0.95), ("D001", 0.40)]]
+    liked = set(kb.names_of_concept("D004")) | set(kb.names_of_concept("D001"))
+    fake = _Prefers(liked)
+    out = rerank(fake, index, mentions, vectors, ranked, k=3, margin=0.2)
+    assert out[1] == ranked[1]  # margin 0.55 > 0.2: left alone
+    assert len(fake.calls) == 1 and {m for m, _ in fake.calls[0]} == {"cancer of the breast"}
+    assert [c for c, _ in out[0]] == ["D001", "D004", "D003"]  # two equal probabilities: by concept id
+    probs = numpy.exp([4.0, 4.0, -4.0]) / numpy.exp([4.0, 4.0, -4.0]).sum()  # a softmax over the re-ranked three
+    assert [s for _, s in out[0]] == pytest.approx(probs.tolist()) and sum(s for _, s in out[0]) == pytest.approx(1)
+    every = rerank(_Prefers(set(kb.names_of_concept("D001"))), index, mentions, vectors, ranked, k=2, margin=1.0)
+    assert [c for c, _ in every[1]] == ["D001", "D003"] and len(every[0]) == 2
+    for bad in (dict(k=1), dict(margin=-0.1), dict(margin=float("nan"))):
+        with pytest.raises(ConfigError, match="SB-E810"):
+            rerank(fake, index, mentions, vectors, ranked, **{"k": 3, "margin": 1.0, **bad})
+
+
+def test_train_reranker_command(linker_parts, tiny_bert_path, tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+
+    kb, index, _ = linker_parts
+    kb.to_disk(tmp_path / "kb")
+    index.to_disk(tmp_path / "index")
+    pubtator = tmp_path / "train.pubtator"
+    text = "Patients with heart infarct and high fever ."
+    lines = [f"1|t|{text}", "1|a|", f"1\t14\t27\theart infarct\tDisease\tD001", f"1\t32\t42\thigh fever\tDisease\tD005", ""]
+    pubtator.write_text("\n".join(lines) + "\n")
+    args = [str(pubtator), "--kb", str(tmp_path / "kb"), "--index", str(tmp_path / "index"), "--model",
+            str(tiny_bert_path), "--pooling", "mean", "--output", str(tmp_path / "run"), "--k", "3",
+            "--pseudo-mentions", "3", "--batch-mentions", "2", "--max-steps", "2", "--no-onnx", "--device", "cpu"]
+    result = CliRunner().invoke(app, ["train-reranker"] + args)
+    assert result.exit_code == 0, result.output
+    assert "Trained 2 steps on 5 groups (3 of KB synonyms)" in result.output
+    assert (tmp_path / "run" / "model" / "sapbert_reranker.json").is_file()
+    bad = CliRunner().invoke(app, ["train-reranker"] + args[:-9] + ["--lr", "nan", "--device", "cpu"])
+    assert bad.exit_code != 0 and "SB-E808" in str(bad.exception)
+
+
+@pytest.fixture(scope="module")
+def trained_reranker(linker_parts, tiny_bert_path, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reranker") / "run"
+    train(linker_parts, tiny_bert_path, out, onnx=True, epochs=1)
+    return out / "model"
+
+
+def linker_nlp(tiny_bert_path, kb_dir, reranker, **config):
+    import spacy
+
+    nlp = spacy.blank("en")
+    cfg = {"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0, "pooling": "mean", **config}
+    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(kb_dir), reranker_path=reranker,
+                                                           show_progress=False)
+    return nlp
+
+
+def linked(nlp, text, spans):
+    from spacy.tokens import Span
+
+    doc = nlp.make_doc(text)
+    doc.ents = [Span(doc, s, e, label="Disease") for s, e in spans]
+    return nlp(doc)
+
+
+def test_linker_reranks_saves_and_loads_the_reranker(linker_parts, tiny_bert_path, trained_reranker, tmp_path):
+    import spacy
+
+    kb, _, _ = linker_parts
+    kb.to_disk(tmp_path / "kb")
+    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", str(trained_reranker), reranker_k=3)
+    doc = linked(nlp, "a heart infarct and high fever", [(1, 3), (4, 6)])
+    for ent in doc.ents:
+        scores = [s for _, s in ent._.kb_ents]
+        assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores) and scores == sorted(scores, reverse=True)
+    plain = linker_nlp(tiny_bert_path, tmp_path / "kb", None)
+    dense = linked(plain, "a heart infarct and high fever", [(1, 3), (4, 6)])
+    assert any(s > 0 for ent in dense.ents for _, s in ent._.kb_ents)
+    assert [e._.kb_ents for e in doc.ents] != [e._.kb_ents for e in dense.ents]  # the re-ranker's probabilities
+    nlp.to_disk(tmp_path / "pipe")
+    assert (tmp_path / "pipe" / "sapbert_linker" / "reranker" / "model.int8.onnx").is_file()
+    again = spacy.load(tmp_path / "pipe")
+    assert [e._.kb_ents for e in linked(again, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents] == \
+        [e._.kb_ents for e in doc.ents]
+    blob = nlp.get_pipe("sapbert_linker").to_bytes()
+    other = spacy.blank("en")
+    other.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0,
+                                             "pooling": "mean", "reranker_k": 3}).from_bytes(blob)
+    assert [e._.kb_ents for e in linked(other, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents] == \
+        [e._.kb_ents for e in doc.ents]
+
+
+def test_linker_refuses_a_reranker_of_another_kb_bad_settings_and_context(linker_parts, tiny_bert_path,
+                                                                          trained_reranker, tmp_path):
+    import spacy
+
+    smaller = KnowledgeBase.from_concepts(CONCEPTS[:4])
+    smaller.to_disk(tmp_path / "kb4")
+    with pytest.raises(IncompatibleError, match="SB-E811"):
+        linker_nlp(tiny_bert_path, tmp_path / "kb4", str(trained_reranker))
+    for bad in ({"reranker_k": 1}, {"reranker_margin": -1.0}):
+        with pytest.raises(ConfigError, match="SB-E810"):
+            spacy.blank("en").add_pipe("sapbert_linker", config={"model": "x", **bad})
+    from spacy_sapbert.linker import SapbertLinker
+
+    with pytest.raises(ConfigError, match="SB-E810"):  # NaN cannot pass through a spaCy config, but through Python
+        SapbertLinker(spacy.blank("en").vocab, reranker_margin=float("nan"))
+    kb, _, _ = linker_parts
+    kb.to_disk(tmp_path / "kb")
+    with pytest.raises(ConfigError, match="SB-E812"):
+        linker_nlp(tiny_bert_path, tmp_path / "kb", str(trained_reranker), type_priors={"Disease": ["Disease"]})
