@@ -17,7 +17,7 @@ venv: $(STAMP)
 
 # Default test run: fast tests plus the slow ones that use ../shared/data when it is present.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 # The offline demo on this machine's CPU: weasel runs the project's `demo` workflow (project.yml):
 # public data from ../shared/data (or the official downloads), KB, a short self-alignment run of the

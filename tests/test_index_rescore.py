@@ -143,7 +143,8 @@ def _rss_file_kb() -> int:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads RssFile from /proc")
 def test_mapped_budget_lowers_the_resident_set_and_the_rows_read_the_same(tmp_path):
     rng = numpy.random.default_rng(6)
-    X16 = rng.normal(size=(16_384, DIM)).astype(numpy.float16)  # 16 MiB
+    X = rng.normal(size=(16_384, DIM))
+    X16 = (X / numpy.linalg.norm(X, axis=1, keepdims=True)).astype(numpy.float16)  # 16 MiB of unit rows (load checks)
     save_float16(X16, tmp_path)
     X = load_float16(tmp_path, len(X16), DIM)
     float(numpy.asarray(X, dtype=numpy.float32).sum())  # every page mapped
