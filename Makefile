@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-all demo demo-clean docs clean
+.PHONY: venv test test-slow test-all demo demo-clean docs clean
 
 $(STAMP): requirements.txt requirements-dev.txt setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,8 +15,16 @@ $(STAMP): requirements.txt requirements-dev.txt setup.cfg pyproject.toml
 
 venv: $(STAMP)
 
-# Default test run: fast tests plus the slow ones that use ../shared/data when it is present.
+# Default test run: every test not marked slow (under 10 minutes on 2 CPU cores). `make test-slow` runs the
+# slow ones (real data from ../shared/data when present, the offline model, wheels, the project's smoke
+# workflow: minutes each); `make test-all` both in one pytest run. CI (.ci/run) runs test, then test-slow.
 test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" --durations=20
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow --durations=20
+
+test-all: $(STAMP)
 	$(PY) -m pytest -q --durations=20
 
 # The offline demo on this machine's CPU: weasel runs the project's `demo` workflow (project.yml):

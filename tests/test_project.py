@@ -108,6 +108,7 @@ def smoke_project(tmp_path_factory, tiny_bert_path):
     return project
 
 
+@pytest.mark.slow  # the smoke workflow: minutes
 def test_smoke_workflow_runs_end_to_end(smoke_project):
     p = smoke_project
     assert (p / "training" / "pretrain" / "model" / "config.json").exists()
@@ -128,6 +129,7 @@ def test_smoke_workflow_runs_end_to_end(smoke_project):
     assert "NER on the dev sets" in report and "End to end on raw text" in report and "nel_micro_f" in report
 
 
+@pytest.mark.slow  # the smoke workflow: minutes
 def test_smoke_package_loads_by_name_in_a_fresh_process(smoke_project):
     site = smoke_project / "packages" / "site"
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import spacy; nlp = spacy.load('en_sapbert_smoke'); "
@@ -139,6 +141,7 @@ def test_smoke_package_loads_by_name_in_a_fresh_process(smoke_project):
     assert "'ner'" in proc.stdout and "'sapbert_linker'" in proc.stdout
 
 
+@pytest.mark.slow  # the smoke workflow: minutes
 def test_smoke_rerun_skips_unchanged_steps(smoke_project):
     proc = subprocess.run([sys.executable, "-m", "weasel", "run", "kb", str(smoke_project),
                            f"--vars.data_dir={FIXTURES}"], capture_output=True, text=True, timeout=120)
