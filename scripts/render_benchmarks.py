@@ -108,6 +108,9 @@ SUMMARY: Tuple[Figure, ...] = (
     Figure("`make test` on a fresh clone (virtual environment from nothing, then the tests not marked slow): minutes / "
            "mean load average of the 2 cores while it ran", "setup_times", "fresh clone",
            Cell("make test", ("minutes", "mean load avg while running"))),
+    Figure("`make demo` on a fresh clone (virtual environment from nothing, then the whole demo workflow): minutes / "
+           "mean load average of the 2 cores while it ran", "setup_times", "fresh clone",
+           Cell("make demo", ("minutes", "mean load avg while running"))),
 )
 
 
