@@ -73,6 +73,11 @@ class IntegrityError(SapbertError, ValueError):
     """A saved file does not match what was recorded when it was written (damaged, truncated, replaced)."""
 
 
+class MissingExtraError(SapbertError, ImportError):
+    """An optional part of the package is not installed (an extra: ``pip install "spacy-sapbert[train]"``);
+    the command line exits with status 2."""
+
+
 class Warnings(metaclass=_CodedMessages):
     # ---- W001–W099: general, knowledge bases and readers ----
     W001 = "{path}: line {line}: {what}; the line was skipped."
@@ -231,7 +236,8 @@ class Errors(metaclass=_CodedMessages):
             "(spacy-sapbert requires it): `pip install onnxruntime`; or use runtime='torch' (or 'auto', which falls "
             "back to PyTorch).")
     E120 = ("Exporting the encoder to ONNX needs the packages torch and onnx ({reason}). Install them "
-            "(spacy-sapbert requires both): `pip install onnx`; or save with runtime='torch' (no ONNX copy is written).")
+            "(the [train] extra): `pip install \"spacy-sapbert[train]\"`; or save with runtime='torch' (no ONNX copy "
+            "is written).")
     E121 = ("'{path}' holds an ONNX export of other weights (export fingerprint {onnx_fp}, encoder folder "
             "{settings_fp}). Export it again with `spacy-sapbert export-onnx {folder}`, or delete '{path}' to "
             "run the encoder with PyTorch.")
@@ -646,6 +652,17 @@ class Errors(metaclass=_CodedMessages):
     E812 = ("Linker '{name}' has a re-ranker and context re-ranking (prototypes or type_priors) at once, which this "
             "version does not combine. Use one: leave out reranker_path, or the prototypes and type_priors.")
 
+    # ---- E820–E824: the lean runtime and its extras ----
+    E820 = ("{what} needs {packages}, which the runtime install of spacy-sapbert leaves out ({reason}). Install the "
+            "extra: `pip install \"spacy-sapbert[{extra}]\"`.")
+    E821 = ("Linker '{name}' resolves abbreviations (resolve_abbreviations = true), which needs scispaCy ({reason}). "
+            "Install the extra: `pip install \"spacy-sapbert[abbreviations]\"`, or turn it off, e.g. "
+            "`spacy.load(path, config={{\"components.{name}.resolve_abbreviations\": False}})`.")
+    E822 = ("The encoder at '{path}' would run with PyTorch ({why}), which the runtime install of spacy-sapbert leaves "
+            "out ({reason}). Install the extra: `pip install \"spacy-sapbert[train]\"`, or, where it is installed, "
+            "write the ONNX export once (`spacy-sapbert export-onnx {path}`) and link on the CPU with runtime 'auto' "
+            "or 'onnx'.")
+
 
 __all__ = [
     "Errors",
@@ -659,4 +676,5 @@ __all__ = [
     "DownloadError",
     "TrainingError",
     "IntegrityError",
+    "MissingExtraError",
 ]

@@ -24,7 +24,8 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 
 from .encoding.torch_encoder import DEFAULT_MODEL, CachedEncoder, Encoder
-from .errors import ConfigError, Errors, IncompatibleError, MissingInputError, Warnings
+from .errors import ConfigError, Errors, IncompatibleError, MissingExtraError, MissingInputError, Warnings
+from .extras import is_installed
 from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
 from .index.hybrid import HybridScore, check_weight, hybrid_search
@@ -204,6 +205,8 @@ class SapbertLinker(LinkerStorage, Pipe):
         if self.cfg["languages"]:
             self.cfg["languages"] = list(language_codes(self.cfg["languages"]))
         _validate_cfg(self.cfg)
+        if self.cfg["resolve_abbreviations"] and not is_installed("scispacy"):  # the [abbreviations] extra
+            raise MissingExtraError(Errors.E821.format(name=name, reason="no module named 'scispacy'"))
         self.encoder: Optional[CachedEncoder] = None
         self.index: Optional[ConceptIndex] = None
         self._detector: Any = None

@@ -37,7 +37,7 @@ def set_seed(seed: int) -> None:
     numpy.random.seed(seed % (2**32))
     try:
         import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
+    except ImportError:  # the [train] extra is not installed
         return
     torch.manual_seed(seed)
 

@@ -5,7 +5,8 @@ import signal
 import sys
 from typing import Any, List, NoReturn, Optional
 
-from ..errors import Errors, SapbertError
+from ..errors import Errors, MissingExtraError, SapbertError
+from ..extras import extra_for, missing_message
 # Imported in the order the commands are listed by --help: the life cycle of a linker.
 from . import kb, index, link, corpus, context, context_train, hybrid, rerank, train, evaluate, calibrate, ner, assets, verify  # noqa: F401,I001  (register commands)
 from ._app import app
@@ -53,7 +54,8 @@ def _exit_interrupted(signum: int, argv: List[str]) -> NoReturn:
 
 def main() -> None:
     """Console entry point: coded errors are printed as one line and exit with status 1; usage errors
-    print click's usage line and exit 2; SIGINT / SIGTERM exit 130 / 143 saying what was kept."""
+    print click's usage line and exit 2, and so does a missing extra (E820-E822: the line names the extra to
+    install); SIGINT / SIGTERM exit 130 / 143 saying what was kept."""
     import logging
     import os
 
@@ -74,9 +76,18 @@ def main() -> None:
         _exit_interrupted(err.signum, argv)
     except KeyboardInterrupt:  # raised by code that installed its own SIGINT handler
         _exit_interrupted(signal.SIGINT, argv)
+    except MissingExtraError as err:  # an optional part of the package is not installed: the extra to install
+        print(f"Error: {err}", file=sys.stderr)
+        sys.exit(2)
     except SapbertError as err:
         print(f"Error: {err}", file=sys.stderr)
         sys.exit(1)
+    except ModuleNotFoundError as err:  # an import of an extra's package that no check asked for first
+        if extra_for(err.name) is None:
+            raise
+        command = _command_name(argv) or "This command"
+        print(f"Error: {missing_message(f'`{command}`', err.name or '', str(err))}", file=sys.stderr)
+        sys.exit(2)
     except MemoryError as err:  # a low `ulimit -v`, a huge input: a coded line, not a traceback
         print(f"Error: {Errors.E561.format(detail=str(err) or 'MemoryError')}", file=sys.stderr)
         sys.exit(1)

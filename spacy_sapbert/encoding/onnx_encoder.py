@@ -24,7 +24,8 @@ import numpy
 
 from .torch_encoder import CachedEncoder
 from .files import check_recorded, read_settings
-from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
+from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
+from ..extras import is_installed, missing_message
 from ..integrity import file_records
 from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
 from ..util import PathLike, atomic_write, ensure_path, get_logger
@@ -57,8 +58,8 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
     try:
         import onnx  # noqa: F401  (torch's exporter needs it)
         import torch
-    except ImportError as err:
-        raise ConfigError(Errors.E120.format(reason=str(err))) from err
+    except ImportError as err:  # the [train] extra
+        raise MissingExtraError(missing_message("Exporting the encoder to ONNX", err.name or "onnx", str(err))) from err
     from .torch_encoder import pool
 
     folder = ensure_path(folder)
@@ -298,6 +299,11 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
     )
     if use_onnx:
         return OnnxEncoder.from_disk(folder)
+    missing = next((m for m in ("torch", "transformers") if not is_installed(m)), None)
+    if missing is not None:
+        why = (f"runtime={runtime!r}" if runtime == "torch" else "it has no ONNX export" if not has_export(folder)
+               else f"device={device!r}, precision={precision!r}")
+        raise MissingExtraError(Errors.E822.format(path=folder, why=why, reason=f"no module named '{missing}'"))
     return Encoder.from_disk(folder, device=device, precision=precision)
 
 
@@ -309,7 +315,7 @@ def write_export_for(encoder: Any, folder: Path, *, required: bool) -> None:
         return
     try:
         export_onnx(encoder, folder)
-    except ConfigError:
+    except (ConfigError, MissingExtraError):
         if required:
             raise
         logger.info("no ONNX export written to %s: the onnx package is not installed", folder)

@@ -22,6 +22,7 @@ import numpy
 from .files import SETTINGS_FILE, check_hub_model, check_recorded, looks_local, read_settings, write_settings
 from .pooling import POOLINGS, resolve_pooling
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
+from ..extras import require
 from ..util import PathLike, ensure_path, get_logger, resolve_device
 
 if TYPE_CHECKING:  # for annotations only
@@ -330,7 +331,9 @@ class Encoder(CachedEncoder):
         """Load a Hugging Face model from a local folder or a hub id (the hub may download).
         ``pooling``: ``cls`` or ``mean`` as given, or ``auto``: what the folder declares
         (``sapbert_encoder.json``, sentence-transformers' ``1_Pooling/config.json``), else ``cls``
-        (see :mod:`spacy_sapbert.encoding.pooling`); the encoder's ``pooling_source`` says which."""
+        (see :mod:`spacy_sapbert.encoding.pooling`); the encoder's ``pooling_source`` says which.
+        Needs the [train] extra (torch, transformers): E820 without it."""
+        require("The PyTorch encoder (a Hugging Face model folder or hub id, runtime 'torch')", "torch", "transformers")
         pooling, source = resolve_pooling(pooling, name_or_path)
         name = str(name_or_path)
         if looks_local(name):

@@ -1,8 +1,13 @@
 """Self-alignment pretraining (SapBERT) and fine-tuning: pairs, miner, losses, trainer.
 
 Heavy imports (torch, transformers) happen inside the modules that need them; importing this
-package is cheap enough for the CLI.
+package is cheap enough for the CLI. It needs the [train] extra: without torch or transformers,
+importing it raises :class:`~spacy_sapbert.errors.MissingExtraError` (E820) naming the extra.
 """
+from ..extras import require
+
+require("Training (spacy_sapbert.training: pretrain, finetune, train-context, train-reranker)", "torch", "transformers")
+
 from .config import TrainConfig, load_config
 from .losses import InfoNCELoss, MultiSimilarityLoss, TripletMarginLoss, make_loss
 from .miners import PairMasks, TripletMarginMiner
