@@ -9,7 +9,7 @@ module that failed to import to its extra (the command line's last resort for im
 from __future__ import annotations
 
 import importlib.util
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from .errors import Errors, MissingExtraError
 
@@ -54,6 +54,28 @@ def missing_message(what: str, module: str, reason: str = "") -> str:
                               reason=reason or f"no module named '{top}'")
 
 
+def declare_extra(meta: Dict[str, Any], extra: str) -> None:
+    """Make a pipeline's ``meta["requirements"]`` ask for ``spacy-sapbert[extra]`` (this version's minor range), so
+    that the package ``spacy package`` makes of it installs the extra; other requirements are kept."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from spacy.util import get_minor_version_range
+
+    from .about import __version__
+
+    kept, extras = [], {extra}
+    for line in meta.get("requirements") or []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            kept.append(line)
+            continue
+        if req.name.lower().replace("_", "-") == "spacy-sapbert":
+            extras |= set(req.extras)
+        else:
+            kept.append(line)
+    meta["requirements"] = kept + [f"spacy-sapbert[{','.join(sorted(extras))}]{get_minor_version_range(__version__)}"]
+
+
 def extra_for(module: Optional[str]) -> Optional[str]:
     """The extra that provides the top-level module of ``module`` (``"torch.nn"`` -> ``"train"``), or None."""
     if not module:
@@ -62,4 +84,4 @@ def extra_for(module: Optional[str]) -> Optional[str]:
     return found[0] if found else None
 
 
-__all__ = ["EXTRAS", "is_installed", "require", "missing_message", "extra_for", "MissingExtraError"]
+__all__ = ["EXTRAS", "is_installed", "require", "missing_message", "extra_for", "declare_extra", "MissingExtraError"]

@@ -25,7 +25,7 @@ from spacy.vocab import Vocab
 
 from .encoding.torch_encoder import DEFAULT_MODEL, CachedEncoder, Encoder
 from .errors import ConfigError, Errors, IncompatibleError, MissingExtraError, MissingInputError, Warnings
-from .extras import is_installed
+from .extras import declare_extra, is_installed
 from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
 from .index.hybrid import HybridScore, check_weight, hybrid_search
@@ -292,6 +292,8 @@ class SapbertLinker(LinkerStorage, Pipe):
 
         if kb_path is None:
             raise ConfigError(Errors.E115.format(name=self.name))
+        if nlp is not None and self.cfg["resolve_abbreviations"]:  # its package then installs scispaCy too
+            declare_extra(nlp.meta, "abbreviations")
         encoder = self._load_encoder(self.cfg["model"])
         kb = KnowledgeBase.from_disk(kb_path)
         if index_path is not None and (ensure_path(index_path) / META_FILE).exists():

@@ -18,7 +18,8 @@ import pytest
 import spacy
 
 from spacy_sapbert.errors import MissingExtraError
-from spacy_sapbert.extras import extra_for, missing_message, require
+from spacy_sapbert.about import __version__
+from spacy_sapbert.extras import declare_extra, extra_for, missing_message, require
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytest.importorskip("onnx", reason="the ONNX export needs the [train] extra (requirements-dev.txt installs it)")
@@ -90,7 +91,7 @@ def saved(tiny_bert_path, tmp_path_factory):
         linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu",
                                                         "pooling": "mean", "runtime": runtime,
                                                         "resolve_abbreviations": abbreviations})
-        linker.initialize(kb_path=str(path / "kb"), exact=False, show_progress=False)
+        linker.initialize(lambda: [], nlp=nlp, kb_path=str(path / "kb"), exact=False, show_progress=False)
         nlp.to_disk(path / name)
         out[name] = path / name
     return out
@@ -184,3 +185,24 @@ def test_runtime_requirements_leave_out_the_extras():
     extras = cfg["options.extras_require"]
     assert {"torch", "transformers", "onnx"} <= {r.split(">")[0].strip() for r in extras["train"].split()}
     assert "scispacy" in extras["abbreviations"]
+
+
+@pytest.mark.parametrize("name, extra", [("plain", ""), ("abbr", "[abbreviations]")])
+def test_spacy_package_requires_the_runtime_and_only_the_extras_the_pipeline_uses(saved, name, extra, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "spacy", "package", str(saved[name]), str(tmp_path),
+                             "--name", "lean", "--version", "0.0.1", "--build", "none"],
+                            capture_output=True, text=True, timeout=300, env=_env())
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    meta = json.loads(next(tmp_path.glob("*-0.0.1")).joinpath("meta.json").read_text(encoding="utf8"))
+    major, minor, _ = __version__.split(".")
+    ours = [r for r in meta["requirements"] if not r.startswith("spacy>=")]  # spaCy itself: `spacy package` adds it
+    assert ours == [f"spacy-sapbert{extra}>={__version__},<{major}.{int(minor) + 1}.0"], meta["requirements"]
+
+
+def test_declare_extra_merges_with_an_existing_requirement():
+    meta = {"requirements": ["spacy-sapbert[train]>=0.0.1", "en-core-sci-sm>=0.5"]}
+    declare_extra(meta, "abbreviations")
+    assert meta["requirements"][0] == "en-core-sci-sm>=0.5"
+    assert meta["requirements"][1].startswith("spacy-sapbert[abbreviations,train]>=")
+    declare_extra(meta, "abbreviations")  # idempotent
+    assert len(meta["requirements"]) == 2
