@@ -156,7 +156,8 @@ def test_link_command_runs_in_the_runtime_install(saved, tmp_path):
     names.write_text("flu\nfever\n", encoding="utf8")
     result = _run(CLI, TRAIN + ("scispacy",), "link", saved["plain"], str(names))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "D1" in result.stdout and "D2" in result.stdout
+    row = json.loads(result.stdout.strip().splitlines()[-1])  # no NER in this pipeline: no entities to link
+    assert row["text"] == "flu\nfever\n" and row["ents"] == []
 
 
 def test_require_and_the_command_line_fallback_name_the_extra(monkeypatch):
@@ -206,3 +207,12 @@ def test_declare_extra_merges_with_an_existing_requirement():
     assert meta["requirements"][1].startswith("spacy-sapbert[abbreviations,train]>=")
     declare_extra(meta, "abbreviations")  # idempotent
     assert len(meta["requirements"]) == 2
+
+
+def test_link_corpus_runs_in_the_runtime_install(saved, tmp_path):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "a.jsonl").write_text('{"id": "a", "text": "flu and fever"}\n', encoding="utf8")
+    result = _run(CLI, TRAIN + ("scispacy",), "link-corpus", shards, "-p", saved["plain"], "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "out" / "corpus_run.json").is_file()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Errors
+from ..extras import is_installed
 from ..linking import linker_extension
 from ..util import get_logger
 from .readers import Shard, read_shard
@@ -28,7 +29,11 @@ logger = get_logger("corpus")
 
 @contextlib.contextmanager
 def torch_threads(threads: int) -> Iterator[None]:
-    """Torch on ``threads`` threads meanwhile (in this process; forked workers run one), restored after."""
+    """Torch on ``threads`` threads meanwhile (in this process; forked workers run one), restored after. Without
+    torch (the runtime install: the encoder runs in ONNX Runtime) there is nothing to set."""
+    if not is_installed("torch"):
+        yield
+        return
     import torch
 
     before = torch.get_num_threads()
