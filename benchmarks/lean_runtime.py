@@ -238,7 +238,7 @@ def main() -> None:
             table(["environment", "site-packages MB", "load s (cold)", "load s (warm)", "peak RSS MB",
                    "mentions/s (1 pass)", "heavy modules imported"], rows),
         "sizes on disk (MB)": table(["what", "MB"], [
-            ["runtime install: spacy-sapbert and its requirements (RECORD sizes)", round(sizes["runtime_closure"]["mb"])],
+            ["the runtime install: the package with its requirements (RECORD sizes)", round(sizes["runtime_closure"]["mb"])],
             ["with the extras [train,abbreviations] (RECORD sizes)", round(sizes["extras_closure"]["mb"])],
             ["MEDIC pipeline folder (KB, hnsw index, encoder weights + ONNX export)", round(sizes["pipeline_folder_mb"])],
             ["its wheel (spacy package + python -m build)", round(sizes["wheel_mb"])],

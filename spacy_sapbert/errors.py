@@ -653,12 +653,12 @@ class Errors(metaclass=_CodedMessages):
             "version does not combine. Use one: leave out reranker_path, or the prototypes and type_priors.")
 
     # ---- E820–E824: the lean runtime and its extras ----
-    E820 = ("{what} needs {packages}, which the runtime install of spacy-sapbert leaves out ({reason}). Install the "
+    E820 = ("{what} needs {packages}, which the runtime install (no extras) leaves out ({reason}). Install the "
             "extra: `pip install \"spacy-sapbert[{extra}]\"`.")
     E821 = ("Linker '{name}' resolves abbreviations (resolve_abbreviations = true), which needs scispaCy ({reason}). "
             "Install the extra: `pip install \"spacy-sapbert[abbreviations]\"`, or turn it off, e.g. "
             "`spacy.load(path, config={{\"components.{name}.resolve_abbreviations\": False}})`.")
-    E822 = ("The encoder at '{path}' would run with PyTorch ({why}), which the runtime install of spacy-sapbert leaves "
+    E822 = ("The encoder at '{path}' would run with PyTorch ({why}), which the runtime install (no extras) leaves "
             "out ({reason}). Install the extra: `pip install \"spacy-sapbert[train]\"`, or, where it is installed, "
             "write the ONNX export once (`spacy-sapbert export-onnx {path}`) and link on the CPU with runtime 'auto' "
             "or 'onnx'.")
