@@ -645,6 +645,9 @@ class Errors(metaclass=_CodedMessages):
             "made for.")
     E812 = ("Linker '{name}' has a re-ranker and context re-ranking (prototypes or type_priors) at once, which this "
             "version does not combine. Use one: leave out reranker_path, or the prototypes and type_priors.")
+    # E830–E834: encoding big KBs (build-index runtime and precision)
+    E830 = ("build-index option {name} = {value!r} is not known. Choose one of: {allowed}.")
+    E831 = ("build-index cannot run {what}. Fix: {fix}.")
 
 
 __all__ = [
