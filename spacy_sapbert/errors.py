@@ -175,6 +175,11 @@ class Warnings(metaclass=_CodedMessages):
     W785 = ("The calibration '{path}' was fitted with other linker settings ({diff}); its confidences describe "
             "those settings, not these. Fit it again with `spacy-sapbert calibrate` after changing the settings.")
 
+    # ---- W814–W815: encoding big KBs ----
+    W814 = ("Precision 'bf16' on this CPU ({cpu}) has no bf16 instructions (avx512_bf16 / amx_bf16): torch emulates "
+            "them, about 3x slower than fp32 here (benchmarks/results/encode_speed.json). Use --precision fp32 "
+            "(or int8 with ONNX Runtime) on this machine.")
+
 
 class Errors(metaclass=_CodedMessages):
     # ---- E001–E099: general, knowledge bases and readers ----

@@ -67,7 +67,7 @@ def build_index_dir(
     Runtime on the CPU; ``precision="int8"`` its quantized copy) or ``auto`` (ONNX float32 on a CPU from
     20,000 names, else torch): see :mod:`spacy_sapbert.encoding.bulk`."""
     from .encoding.bulk import (ENCODER_FOLDER, bulk_encoder, check_bulk_options, names_precision,
-                                ray_encoder_options, resolve_runtime)
+                                ray_encoder_options, resolve_runtime, warn_emulated_bf16)
     from .encoding.torch_encoder import Encoder
     from .kb import KnowledgeBase
 
@@ -78,6 +78,7 @@ def build_index_dir(
 
         raise ConfigError(Errors.E003.format(path=output))
     check_bulk_options(runtime, precision, device)
+    warn_emulated_bf16(precision, device)
     if ray:  # before any work: the extra is installed, the cluster answers
         from .ray_session import check_address, import_ray
 

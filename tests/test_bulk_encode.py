@@ -137,3 +137,16 @@ def test_a_work_json_from_before_the_precision_field_still_resumes(kb_dir, tiny_
     (work / "work.json").write_text(json.dumps(record), encoding="utf8")
     ConceptIndex.build(kb, enc, kind="exact", work_dir=work, show_progress=False)  # no E112
     assert names_precision(enc) == "fp32"
+
+
+def test_bf16_on_a_cpu_without_bf16_instructions_warns(tmp_path):
+    from spacy_sapbert.encoding.bulk import warn_emulated_bf16
+
+    without, with_ = tmp_path / "zen3", tmp_path / "spr"
+    without.write_text("model name\t: AMD EPYC\nflags\t\t: fpu avx avx2 fma\n", encoding="utf8")
+    with_.write_text("model name\t: Intel Xeon\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16\n", encoding="utf8")
+    with pytest.warns(UserWarning, match="SB-W814.*AMD EPYC"):
+        assert warn_emulated_bf16("bf16", "cpu", str(without))
+    assert not warn_emulated_bf16("bf16", "cpu", str(with_))
+    assert not warn_emulated_bf16("fp32", "cpu", str(without))
+    assert not warn_emulated_bf16("bf16", "cpu", str(tmp_path / "missing"))

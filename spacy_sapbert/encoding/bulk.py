@@ -16,11 +16,12 @@ metadata, so that chunks of an int8 build are never mixed with float32 ones).
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from .torch_encoder import PRECISIONS
-from ..errors import ConfigError, Errors
+from ..errors import ConfigError, Errors, Warnings
 from ..util import PathLike, ensure_path, get_logger
 
 logger = get_logger("encoding.bulk")
@@ -48,6 +49,32 @@ def check_bulk_options(runtime: str, precision: str, device: str) -> None:
         raise ConfigError(Errors.E831.format(
             what=f"runtime 'onnx' with precision '{precision}' on device '{device}'",
             fix="ONNX Runtime runs fp32 or int8 on the CPU: use --runtime torch for a GPU or for fp16/bf16"))
+
+
+def warn_emulated_bf16(precision: str, device: str, cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """W814 (and True) when ``bf16`` is asked for on a CPU whose flags (Linux ``/proc/cpuinfo``) show no bf16
+    instructions: autocast then runs slower than float32. Silent where the flags cannot be read."""
+    if precision != "bf16" or device.strip().lower() not in ("auto", "cpu"):
+        return False
+    from ..util import device_is_cpu
+
+    if not device_is_cpu(device):
+        return False
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf8", errors="replace")
+    except OSError:
+        return False
+    flags = set()
+    model = "unknown"
+    for line in text.splitlines():
+        if line.startswith("flags") and not flags:
+            flags = set(line.split(":", 1)[-1].split())
+        elif line.startswith("model name") and model == "unknown":
+            model = line.split(":", 1)[-1].strip()
+    if not flags or flags & {"avx512_bf16", "amx_bf16"}:
+        return False
+    warnings.warn(Warnings.W814.format(cpu=model))
+    return True
 
 
 def resolve_runtime(runtime: str, precision: str, device: str, n_names: int) -> str:
@@ -118,4 +145,4 @@ def ray_encoder_options(enc: Any, options: Dict[str, Any]) -> Dict[str, Any]:
 
 
 __all__ = ["BULK_RUNTIMES", "BULK_PRECISIONS", "ONNX_AUTO_MIN_NAMES", "ENCODER_FOLDER", "check_bulk_options",
-           "resolve_runtime", "bulk_encoder", "names_precision", "ray_encoder_options"]
+           "resolve_runtime", "warn_emulated_bf16", "bulk_encoder", "names_precision", "ray_encoder_options"]
