@@ -65,7 +65,7 @@ def build_index_dir(
     scoring (the linker's ``sparse_weight``) reads; saved in the same folder. ``runtime``: what encodes the
     names, ``torch``, ``onnx`` (an ONNX export of the model's weights, made in the work folder, run by ONNX
     Runtime on the CPU; ``precision="int8"`` its quantized copy) or ``auto`` (ONNX float32 on a CPU from
-    20,000 names, else torch): see :mod:`spacy_sapbert.encoding.bulk`."""
+    20,000 names, else torch; torch with ``ray``): see :mod:`spacy_sapbert.encoding.bulk`."""
     from .encoding.bulk import (ENCODER_FOLDER, bulk_encoder, check_bulk_options, names_precision,
                                 ray_encoder_options, resolve_runtime, warn_emulated_bf16)
     from .encoding.torch_encoder import Encoder
@@ -101,7 +101,7 @@ def build_index_dir(
                if v is not None}
     if work_dir is None:
         work_dir = output.with_name(f".{output.name}.work")
-    run = resolve_runtime(runtime, precision, device, len(kb.names))
+    run = resolve_runtime(runtime, precision, device, len(kb.names), ray=ray)
     enc = bulk_encoder(enc, run, precision, ensure_path(work_dir) / ENCODER_FOLDER)
     logger.info("encoding %d names with %s (%s)", len(kb.names), type(enc).__name__, names_precision(enc))
     if ray:

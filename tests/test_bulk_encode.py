@@ -98,6 +98,8 @@ def test_auto_runtime_is_onnx_only_for_big_cpu_fp32_jobs():
     assert resolve_runtime("auto", "bf16", "cpu", 10 ** 7) == "torch"
     assert resolve_runtime("auto", "int8", "cpu", 10) == "onnx"
     assert resolve_runtime("torch", "fp32", "cpu", 10 ** 7) == "torch"
+    assert resolve_runtime("auto", "fp32", "cpu", 10 ** 7, ray=True) == "torch"
+    assert resolve_runtime("onnx", "fp32", "cpu", 10, ray=True) == "onnx"
 
 
 def test_onnx_build_equals_torch_build_and_int8_is_recorded(kb_dir, tiny_bert_path, tmp_path):

@@ -25,7 +25,8 @@ def build_index_command(
                                   "cosine from fp32; opt-in)."),
     runtime: str = typer.Option("auto", "--runtime", help="What encodes the names: torch, onnx (the model exported "
                                 "to ONNX in the work folder, run by ONNX Runtime on the CPU: the same vectors "
-                                "within 1e-6) or auto (onnx on a CPU in fp32 from 20,000 names, else torch)."),
+                                "within 1e-6) or auto (onnx on a CPU in fp32 from 20,000 names, else torch; torch with --ray, where "
+                                "onnx needs the work folder on storage every node reads)."),
     exact: Optional[bool] = typer.Option(None, "--exact/--hnsw",
                                          help="Exact matrix search or hnswlib (older form of --kind)."),
     kind: str = typer.Option("auto", "--kind",

@@ -9,7 +9,9 @@ export of the same weights, in float32 or int8.
   (:func:`~spacy_sapbert.encoding.onnx_encoder.quantize_export`): faster, vectors a few hundredths of cosine
   away (opt-in; see docs/scale.md, "Encoding time for big KBs").
 - ``runtime="auto"``: ONNX Runtime float32 on a CPU from :data:`ONNX_AUTO_MIN_NAMES` names where ``onnx`` and
-  ``onnxruntime`` are installed (the export then costs little against the encoding), else PyTorch.
+  ``onnxruntime`` are installed (the export then costs little against the encoding), else PyTorch (always
+  PyTorch on Ray, unless int8 is asked for: ``--runtime onnx`` there needs the work folder on storage that every
+  node reads).
 
 :func:`names_precision` says which numbers the vectors hold (recorded in the work folder and the index
 metadata, so that chunks of an int8 build are never mixed with float32 ones).
@@ -77,14 +79,16 @@ def warn_emulated_bf16(precision: str, device: str, cpuinfo: str = "/proc/cpuinf
     return True
 
 
-def resolve_runtime(runtime: str, precision: str, device: str, n_names: int) -> str:
+def resolve_runtime(runtime: str, precision: str, device: str, n_names: int, *, ray: bool = False) -> str:
     """``torch`` or ``onnx``: what ``runtime`` (checked by :func:`check_bulk_options`) means for a job of
-    ``n_names`` names (see the module docstring)."""
+    ``n_names`` names (see the module docstring). On Ray (``ray``) ``auto`` is ``torch`` unless int8 is asked
+    for: the actors would read the export from the driver's work folder, which other nodes may not see, and
+    they may have GPUs the driver has not."""
     if runtime != "auto":
         return runtime
     if precision == "int8":
         return "onnx"
-    if precision not in ("auto", "fp32") or n_names < ONNX_AUTO_MIN_NAMES or not _onnx_export_possible():
+    if ray or precision not in ("auto", "fp32") or n_names < ONNX_AUTO_MIN_NAMES or not _onnx_export_possible():
         return "torch"
     from ..util import device_is_cpu
 
