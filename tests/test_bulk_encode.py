@@ -152,3 +152,21 @@ def test_bf16_on_a_cpu_without_bf16_instructions_warns(tmp_path):
     assert not warn_emulated_bf16("bf16", "cpu", str(with_))
     assert not warn_emulated_bf16("fp32", "cpu", str(without))
     assert not warn_emulated_bf16("bf16", "cpu", str(tmp_path / "missing"))
+
+
+def test_a_ray_actor_runs_the_drivers_onnx_export(kb_dir, tiny_bert_path, tmp_path):
+    from spacy_sapbert.encoding.bulk import bulk_encoder, ray_encoder_options
+    from spacy_sapbert.index.ray_build import EncodeChunks
+
+    kb = KnowledgeBase.from_disk(kb_dir)
+    enc = Encoder.load(tiny_bert_path, device="cpu")
+    onnx = bulk_encoder(enc, "onnx", "fp32", tmp_path / "encoder")
+    options = ray_encoder_options(onnx, {"pooling": "cls", "max_length": 25, "device": "cpu", "precision": "fp32"})
+    assert options == {"onnx_folder": str((tmp_path / "encoder").resolve()), "quantized": False}
+    assert ray_encoder_options(enc, {"device": "cpu"}) == {"device": "cpu"}
+    actor = EncodeChunks(str(kb_dir), str(tiny_bert_path), options, batch_size=4, threads=1)
+    assert type(actor.enc).__name__ == "OnnxEncoder" and actor.enc.fingerprint == enc.fingerprint
+    n = len(kb.names)
+    out = actor({"chunk": numpy.array([0]), "start": numpy.array([0]), "stop": numpy.array([n])})
+    got = numpy.frombuffer(out["vectors"][0], dtype=numpy.float32).reshape(n, enc.dim)
+    numpy.testing.assert_allclose(got, enc.encode(list(kb.names), use_cache=False), atol=1e-5)
