@@ -178,8 +178,7 @@ class Warnings(metaclass=_CodedMessages):
     # ---- W814–W815: encoding big KBs ----
     W814 = ("Precision 'bf16' on this CPU ({cpu}) has no bf16 instructions (avx512_bf16 / amx_bf16): torch emulates "
             "them, several times slower than fp32 (0.19x on an AVX2 CPU: benchmarks/results/encode_speed.json). Use "
-            "--precision fp32 "
-            "(or int8 with ONNX Runtime) on this machine.")
+            "--precision fp32 on this machine (with --runtime onnx: the same vectors, faster).")
 
 
 class Errors(metaclass=_CodedMessages):
