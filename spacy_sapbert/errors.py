@@ -180,6 +180,11 @@ class Warnings(metaclass=_CodedMessages):
     W785 = ("The calibration '{path}' was fitted with other linker settings ({diff}); its confidences describe "
             "those settings, not these. Fit it again with `spacy-sapbert calibrate` after changing the settings.")
 
+    # ---- W814–W815: encoding big KBs ----
+    W814 = ("Precision 'bf16' on this CPU ({cpu}) has no bf16 instructions (avx512_bf16 / amx_bf16): torch emulates "
+            "them, several times slower than fp32 (0.19x on an AVX2 CPU: benchmarks/results/encode_speed.json). Use "
+            "--precision fp32 on this machine (with --runtime onnx: the same vectors, faster).")
+
 
 class Errors(metaclass=_CodedMessages):
     # ---- E001–E099: general, knowledge bases and readers ----
@@ -651,6 +656,9 @@ class Errors(metaclass=_CodedMessages):
             "made for.")
     E812 = ("Linker '{name}' has a re-ranker and context re-ranking (prototypes or type_priors) at once, which this "
             "version does not combine. Use one: leave out reranker_path, or the prototypes and type_priors.")
+    # E830–E834: encoding big KBs (build-index runtime and precision)
+    E830 = ("build-index option {name} = {value!r} is not known. Choose one of: {allowed}.")
+    E831 = ("build-index cannot run {what}. Fix: {fix}.")
 
     # ---- E820–E824: the lean runtime and its extras ----
     E820 = ("{what} needs {packages}, which the runtime install (no extras) leaves out ({reason}). Install the "

@@ -52,6 +52,7 @@ def build_index_dir(
     languages: Optional[Sequence[str]] = None,
     sparse: bool = False,
     sparse_ngrams: Sequence[int] = (2, 3),
+    runtime: str = "auto",
 ) -> ConceptIndex:
     """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
     ``kind``: ``auto`` (by size), ``exact``, ``hnsw``, ``compact`` or ``ivf`` (see :mod:`spacy_sapbert.index`).
@@ -61,7 +62,12 @@ def build_index_dir(
     ``languages``: the index searches only the names in these languages by default (every name is
     still indexed: :meth:`ConceptIndex.set_languages` changes it without a rebuild). ``sparse``: also fit
     the char n-gram tf-idf of the names (``sparse_ngrams``, :mod:`spacy_sapbert.index.sparse`) that hybrid
-    scoring (the linker's ``sparse_weight``) reads; saved in the same folder."""
+    scoring (the linker's ``sparse_weight``) reads; saved in the same folder. ``runtime``: what encodes the
+    names, ``torch``, ``onnx`` (an ONNX export of the model's weights, made in the work folder, run by ONNX
+    Runtime on the CPU; ``precision="int8"`` its quantized copy) or ``auto`` (ONNX float32 on a CPU from
+    20,000 names, else torch; torch with ``ray``): see :mod:`spacy_sapbert.encoding.bulk`."""
+    from .encoding.bulk import (ENCODER_FOLDER, bulk_encoder, check_bulk_options, names_precision,
+                                ray_encoder_options, resolve_runtime, warn_emulated_bf16)
     from .encoding.torch_encoder import Encoder
     from .kb import KnowledgeBase
 
@@ -71,6 +77,8 @@ def build_index_dir(
         from .errors import ConfigError
 
         raise ConfigError(Errors.E003.format(path=output))
+    check_bulk_options(runtime, precision, device)
+    warn_emulated_bf16(precision, device)
     if ray:  # before any work: the extra is installed, the cluster answers
         from .ray_session import check_address, import_ray
 
@@ -84,7 +92,8 @@ def build_index_dir(
         from .index.sparse import check_settings
 
         check_settings("char_wb", sparse_ngrams)  # E780 before the encoding
-    enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device, precision=precision)
+    enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device,
+                       precision="fp32" if precision == "int8" else precision)
     options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
                                                   ("ef_search", ef_search), ("rescore", rescore),
                                                   ("connectivity", connectivity),
@@ -92,12 +101,15 @@ def build_index_dir(
                if v is not None}
     if work_dir is None:
         work_dir = output.with_name(f".{output.name}.work")
+    run = resolve_runtime(runtime, precision, device, len(kb.names), ray=ray)
+    enc = bulk_encoder(enc, run, precision, ensure_path(work_dir) / ENCODER_FOLDER)
+    logger.info("encoding %d names with %s (%s)", len(kb.names), type(enc).__name__, names_precision(enc))
     if ray:
         from .index.ray_build import encode_names_ray
 
         encode_names_ray(kb, enc, kb_dir=kb_dir, model=model, work_dir=work_dir, chunk_size=chunk_size,
-                         encoder_options={"pooling": pooling, "max_length": max_length, "device": device,
-                                          "precision": precision},
+                         encoder_options=ray_encoder_options(enc, {"pooling": pooling, "max_length": max_length,
+                                                                   "device": device, "precision": precision}),
                          batch_size=batch_size, actors=actors, gpus_per_actor=gpus_per_actor, address=address,
                          show_progress=show_progress)
     index = ConceptIndex.build(kb, enc, kind=kind, exact=exact, batch_size=batch_size, work_dir=work_dir,
@@ -105,6 +117,7 @@ def build_index_dir(
                                **options)
     index.meta["model"] = enc.name
     index.meta["kb_path"] = str(kb_dir.resolve())
+    index.meta["names_precision"] = names_precision(enc)
     index.set_languages(languages)
     if sparse:
         from .index.sparse import SparseIndex

