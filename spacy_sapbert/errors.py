@@ -603,6 +603,13 @@ class Errors(metaclass=_CodedMessages):
     E784 = ("The linker's {what} = {value!r} is not allowed: {allowed}. Fix the config ([components.{name}] "
             "{what}); tune the weight with `spacy-sapbert tune-hybrid`.")
     E785 = ("tune-hybrid: {what}. {fix}")
+    E786 = ("The candidate stage's {what} = {value!r} is not allowed: {allowed}. Fix the config (or the "
+            "argument); see docs/linker.md, 'Candidate stage'.")
+    E787 = ("Query variants: {n} variant text(s) but {rows} variant vector row(s). Give one vector per variant "
+            "text, in the same order (flattened over the queries).")
+    E788 = ("'{path}' holds no sparse index (sparse_meta.json), but the linker's {what} needs one (its candidate "
+            "stage reads the sparse lists). Build it with `spacy-sapbert build-index KB -m MODEL -o {path} --sparse` "
+            "(or let initialize() build it), or set candidates = \"score\" and query_variants = [].")
 
     # ---- E790–E799: calibrated confidence (knowing when not to link) ----
     E790 = ("The calibration '{path}' was fitted for {what} {fitted}, but this linker has {what} {found}. A "
