@@ -170,6 +170,9 @@ class Warnings(metaclass=_CodedMessages):
     W780 = ("sparse_weight = {weight} but context re-ranking is on ({what}): the context ranker re-ranks dense "
             "candidates only, the sparse part is not used for these mentions. Set sparse_weight = 0, or drop "
             "the prototypes / type priors to link with hybrid scores.")
+    W781 = ("candidates = 'interleave' or query_variants is set, but context re-ranking is on ({what}): the context "
+            "ranker picks its own dense candidates, these keys are not used for these mentions. Drop them, or drop "
+            "the prototypes / type priors.")
 
     # ---- W785–W789: calibrated confidence ----
     W785 = ("The calibration '{path}' was fitted with other linker settings ({diff}); its confidences describe "

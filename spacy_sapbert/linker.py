@@ -269,6 +269,8 @@ class SapbertLinker(LinkerStorage, Pipe):
         if self._context is not None and self.cfg["sparse_weight"] > 0:
             warnings.warn(Warnings.W780.format(weight=self.cfg["sparse_weight"],
                                                what="prototypes" if store is not None else "type_priors"))
+        if self._context is not None and (self.cfg["candidates"] != "score" or self.cfg["query_variants"]):
+            warnings.warn(Warnings.W781.format(what="prototypes" if store is not None else "type_priors"))
 
     def initialize(
         self,

@@ -215,3 +215,8 @@ def test_candidate_keys_travel_with_the_pipeline(tiny_bert_path, kb_path, tmp_pa
     (tmp_path / "pipe" / "sapbert_linker" / "index" / SPARSE_META).unlink()
     with pytest.raises(MissingInputError, match=r"SB-E788.*candidates = 'interleave'.*--sparse"):
         spacy.load(tmp_path / "pipe")
+
+
+def test_context_reranking_says_it_ignores_the_candidate_keys(tiny_bert_path, kb_path):
+    with pytest.warns(UserWarning, match="SB-W781"):
+        _nlp(tiny_bert_path, kb_path, query_variants=["number"], type_priors={"DISEASE": ["D*"]})
