@@ -175,6 +175,9 @@ class Warnings(metaclass=_CodedMessages):
     W780 = ("sparse_weight = {weight} but context re-ranking is on ({what}): the context ranker re-ranks dense "
             "candidates only, the sparse part is not used for these mentions. Set sparse_weight = 0, or drop "
             "the prototypes / type priors to link with hybrid scores.")
+    W781 = ("candidates = 'interleave' or query_variants is set, but context re-ranking is on ({what}): the context "
+            "ranker picks its own dense candidates, these keys are not used for these mentions. Drop them, or drop "
+            "the prototypes / type priors.")
 
     # ---- W785–W789: calibrated confidence ----
     W785 = ("The calibration '{path}' was fitted with other linker settings ({diff}); its confidences describe "
@@ -614,6 +617,13 @@ class Errors(metaclass=_CodedMessages):
     E784 = ("The linker's {what} = {value!r} is not allowed: {allowed}. Fix the config ([components.{name}] "
             "{what}); tune the weight with `spacy-sapbert tune-hybrid`.")
     E785 = ("tune-hybrid: {what}. {fix}")
+    E786 = ("The candidate stage's {what} = {value!r} is not allowed: {allowed}. Fix the config (or the "
+            "argument); see docs/linker.md, 'Candidate stage'.")
+    E787 = ("Query variants: {n} variant text(s) but {rows} variant vector row(s). Give one vector per variant "
+            "text, in the same order (flattened over the queries).")
+    E788 = ("'{path}' holds no sparse index (sparse_meta.json), but the linker's {what} needs one (its candidate "
+            "stage reads the sparse lists). Build it with `spacy-sapbert build-index KB -m MODEL -o {path} --sparse` "
+            "(or let initialize() build it), or set candidates = \"score\" and query_variants = [].")
 
     # ---- E790–E799: calibrated confidence (knowing when not to link) ----
     E790 = ("The calibration '{path}' was fitted for {what} {fitted}, but this linker has {what} {found}. A "

@@ -28,7 +28,8 @@ from .errors import ConfigError, Errors, IncompatibleError, MissingExtraError, M
 from .extras import declare_extra, is_installed
 from .extension import has_alnum, register_kb_ents
 from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
-from .index.hybrid import HybridScore, check_weight, hybrid_search
+from .index.hybrid import HybridScore, check_mode, check_weight, hybrid_search
+from .index.query_variants import check_kinds, query_variants
 from .index.sparse import SparseIndex, write_beside
 from .context.ranker import ContextRanker, context_settings
 from .context.store import PrototypeStore
@@ -82,6 +83,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "type_priors": {},
     "sparse_weight": 0.0,  # hybrid scores (dense + w * sparse) / (1 + w): 0 = dense only (docs/linker.md)
     "sparse_k": 20,  # concepts the char n-gram tf-idf adds to the dense candidates
+    "candidates": "score",  # score | interleave: how the k candidates are picked from the lists (docs/linker.md)
+    "query_variants": [],  # number, generic_head, punctuation, word_order: mention variants that add candidates
     "confidence_attr": "kb_confidence",  # Span attribute of the calibrated confidence (docs/linker.md)
     "threshold_on": "score",  # score: kb_ents keep scores >= threshold; confidence: link when confidence >= ...
     "confidence_threshold": 0.5,
@@ -128,6 +131,8 @@ def make_sapbert_linker(
     type_priors: Dict[str, List[str]],
     sparse_weight: float,
     sparse_k: int,
+    candidates: str,
+    query_variants: List[str],
     confidence_attr: str,
     threshold_on: str,
     confidence_threshold: float,
@@ -168,6 +173,10 @@ def make_sapbert_linker(
     Hybrid scoring (docs/linker.md): with ``sparse_weight`` w > 0 the candidates (dense top ``k`` united
     with the ``sparse_k`` best concepts of the index's char n-gram tf-idf, ``build-index --sparse``) are
     scored ``(dense + w * sparse) / (1 + w)`` per name, max per concept (still in [-1, 1]); 0: dense only.
+    Candidate stage (docs/linker.md): ``candidates`` (``score``: the top ``k`` of the union by score;
+    ``interleave``: the ``k`` picked by round robin over the dense and sparse lists, then ordered by score) and
+    ``query_variants`` (kinds of :mod:`spacy_sapbert.index.query_variants` whose variants of each mention add
+    their dense and sparse lists); both use the index's sparse part like ``sparse_weight`` > 0.
     Knowing when not to link (docs/linker.md): with a calibration (``spacy-sapbert calibrate``; initialize's
     ``calibration_path``) ``Span._.<confidence_attr>`` holds the probability that the top concept is right;
     ``threshold_on`` (``score``: ``threshold`` on the raw score, as before; ``confidence``: link only when that
@@ -186,7 +195,8 @@ def make_sapbert_linker(
         resources_path=resources_path, context_weight=context_weight,
         definition_weight=definition_weight, context_fallback=context_fallback, context_margin=context_margin,
         example_names=example_names, one_sense_per_document=one_sense_per_document, context_k=context_k,
-        type_priors=type_priors, sparse_weight=sparse_weight, sparse_k=sparse_k, confidence_attr=confidence_attr,
+        type_priors=type_priors, sparse_weight=sparse_weight, sparse_k=sparse_k, candidates=candidates,
+        query_variants=query_variants, confidence_attr=confidence_attr,
         threshold_on=threshold_on, confidence_threshold=confidence_threshold, reranker_k=reranker_k,
         reranker_margin=reranker_margin,
     )
@@ -262,6 +272,8 @@ class SapbertLinker(LinkerStorage, Pipe):
         if self._context is not None and self.cfg["sparse_weight"] > 0:
             warnings.warn(Warnings.W780.format(weight=self.cfg["sparse_weight"],
                                                what="prototypes" if store is not None else "type_priors"))
+        if self._context is not None and (self.cfg["candidates"] != "score" or self.cfg["query_variants"]):
+            warnings.warn(Warnings.W781.format(what="prototypes" if store is not None else "type_priors"))
 
     def initialize(
         self,
@@ -308,7 +320,7 @@ class SapbertLinker(LinkerStorage, Pipe):
             if index_path is not None:  # recorded as build-index does: `spacy-sapbert link INDEX` can use it alone
                 index.meta.update(model=encoder.name, kb_path=str(ensure_path(kb_path).resolve()))
                 index.to_disk(index_path)
-        if self.cfg["sparse_weight"] > 0 and index.sparse is None:  # hybrid scores need the sparse part: build it
+        if self._hybrid() and index.sparse is None:  # hybrid scores need the sparse part: build it
             index.sparse = SparseIndex.from_kb(kb, encoder_fingerprint=encoder.fingerprint)
             if index_path is not None:
                 write_beside(index.sparse, index_path, index.meta.get("encoder_fingerprint", ""))
@@ -443,7 +455,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         cfg = self.cfg
         depth = max(cfg["k"], cfg["max_entities_per_mention"], cfg["reranker_k"] if self.reranker is not None else 0)
         vectors = self._vectors(texts)
-        if cfg["sparse_weight"] > 0:
+        if self._hybrid():
             ranked = [[(c.concept_id, c.score) for c in found] for found in self.score_parts(texts, vectors, depth)]
         else:
             ranked = self.index.search(vectors, depth, semantic_types=cfg["semantic_types"] or None,
@@ -462,15 +474,26 @@ class SapbertLinker(LinkerStorage, Pipe):
             raise MissingInputError(Errors.E114.format(name=self.name))
         self._check_sparse(self.index, self.index.path or "<memory>", needed=True)
         cfg = self.cfg
+        variants = [query_variants(text, cfg["query_variants"]) for text in texts] if cfg["query_variants"] else []
+        flat = [v for vs in variants for v in vs]
         return hybrid_search(self.index, self.index.sparse, texts, self._vectors(texts) if vectors is None else vectors,
                              k=depth or max(cfg["k"], cfg["max_entities_per_mention"]), sparse_k=cfg["sparse_k"],
                              weight=cfg["sparse_weight"], semantic_types=cfg["semantic_types"] or None,
-                             require_definition=cfg["filter_for_definitions"])
+                             require_definition=cfg["filter_for_definitions"], mode=cfg["candidates"],
+                             variants=variants, variant_vectors=self._vectors(flat) if flat else None)
+
+    def _hybrid(self) -> bool:
+        """Whether mentions go through the hybrid candidate stage (it needs the index's sparse part)."""
+        cfg = self.cfg
+        return cfg["sparse_weight"] > 0 or cfg["candidates"] != "score" or bool(cfg["query_variants"])
 
     def _check_sparse(self, index: ConceptIndex, path: Any, *, needed: bool = False) -> None:
         """E783 when hybrid scoring is on and the index has no sparse part; E781 when it is another KB's."""
-        if not needed and self.cfg["sparse_weight"] <= 0:
+        if not needed and not self._hybrid():
             return
+        if index.sparse is None and self.cfg["sparse_weight"] <= 0:
+            what = "candidates = 'interleave'" if self.cfg["candidates"] != "score" else "query_variants"
+            raise MissingInputError(Errors.E788.format(path=path, what=what))
         if index.sparse is None:
             raise MissingInputError(Errors.E783.format(path=path))
         if index.sparse.meta.get("kb_checksum") != index.kb.checksum:
@@ -556,6 +579,8 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     if not isinstance(cfg["sparse_k"], int) or isinstance(cfg["sparse_k"], bool) or cfg["sparse_k"] < 0:
         raise ConfigError(Errors.E784.format(what="sparse_k", value=cfg["sparse_k"], name="sapbert_linker",
                                              allowed="a whole number >= 0 (0: re-score the dense candidates only)"))
+    cfg["candidates"] = check_mode(cfg["candidates"])
+    cfg["query_variants"] = check_kinds(cfg["query_variants"])
     if cfg["resources"] not in ("inside", "outside"):
         raise ConfigError(Errors.E124.format(value=cfg["resources"], choices="inside, outside"))
     if not cfg["extension_name"] or not str(cfg["extension_name"]).isidentifier():

@@ -42,8 +42,10 @@ class HybridSetup:
     def vectors(self, queries: Sequence[str]) -> np.ndarray:
         return self.cache.get(self.encoder, list(queries), batch_size=self.batch_size, show_progress=self.show_progress)
 
-    def gather(self, queries: Sequence[str], *, k: int, sparse_k: int) -> HybridCandidates:
-        return gather(self.index, self.sparse, list(queries), self.vectors(queries), k=k, sparse_k=sparse_k)
+    def gather(self, queries: Sequence[str], *, k: int, sparse_k: int, variants: Sequence[Sequence[str]] = (),
+               variant_vectors: Optional[np.ndarray] = None) -> HybridCandidates:
+        return gather(self.index, self.sparse, list(queries), self.vectors(queries), k=k, sparse_k=sparse_k,
+                      variants=variants, variant_vectors=variant_vectors)
 
     def rank(self, found: HybridCandidates, weight: float, k: int) -> List[Ranking]:
         ids = self.kb.concept_ids

