@@ -646,6 +646,17 @@ class Errors(metaclass=_CodedMessages):
     E812 = ("Linker '{name}' has a re-ranker and context re-ranking (prototypes or type_priors) at once, which this "
             "version does not combine. Use one: leave out reranker_path, or the prototypes and type_priors.")
 
+    # ---- E825–E829: the int8 name encoder (precision 'int8') ----
+    E825 = ("Linker '{name}' has precision 'int8', which ONNX Runtime runs on the CPU, but {setting} was asked for. "
+            "Use runtime 'auto' or 'onnx' and device 'auto' or 'cpu' with precision 'int8', or precision 'auto' / "
+            "'fp32' (or 'fp16' / 'bf16' on a GPU) with PyTorch.")
+    E826 = ("'{path}', the int8 copy of the name encoder that precision 'int8' runs, {why}. Write it again with "
+            "`spacy-sapbert export-onnx --quantize {folder}` (the pipeline or encoder folder), or set the linker's "
+            "precision to 'fp32' to run the float32 export instead.")
+    E827 = ("Linker '{name}' has precision {precision!r} but was given an encoder of precision {encoder!r}: the "
+            "pipeline saved from it would run another encoder than the one linking now. Give the int8 encoder "
+            "(OnnxEncoder(folder, quantized=True)) with precision 'int8', and any other with another precision.")
+
 
 __all__ = [
     "Errors",
