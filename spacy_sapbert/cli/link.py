@@ -129,9 +129,9 @@ def create_pipeline_command(
 def export_onnx_command(
     path: Path = typer.Argument(..., help="An encoder folder (with sapbert_encoder.json) or a pipeline folder."),
     quantize: bool = typer.Option(False, "--quantize",
-                                  help="Also write its int8 copy (model.int8.onnx, ~2x faster on a CPU, NCBI test "
-                                       "strict acc@1 0.6 points lower: docs/linker.md) and, in a pipeline folder, "
-                                       "set each linker's precision to int8 so that the pipeline runs it."),
+                                  help="Also write its int8 copy (model.int8.onnx: faster on a CPU, slightly less "
+                                       "accurate; docs/linker.md) and, in a pipeline folder, set each linker's "
+                                       "precision to int8 so that the pipeline runs it (the index is kept)."),
 ) -> None:
     """Write (or refresh) the ONNX export that runtime auto/onnx runs, next to the encoder's weights."""
     from ..linking import export_onnx_dir
