@@ -681,6 +681,17 @@ class Errors(metaclass=_CodedMessages):
             "write the ONNX export once (`spacy-sapbert export-onnx {path}`) and link on the CPU with runtime 'auto' "
             "or 'onnx'.")
 
+    # ---- E825–E829: the int8 name encoder (precision 'int8') ----
+    E825 = ("Linker '{name}' has precision 'int8', which ONNX Runtime runs on the CPU, but {setting} was asked for. "
+            "Use runtime 'auto' or 'onnx' and device 'auto' or 'cpu' with precision 'int8', or precision 'auto' / "
+            "'fp32' (or 'fp16' / 'bf16' on a GPU) with PyTorch.")
+    E826 = ("'{path}', the int8 copy of the name encoder that precision 'int8' runs, {why}. Write it again with "
+            "`spacy-sapbert export-onnx --quantize {folder}` (the pipeline or encoder folder), or set the linker's "
+            "precision to 'fp32' to run the float32 export instead.")
+    E827 = ("Linker '{name}' has precision {precision!r} but was given an encoder of precision {encoder!r}: the "
+            "pipeline saved from it would run another encoder than the one linking now. Give the int8 encoder "
+            "(OnnxEncoder(folder, quantized=True)) with precision 'int8', and any other with another precision.")
+
 
 __all__ = [
     "Errors",

@@ -68,24 +68,31 @@ def check_files(folder: Path, records: Mapping[str, Mapping[str, Any]], *, full:
     ``what`` names the folder's kind in the message (e.g. "knowledge base")."""
     folder = Path(folder)
     for name in sorted(records):
-        record = records[name]
-        if not inside(folder, name):
-            _fail(folder, str(name), what, "the record names a path outside the folder (absolute, '..' or a link "
-                                           "leading out); it is not read")
-        if not isinstance(record, Mapping):
-            _fail(folder, name, what, "its record is not a mapping")
-        path = folder / name
-        if not path.is_file():
-            _fail(folder, name, what, "the file is missing")
-        size = path.stat().st_size
-        if size != int(record.get("size", -1)):
-            _fail(folder, name, what, f"size {size} bytes, {record.get('size')} recorded (truncated or replaced)")
-        key = "sha256" if full else "sample_sha256"
-        expected = record.get(key)
-        got = file_sha256(path) if full else _sample_sha256(path, size)
-        if got != expected:
-            _fail(folder, name, what, f"{key} {got[:16]}... differs from the recorded {str(expected)[:16]}... "
-                                      "(the bytes changed)")
+        why = file_problem(folder, name, records[name], full=full)
+        if why is not None:
+            _fail(folder, str(name), what, why)
+
+
+def file_problem(folder: Path, name: Any, record: Any, *, full: bool = False) -> Optional[str]:
+    """What is wrong with file ``name`` of ``folder`` against its ``record`` (None: nothing): outside the
+    folder, missing, another size, another hash (``full``: the whole sha256, else the sampled one)."""
+    folder = Path(folder)
+    if not inside(folder, name):
+        return "the record names a path outside the folder (absolute, '..' or a link leading out); it is not read"
+    if not isinstance(record, Mapping):
+        return "its record is not a mapping"
+    path = folder / name
+    if not path.is_file():
+        return "the file is missing"
+    size = path.stat().st_size
+    if size != int(record.get("size", -1)):
+        return f"size {size} bytes, {record.get('size')} recorded (truncated or replaced)"
+    key = "sha256" if full else "sample_sha256"
+    expected = record.get(key)
+    got = file_sha256(path) if full else _sample_sha256(path, size)
+    if got != expected:
+        return f"{key} {got[:16]}... differs from the recorded {str(expected)[:16]}... (the bytes changed)"
+    return None
 
 
 def inside(folder: Path, name: Any) -> bool:
@@ -131,5 +138,5 @@ def _fail(folder: Path, name: str, what: str, why: str) -> None:
     raise IntegrityError(Errors.E551.format(path=folder / name, what=what, why=why, folder=folder))
 
 
-__all__ = ["file_records", "check_files", "inside", "unit_norm_problem", "SAMPLE_BLOCKS", "SAMPLE_BLOCK", "NORM_TOLERANCE",
-           "NPY_READ_ERRORS"]
+__all__ = ["file_records", "check_files", "file_problem", "inside", "unit_norm_problem", "SAMPLE_BLOCKS",
+           "SAMPLE_BLOCK", "NORM_TOLERANCE", "NPY_READ_ERRORS"]

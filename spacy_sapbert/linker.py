@@ -147,7 +147,9 @@ def make_sapbert_linker(
     ``max_length``, ``batch_size``, ``device``, ``precision``, ``runtime`` (what runs the encoder of a
     saved pipeline: ``onnx``, ONNX Runtime on the CPU, the same vectors about twice as fast; ``torch``;
     ``auto``: ONNX Runtime when the pipeline holds an ONNX export, onnxruntime is installed, the
-    device is the CPU and the precision fp32, else PyTorch), ``semantic_types`` (applied before
+    device is the CPU and the precision fp32, else PyTorch; precision ``int8``: ONNX Runtime over the int8
+    copy of the export, ``spacy-sapbert export-onnx --quantize``, queries only, the index keeps float32
+    name vectors; see docs/linker.md), ``semantic_types`` (applied before
     the top-k cut), ``languages`` (search only the KB names in these languages, ISO 639-1 codes such as
     ``["es", "en"]``, on the same index; ``None``: all names), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only
     spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
@@ -237,7 +239,14 @@ class SapbertLinker(LinkerStorage, Pipe):
         return None if self.index is None else self.index.kb
 
     def set_resources(self, encoder: CachedEncoder, index: ConceptIndex, *, path: Any = "<memory>") -> None:
-        """Use an already loaded encoder and index (its ``kb`` comes along); checked for a match."""
+        """Use an already loaded encoder and index (its ``kb`` comes along); checked for a match. An int8
+        encoder (:class:`~spacy_sapbert.encoding.onnx_encoder.OnnxEncoder` with ``quantized=True``) goes with
+        precision ``int8`` and no other (E827): what runs now is what the saved pipeline runs."""
+        from .encoding.onnx_encoder import INT8
+
+        if (getattr(encoder, "precision", None) == INT8) != (self.cfg["precision"] == INT8):
+            raise ConfigError(Errors.E827.format(name=self.name, precision=self.cfg["precision"],
+                                                 encoder=getattr(encoder, "precision", None)))
         index.check_compatible(encoder, path=path)
         if self.cfg["ef_search"] is not None:
             index.set_ef(self.cfg["ef_search"])
@@ -320,6 +329,8 @@ class SapbertLinker(LinkerStorage, Pipe):
             if index_path is not None:  # recorded as build-index does: `spacy-sapbert link INDEX` can use it alone
                 index.meta.update(model=encoder.name, kb_path=str(ensure_path(kb_path).resolve()))
                 index.to_disk(index_path)
+        if self.cfg["precision"] == "int8":  # queries by the int8 copy; the index keeps the float32 name vectors
+            encoder = self._int8_copy(encoder)
         if self._hybrid() and index.sparse is None:  # hybrid scores need the sparse part: build it
             index.sparse = SparseIndex.from_kb(kb, encoder_fingerprint=encoder.fingerprint)
             if index_path is not None:
@@ -353,9 +364,25 @@ class SapbertLinker(LinkerStorage, Pipe):
         self.calibration = calibration
 
     def _load_encoder(self, name_or_path: str) -> Encoder:
+        """The PyTorch encoder of ``model`` (float32 on the CPU for precision ``int8``: its int8 copy is made
+        from it by :meth:`_int8_copy`)."""
         cfg = self.cfg
+        int8 = cfg["precision"] == "int8"
         return Encoder.load(name_or_path, pooling=cfg["pooling"], max_length=cfg["max_length"],
-                            device=cfg["device"], precision=cfg["precision"])
+                            device="cpu" if int8 else cfg["device"], precision="fp32" if int8 else cfg["precision"])
+
+    def _int8_copy(self, encoder: Encoder) -> CachedEncoder:
+        """The int8 ONNX Runtime copy of ``encoder`` (precision ``int8``), in a folder kept while this component
+        lives (ONNX Runtime reads it again in a forked process); ``to_disk`` copies it into the pipeline."""
+        import shutil
+        import tempfile
+        import weakref
+
+        from .encoding.onnx_encoder import quantized_copy
+
+        tmp = Path(tempfile.mkdtemp(prefix="sapbert_int8_"))
+        weakref.finalize(self, shutil.rmtree, str(tmp), ignore_errors=True)
+        return quantized_copy(encoder, tmp / "encoder")
 
     # ---- linking ------------------------------------------------------------------------
     def __call__(self, doc: Doc) -> Doc:
@@ -571,6 +598,9 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     from .rerank.apply import check_rerank_settings
 
     check_runtime(cfg["runtime"])
+    if cfg["precision"] == "int8" and (cfg["runtime"] == "torch" or cfg["device"] not in ("auto", "cpu")):
+        setting = "runtime 'torch'" if cfg["runtime"] == "torch" else f"device {cfg['device']!r}"
+        raise ConfigError(Errors.E825.format(name="sapbert_linker", setting=setting))
     check_rerank_settings(cfg["reranker_k"], cfg["reranker_margin"])
     threshold = cfg["threshold"]
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:

@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterable, Optional
 from .calibration.model import FILE_NAME as CALIBRATION_FILE
 from .calibration.model import Calibration
 from .context.store import PrototypeStore
-from .encoding.onnx_encoder import load_saved_encoder, write_export_for
+from .encoding.onnx_encoder import INT8, ensure_int8, load_saved_encoder, write_export_for
 from .encoding.torch_encoder import CachedEncoder, Encoder
 from .errors import ConfigError, Errors
 from .index import ConceptIndex
@@ -43,6 +43,8 @@ class LinkerStorage:
         self.encoder.to_disk(path / "encoder")
         if isinstance(self.encoder, Encoder) and self.cfg["runtime"] != "torch":
             write_export_for(self.encoder, path / "encoder", required=self.cfg["runtime"] == "onnx")
+        if self.cfg["precision"] == INT8:  # the int8 copy travels (and is checked at load) like model.onnx
+            ensure_int8(path / "encoder")
         if self.prototypes is not None:
             self.prototypes.to_disk(path / "prototypes")
         if self.reranker is not None:

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, Callable, Dict, Iterable, Iterator, List, Opti
 
 from .errors import DataFormatError, Errors, MissingInputError
 from .index import META_FILE, ConceptIndex
-from .util import PathLike, atomic_dir, ensure_path, folder_contents, get_logger
+from .util import PathLike, atomic_dir, atomic_write, ensure_path, folder_contents, get_logger
 
 logger = get_logger("linking")
 
@@ -292,11 +292,14 @@ def create_pipeline(
     return nlp
 
 
-def export_onnx_dir(path: PathLike) -> List[Path]:
+def export_onnx_dir(path: PathLike, *, quantize: bool = False) -> List[Path]:
     """Write the ONNX export of an encoder folder (one with ``sapbert_encoder.json``), or of every
-    ``sapbert_linker`` encoder of a pipeline folder. Returns the encoder folders exported."""
+    ``sapbert_linker`` encoder of a pipeline folder. ``quantize``: also its int8 copy (recorded in
+    ``onnx_export.json``), and in a pipeline folder each linker's ``precision`` set to ``int8`` in
+    ``config.cfg`` so that the pipeline runs it (E825 first, before anything is written, for a linker that
+    runs PyTorch or a GPU). Returns the encoder folders exported."""
     from .encoding.torch_encoder import SETTINGS_FILE, Encoder
-    from .encoding.onnx_encoder import export_onnx
+    from .encoding.onnx_encoder import export_onnx, quantize_export
 
     path = ensure_path(path)
     if (path / SETTINGS_FILE).is_file():
@@ -305,9 +308,33 @@ def export_onnx_dir(path: PathLike) -> List[Path]:
         folders = sorted(p.parent for p in path.glob(f"*/encoder/{SETTINGS_FILE}"))
     if not folders:
         raise MissingInputError(Errors.E104.format(path=path, file=SETTINGS_FILE))
+    config = _int8_config(path, [f.parent.name for f in folders]) if quantize and folders[0] != path else None
     for folder in folders:
         export_onnx(Encoder.from_disk(folder, device="cpu", precision="fp32"), folder)
+        if quantize:
+            quantize_export(folder)
+    if config is not None:
+        with atomic_write(path / "config.cfg") as fh:
+            fh.write(config.to_str())
     return folders
+
+
+def _int8_config(pipeline: Path, names: Sequence[str]) -> Any:
+    """The pipeline's config with ``precision = "int8"`` for the linkers ``names`` (E825 for one whose runtime or
+    device cannot run it)."""
+    from spacy.util import load_config
+
+    from .errors import ConfigError
+
+    config = load_config(pipeline / "config.cfg", interpolate=False)
+    for name in names:
+        cfg = config["components"].get(name, {})
+        runtime, device = cfg.get("runtime", "auto"), cfg.get("device", "auto")
+        if runtime == "torch" or device not in ("auto", "cpu"):
+            setting = "runtime 'torch'" if runtime == "torch" else f"device {device!r}"
+            raise ConfigError(Errors.E825.format(name=name, setting=setting))
+        cfg["precision"] = "int8"
+    return config
 
 
 def read_texts(paths: Sequence[PathLike], stdin: BinaryIO) -> List[Tuple[str, str]]:

@@ -173,6 +173,24 @@ def _linker_folders(pipeline: Path) -> List[Path]:
             if isinstance(cfg, dict) and cfg.get("factory") == "sapbert_linker"]
 
 
+def _precision(pipeline: Path, name: str) -> Any:
+    from spacy.util import load_config
+
+    return dict(load_config(pipeline / "config.cfg").get("components", {})).get(name, {}).get("precision")
+
+
+def _int8_check(encoder: Path) -> List[FileCheck]:
+    """A linker of precision int8 runs ``model.int8.onnx``: it must be there and recorded (its bytes are
+    checked in full with the export's other records)."""
+    from .encoding.onnx_encoder import INT8_FILE, check_int8
+
+    try:
+        check_int8(encoder)
+    except SapbertError as err:
+        return [FileCheck(encoder / INT8_FILE, "damaged", str(err))]
+    return []
+
+
 def verify_folder(path: PathLike) -> List[FileCheck]:
     """Check a KB, encoder, index, prototype store or spaCy pipeline folder (every sapbert_linker in it) in full."""
     path = ensure_path(path)
@@ -186,6 +204,8 @@ def verify_folder(path: PathLike) -> List[FileCheck]:
                                 ("prototypes", verify_prototypes)):
                 if (linker / part).is_dir():
                     checks += check(linker / part)
+            if _precision(path, linker.name) == "int8" and (linker / "encoder").is_dir():
+                checks += _int8_check(linker / "encoder")
         return checks
     if (path / KB_META).is_file():
         return verify_kb(path)

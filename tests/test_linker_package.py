@@ -26,7 +26,8 @@ for _, proc in nlp.pipeline:
     doc = proc(doc)
 print(json.dumps({"path": nlp.path and str(nlp.path), "kb_ents": [e._.kb_ents for e in doc.ents],
                   "kb_ids": [e.kb_id_ for e in doc.ents],
-                  "encoder": type(nlp.get_pipe("sapbert_linker").encoder).__name__}))
+                  "encoder": type(nlp.get_pipe("sapbert_linker").encoder).__name__,
+                  "precision": nlp.get_pipe("sapbert_linker").encoder.precision}))
 """
 
 
@@ -37,15 +38,17 @@ def _run(args, **kwargs):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_fixture", ["tiny_bert_path", "tiny_xlmr_path"])  # WordPiece and SentencePiece
-def test_spacy_package_wheel_installs_and_loads(model_fixture, request, tmp_path):
+@pytest.mark.parametrize("model_fixture,precision", [("tiny_bert_path", "auto"),  # WordPiece and SentencePiece
+                                                     ("tiny_xlmr_path", "auto"),
+                                                     ("tiny_bert_path", "int8")])  # the int8 copy travels too
+def test_spacy_package_wheel_installs_and_loads(model_fixture, precision, request, tmp_path):
     model_path = request.getfixturevalue(model_fixture)
     kb_dir = tmp_path / "kb"
     KnowledgeBase.from_concepts([Concept("D003", "Influenza", ("flu", "grippe")),
                                  Concept("C004", "Aspirin", ("acetylsalicylic acid",))]).to_disk(kb_dir)
     nlp = spacy.blank("en")
     linker = nlp.add_pipe("sapbert_linker", config={"model": str(model_path), "device": "cpu", "pooling": "mean",
-                                                    "threshold": -1.0})
+                                                    "threshold": -1.0, "precision": precision})
     linker.initialize(kb_path=str(kb_dir), show_progress=False)
     nlp.meta.update({"name": "pkgtest", "version": "0.0.1"})
     nlp.to_disk(tmp_path / "nlp")
@@ -76,7 +79,7 @@ def test_spacy_package_wheel_installs_and_loads(model_fixture, request, tmp_path
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert loaded["path"].startswith(str(target))  # the installed copy, not the folder we wrote
     # the wheel holds the ONNX export, which runtime "auto" runs: same candidates, scores within 1e-5
-    assert loaded["encoder"] == "OnnxEncoder"
+    assert loaded["encoder"] == "OnnxEncoder" and loaded["precision"] == ("int8" if precision == "int8" else "fp32")
     assert [[c for c, _ in ents] for ents in loaded["kb_ents"]] == [[c for c, _ in ents] for ents in expected]
     assert [s for ents in loaded["kb_ents"] for _, s in ents] == pytest.approx(
         [s for ents in expected for _, s in ents], abs=1e-5)

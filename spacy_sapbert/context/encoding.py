@@ -23,7 +23,7 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy
 
-from ..encoding.onnx_encoder import OnnxEncoder, export_onnx, quantize_export
+from ..encoding.onnx_encoder import OnnxEncoder, quantized_copy
 from ..encoding.torch_encoder import CachedEncoder, Encoder, weights_fingerprint
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
 from ..util import PathLike, ensure_path
@@ -159,11 +159,7 @@ class ContextEncoder:
         its int8 copy): :func:`~spacy_sapbert.encoding.onnx_encoder.quantize_export`."""
         if self.quantized:
             return self
-        folder = ensure_path(folder)
-        self.encoder.to_disk(folder)
-        export_onnx(self.encoder, folder)
-        quantize_export(folder)
-        return ContextEncoder(OnnxEncoder.from_disk(folder, cache_size=0, quantized=True))
+        return ContextEncoder(quantized_copy(self.encoder, folder, cache_size=0))
 
     def to_disk(self, path: PathLike) -> None:
         self.encoder.to_disk(path)

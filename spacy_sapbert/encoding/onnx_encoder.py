@@ -18,13 +18,13 @@ import shutil
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 import numpy
 
 from .torch_encoder import CachedEncoder
 from .files import check_recorded, read_settings
-from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
+from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, MissingExtraError, MissingInputError
 from ..extras import is_installed, missing_message
 from ..integrity import file_records
 from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
@@ -37,6 +37,7 @@ logger = get_logger("onnx")
 
 OPSET = 17
 RUNTIMES = ("auto", "torch", "onnx")
+INT8 = "int8"  # the linker's precision that runs the int8 copy of the export (ONNX Runtime, CPU)
 
 
 def onnxruntime_available() -> bool:
@@ -104,13 +105,17 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
     return folder / ONNX_FILE
 
 
-def quantize_export(folder: PathLike) -> Path:
+def quantize_export(folder: PathLike, *, per_channel: bool = False, reduce_range: bool = False,
+                    op_types: Optional[Sequence[str]] = None, exclude_nodes: Sequence[str] = ()) -> Path:
     """Add ``model.int8.onnx`` to an encoder folder that holds a current ONNX export: the same graph
     with its weights quantized to int8 (ONNX Runtime's dynamic quantization: activations quantized
     per batch at run time). About 2.3x faster on a CPU than float32 for MiniLM
     (``benchmarks/context_finetuned.py --encoder-speed-only``); its vectors differ from the float32 ones by a
     few hundredths of cosine, so vectors meant to be compared with each other (prototypes and
-    the mentions re-ranked against them) must all come from it. Recorded in ``onnx_export.json``."""
+    the mentions re-ranked against them) must all come from it. Recorded in ``onnx_export.json``
+    (``int8`` and the file's record, ``int8_options``). The options are ``quantize_dynamic``'s: ``per_channel``,
+    ``reduce_range``, ``op_types`` (the node types quantized; default: every type it can) and ``exclude_nodes``
+    (node names kept float32); ``benchmarks/int8_name.py`` compares them for the name encoder."""
     folder = ensure_path(folder)
     recorded = recorded_export(folder)
     if not has_export(folder) or not recorded:
@@ -124,7 +129,9 @@ def quantize_export(folder: PathLike) -> Path:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            quantize_dynamic(str(folder / ONNX_FILE), str(tmp), weight_type=QuantType.QInt8)
+            quantize_dynamic(str(folder / ONNX_FILE), str(tmp), weight_type=QuantType.QInt8, per_channel=per_channel,
+                             reduce_range=reduce_range, op_types_to_quantize=list(op_types) if op_types else None,
+                             nodes_to_exclude=list(exclude_nodes) or None)
         os.replace(tmp, folder / INT8_FILE)
     finally:
         logging.disable(logging.NOTSET)
@@ -132,8 +139,11 @@ def quantize_export(folder: PathLike) -> Path:
             tmp.unlink()
     files = dict(recorded.get("files") or {})
     files.update(file_records(folder, [INT8_FILE]))
+    options = {"per_channel": per_channel, "reduce_range": reduce_range, "op_types": sorted(op_types or []),
+               "exclude_nodes": sorted(exclude_nodes)}
     with atomic_write(folder / EXPORT_FILE) as fh:
-        json.dump({**recorded, "files": files, "int8": INT8_FILE}, fh, indent=2, sort_keys=True)
+        json.dump({**recorded, "files": files, "int8": INT8_FILE, "int8_options": options}, fh, indent=2,
+                  sort_keys=True)
     return folder / INT8_FILE
 
 
@@ -167,7 +177,7 @@ class OnnxEncoder(CachedEncoder):
         self.max_length = int(settings["max_length"])
         self.dim = int(settings["dim"])
         self.fingerprint = str(settings["fingerprint"])
-        self.precision = "int8" if quantized else "fp32"
+        self.precision = INT8 if quantized else "fp32"
         self.graph_file = INT8_FILE if quantized else ONNX_FILE
         self.threads = max(0, int(threads))
         self.cache_size = max(0, int(cache_size))
@@ -209,8 +219,10 @@ class OnnxEncoder(CachedEncoder):
         except Exception as err:  # onnxruntime raises its own types (InvalidProtobuf, Fail, ...) for a damaged file
             raise DataFormatError(Errors.E552.format(
                 path=self.folder / self.graph_file, what="ONNX Runtime", why=f"{type(err).__name__}: {str(err)[:200]}",
-                fix=f"Export it again with `spacy-sapbert export-onnx {self.folder}`, or delete it to run the "
-                    "encoder with PyTorch.")) from None
+                fix=(f"Write it again with `spacy-sapbert export-onnx --quantize {_owner(self.folder)}`, or run the "
+                     "float32 export (precision 'fp32')." if self.precision == INT8 else
+                     f"Export it again with `spacy-sapbert export-onnx {self.folder}`, or delete it to run the "
+                     "encoder with PyTorch."))) from None
 
     def check_fork(self) -> None:
         """In a process forked after the session was made (it has none of the session's threads): a new
@@ -286,10 +298,14 @@ def check_runtime(runtime: str) -> str:
 
 def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: str) -> CachedEncoder:
     """The encoder of a saved pipeline, run by ONNX Runtime or PyTorch as ``runtime`` says (see the
-    factory's docstring); ``auto`` decides without loading anything it then drops."""
+    factory's docstring); ``auto`` decides without loading anything it then drops. ``precision="int8"``:
+    the int8 copy of the export (:func:`quantize_export`), checked first (E826), never a float32 fallback."""
     from .torch_encoder import Encoder
     from ..util import device_is_cpu
 
+    if precision == INT8:
+        check_int8(folder)
+        return OnnxEncoder.from_disk(folder, quantized=True)
     cpu_fp32 = device in ("auto", "cpu") and precision in ("auto", "fp32")
     if runtime == "onnx" and not cpu_fp32:
         raise ConfigError(Errors.E122.format(device=device, precision=precision))
@@ -307,6 +323,48 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
     return Encoder.from_disk(folder, device=device, precision=precision)
 
 
+def check_int8(folder: Path) -> None:
+    """E826 unless ``folder`` holds the int8 copy of a current export, recorded in ``onnx_export.json`` with
+    the size and hash it has (sampled; ``spacy-sapbert verify`` compares the whole file)."""
+    from ..integrity import file_problem
+
+    recorded = recorded_export(folder)
+    record = (recorded.get("files") or {}).get(INT8_FILE) if isinstance(recorded.get("files"), dict) else None
+    if not (folder / INT8_FILE).is_file():
+        why = "is missing"
+    elif recorded.get("int8") != INT8_FILE or record is None:
+        why = f"is not recorded in {EXPORT_FILE} (written by another tool, or by an older export)"
+    else:
+        problem = file_problem(folder, INT8_FILE, record)
+        why = None if problem is None else f"is damaged: {problem}"
+    if why is not None:
+        kind = IntegrityError if why.startswith("is damaged") else MissingInputError
+        raise kind(Errors.E826.format(path=folder / INT8_FILE, why=why, folder=_owner(folder)))
+
+
+def ensure_int8(folder: Path) -> None:
+    """Write the int8 copy of ``folder``'s export unless a sound one is recorded there (copied with the folder)."""
+    try:
+        check_int8(folder)
+    except (MissingInputError, IntegrityError):
+        quantize_export(folder)
+
+
+def _owner(folder: Path) -> Path:
+    """The folder to give ``export-onnx``: the pipeline of a linker's ``encoder/`` folder, else the folder."""
+    pipeline = folder.parent.parent
+    return pipeline if folder.name == "encoder" and (pipeline / "config.cfg").is_file() else folder
+
+
+def quantized_copy(encoder: "Encoder", folder: PathLike, *, cache_size: int = 50_000) -> "OnnxEncoder":
+    """``encoder`` as an int8 :class:`OnnxEncoder`: its weights, ONNX export and int8 copy written to ``folder``."""
+    folder = ensure_path(folder)
+    encoder.to_disk(folder)
+    export_onnx(encoder, folder)
+    quantize_export(folder)
+    return OnnxEncoder.from_disk(folder, cache_size=cache_size, quantized=True)
+
+
 def write_export_for(encoder: Any, folder: Path, *, required: bool) -> None:
     """Add the ONNX export next to the saved weights (kept when the folder already holds one of the
     same weights); with runtime 'auto' only when torch's exporter can run here (the ``onnx`` package
@@ -321,5 +379,6 @@ def write_export_for(encoder: Any, folder: Path, *, required: bool) -> None:
         logger.info("no ONNX export written to %s: the onnx package is not installed", folder)
 
 
-__all__ = ["load_saved_encoder", "write_export_for", "OnnxEncoder", "export_onnx", "quantize_export", "INT8_FILE", "has_export", "export_is_current", "recorded_export", "onnxruntime_available", "check_runtime", "RUNTIMES",
-           "ONNX_FILE", "EXPORT_FILE"]
+__all__ = ["load_saved_encoder", "write_export_for", "check_int8", "ensure_int8", "quantized_copy", "INT8",
+           "OnnxEncoder", "export_onnx", "quantize_export", "INT8_FILE", "has_export", "export_is_current",
+           "recorded_export", "onnxruntime_available", "check_runtime", "RUNTIMES", "ONNX_FILE", "EXPORT_FILE"]

@@ -23,8 +23,11 @@ from ..util import PathLike, atomic_write, ensure_path
 
 
 def encoder_key(encoder) -> str:
-    """Hash of what decides an encoder's vectors: fingerprint, pooling, max_length."""
+    """Hash of what decides an encoder's vectors: fingerprint, pooling, max_length, and the int8 copy of the
+    weights (an int8 encoder has its float32 weights' fingerprint but other vectors)."""
     raw = f"{encoder.fingerprint}|{encoder.pooling}|{encoder.max_length}"
+    if getattr(encoder, "precision", None) == "int8":
+        raw += "|int8"
     return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
