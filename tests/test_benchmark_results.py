@@ -72,6 +72,34 @@ def test_link_ncbi_results(bench):
     assert "- throughput (ours/scispaCy): 1.29" in page
 
 
+def test_link_ncbi_results_with_footprint(bench):
+    """A run that measured load + first doc and memory adds their table (and the import costs)."""
+    load, rendered, results = bench
+    link_ncbi = load("link_ncbi")
+    memory = {"after linking": {"rss": 900.0, "anon": 700.4, "file": 199.6, "peak": 1000.0}}
+    system = {"load_s": 2.951, "warm_load_s": 0.35, "first_doc_s": 0.12, "warm_first_doc_s": 0.05,
+              "peak_rss_one_pipeline_mb": 810.2, "memory": memory, "mentions_per_s": 2808.4, "docs_per_s": 292.51,
+              "peak_rss_mb": 1080.2, "acc@1": 0.7623, "acc@5": 0.854, "mentions": 960, "encoder_class": "OnnxEncoder"}
+    figures = {
+        "setup": {"model": "all-MiniLM-L6-v2", "note": "CPU, 2 cores"}, "kb": {"concepts": 11915, "names": 74978},
+        "encode": {"names_per_s": 810.2, "seconds": 92.6},
+        "index": {"M": 32, "ef_construction": 200, "build_s": 16.1, "size_mb": 135.9},
+        "recall": {"by_ef_search": {"200": {"recall@5": 0.995, "queries_per_s": 7937.0}}, "exact_queries_per_s": 2141.0},
+        "scispacy_index": {"build_s": 46.3, "size_mb": 19.4},
+        "sapbert": system, "scispacy": {**system, "first_doc_s": 0.02, "peak_rss_one_pipeline_mb": 640.0},
+        "import_cost": {"torch, transformers": {"s": 1.234, "mb": 301.4}},
+        "ratios": {"peak_rss, one pipeline (ours/scispaCy)": 1.27},
+    }
+    link_ncbi._write_results(figures)
+    doc = json.loads((results / "link_ncbi.json").read_text(encoding="utf8"))
+    assert set(doc["tables"]) == {"NCBI-disease test (gold spans) -> MEDIC", "index", "load, first document and memory",
+                                  "import cost after spacy"}
+    page = rendered()
+    assert "| sapbert_linker, defaults | 2.95 | 0.12 | 0.35 | 0.05 | 810 | 700 | 200 |" in page
+    assert "| scispaCy EntityLinker | 2.95 | 0.02 | 0.35 | 0.05 | 640 | 700 | 200 |" in page
+    assert "| torch, transformers | 1.23 | 301 |" in page
+
+
 def test_pretrain_public_results(bench):
     load, rendered, results = bench
     pretrain_public = load("pretrain_public")
