@@ -7,12 +7,14 @@ Rows: the name encoder alone (dense top-1); its top ``k`` re-ranked by the int8 
 (``reranker_dense_weight`` 0, margin 1); the re-ranker combined with the dense score (order by re-ranker logit +
 ``dense_weight`` x cosine) at the weight and margin tuned on the held-out data; and the linker's defaults.
 Columns: strict acc@1 overall and per class of the protocol (a dictionary name / a train mention / neither;
-"unseen in train" = not a train mention; "neither" is the refined subset), candidate recall@1/5/16/64 of the dense
-stage (the re-ranker's ceiling is recall@k), the mentions/s of dense + re-ranking (everything each encodes or scores)
-and its ratio to the name encoder alone in the same run (noisy on a shared machine). Mentions as written
-(normalised like KB names), composite mentions left out.
+"seen in train" / "unseen in train": a train mention or not; "neither" is the refined subset), candidate
+recall@1/5/16/64 of the dense stage (the re-ranker's ceiling is recall@k), the mentions/s of dense + re-ranking
+(everything each encodes or scores; the re-ranking's time per pair timed in the same run on 40 mentions) and its
+ratio to the name encoder alone in the same run (noisy on a shared machine). Mentions as written (normalised like KB
+names), composite mentions left out. Rows "margin m" re-rank only mentions whose two best dense scores lie within m.
 
     python benchmarks/reranker_unseen.py [--sets ncbi bc5cdr] [--max-steps 250] [--pseudo-mentions 1000]
+    python benchmarks/reranker_unseen.py --max-margin 0.2 --use ncbi=RUN/model bc5cdr=RUN/model   # no training
 
 Work files (re-ranker runs, candidate logits) go to --output (default benchmarks/output/reranker_unseen/), name vectors
 to --cache; a rerun resumes unfinished training runs and reuses finished ones. ``--train-only`` stops after training.
@@ -41,9 +43,9 @@ SETS = {
 }
 HOLDOUT_EVERY = 10  # BC5CDR: every 10th training document (by position) is held out for tuning
 RECALL_KS = (1, 5, 16, 64)
-COLUMNS = ["system", "n", "overall", "dictionary name", "train mention", "neither", "unseen in train",
-           "recall@1", "recall@5", "recall@16", "recall@64", "mentions/s", "x name-only"]
-DENSE_WEIGHTS = (0.0, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 50.0)
+COLUMNS = ["system", "n", "overall", "dictionary name", "train mention", "neither", "seen in train",
+           "unseen in train", "recall@1", "recall@5", "recall@16", "recall@64", "mentions/s", "x name-only"]
+DENSE_WEIGHTS = (0.0, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 50.0, 75.0, 100.0)
 MARGINS = (0.01, 0.02, 0.05, 0.1, 0.2, 1.0)
 
 
@@ -58,7 +60,8 @@ def split_docs(key: str, train_path: Path, tune_path: Any, types: Any) -> Tuple[
     docs = read_dataset(train_path, types=types)
     if tune_path is not None:
         return docs, read_dataset(tune_path, types=types)
-    return ([d for i, d in enumerate(docs) if i % HOLDOUT_EVERY], [d for i, d in enumerate(docs) if not i % HOLDOUT_EVERY])
+    kept = [d for i, d in enumerate(docs) if i % HOLDOUT_EVERY]
+    return kept, [d for i, d in enumerate(docs) if not i % HOLDOUT_EVERY]
 
 
 def mentions_of(docs: Sequence[Any], kb: Any) -> List[Any]:
@@ -137,7 +140,8 @@ def logits_for(reranker: Any, index: Any, encoder: Any, mentions: Sequence[Any],
             if str(data["key"]) == key:
                 flat, pair_s, at, scored = data["logits"], float(data["pair_seconds"]), 0, {}
                 for q, n in zip(todo, data["counts"].tolist()):
-                    scored[q] = ([c for c, _ in ranked[q][:n]], [v for _, v in ranked[q][:n]], flat[at: at + n].tolist())
+                    scored[q] = ([c for c, _ in ranked[q][:n]], [v for _, v in ranked[q][:n]],
+                                 flat[at: at + n].tolist())
                     at += n
     if not store.is_file() or str(numpy.load(store, allow_pickle=False)["key"]) != key:
         started = time.perf_counter()
@@ -148,7 +152,8 @@ def logits_for(reranker: Any, index: Any, encoder: Any, mentions: Sequence[Any],
                     counts=numpy.array([len(scored[q][0]) for q in todo], dtype=numpy.int64),
                     logits=numpy.array([v for q in todo for v in scored[q][2]], dtype=numpy.float64))
     by_text = {texts[q]: scored[q] for q in todo}
-    return {"texts": texts, "ranked": ranked, "scored": [by_text.get(t) for t in texts], "dense_s": dense_s,
+    return {"texts": texts, "vectors": vectors, "ranked": ranked, "scored": [by_text.get(t) for t in texts],
+            "dense_s": dense_s,
             "pair_s": pair_s, "max_margin": max_margin}
 
 
@@ -187,14 +192,15 @@ def tune(parts: Dict[str, Any], golds: Sequence[Any]) -> Dict[str, Any]:
             "grid": [[w, -m, round(100 * a, 1), round(100 * sh, 1)] for a, m, w, sh in grid]}
 
 
-def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, train_docs: Sequence[Any],
-                 tune_docs: Sequence[Any], test_path: Path, types: Any, args: Any) -> Tuple[List[List[Any]], Dict[str, Any]]:
+def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune_docs: Sequence[Any], test_path: Path,
+                 types: Any, args: Any) -> Tuple[List[List[Any]], Dict[str, Any]]:
     import numpy
 
     from spacy_sapbert.evaluation.datasets import read_dataset
     from spacy_sapbert.evaluation.protocol import MentionClasses
     from spacy_sapbert.kb.concept import normalize_name
     from spacy_sapbert.rerank.apply import DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN
+    from spacy_sapbert.rerank import candidate_logits
     from spacy_sapbert.rerank.model import OnnxCrossEncoder
 
     reranker = OnnxCrossEncoder(folder, threads=args.threads)
@@ -206,17 +212,23 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, trai
     test = mentions_of(read_dataset(test_path, types=types), kb)
     golds = [g for _, g in test]
     parts = logits_for(reranker, index, encoder, test, args.k, args.max_margin, args.output / f"{key}_{tag}_test.npz")
-    train_texts = [normalize_name(m.text) for d in train_docs for m in d.mentions]
+    # the protocol's classes are the set's: a mention of any training document is a train mention
+    train_texts = [normalize_name(m.text) for d in read_dataset(SETS[key][1], types=types) for m in d.mentions]
     classes = MentionClasses(parts["texts"], kb.names, train_texts)
     n = len(test)
     dense_rate = n / parts["dense_s"]
-    per_pair = parts["pair_s"]
+    # the re-ranking's time per pair, measured again in this run (the logits may come from an earlier run's store)
+    sample = [q for q, v in enumerate(parts["scored"]) if v][:40]
+    started = time.perf_counter()
+    timed = candidate_logits(reranker, index, parts["texts"], parts["vectors"], parts["ranked"], sample, k=args.k)
+    per_pair = (time.perf_counter() - started) / max(1, sum(len(v[0]) for v in timed.values()))
 
     def row(name: str, lists: List[Any], share: Any) -> List[Any]:
         hits = [bool(r) and r[0][0] in g for r, g in zip(lists, golds)]
         split = classes.split(hits)
-        cells = [name, n] + [_pct(split[part]["acc"]) for part in
-                             ("overall", "dictionary", "train", "neither", "unseen_in_train")]
+        seen = [h for h, unseen in zip(hits, classes.unseen_in_train) if not unseen]
+        cells = [name, n] + [_pct(split[part]["acc"]) for part in ("overall", "dictionary", "train", "neither")] + \
+            [_pct(sum(seen) / len(seen) if seen else None), _pct(split["unseen_in_train"]["acc"])]
         for kk in RECALL_KS:
             cells.append(_pct(numpy.mean([any(c in g for c, _ in r[:kk]) for r, g in zip(lists, golds)]))
                          if share is None else None)
@@ -227,7 +239,8 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, trai
         return cells + [round(n / seconds, 1), round(parts["dense_s"] / seconds, 2)]
 
     rows = [row("name encoder (dense top-1)", parts["ranked"], None)]
-    settings = [("re-ranker alone, every mention", 0.0, 1.0)] if args.max_margin >= 1 else []
+    settings = [("re-ranker alone, every mention", 0.0, 1.0)] if args.max_margin >= 1 else \
+        [(f"re-ranker alone (dense weight 0), margin {args.max_margin:g}", 0.0, args.max_margin)]
     if DEFAULT_RERANK_MARGIN <= args.max_margin:
         settings.append((f"linker defaults (dense weight {DEFAULT_DENSE_WEIGHT:g}, margin {DEFAULT_RERANK_MARGIN:g})",
                          DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN))
@@ -238,6 +251,7 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, trai
         rows.append(row(f"re-ranked top {args.k}: {label}", lists, share))
         chosen.setdefault("share_reranked", {})[label] = round(100 * share, 1)
     chosen["seconds_per_pair"] = round(per_pair, 5)
+    chosen["class_counts"] = classes.counts()
     return rows, chosen
 
 
@@ -285,22 +299,27 @@ def main() -> None:
         if args.train_only:
             print(key, summary)
             continue
-        rows, chosen = evaluate_set(key, kb, index, encoder, folder, train_docs, tune_docs, test_path, types, args)
+        rows, chosen = evaluate_set(key, kb, index, encoder, folder, tune_docs, test_path, types, args)
         tables[f"{title} (re-ranker trained on its train split)"] = table(COLUMNS, rows)
+        import json
+
+        trained = json.loads((folder / "sapbert_reranker.json").read_text(encoding="utf8")).get("trained")
         figures[key] = {"tuned_on": "NCBI dev" if tune_path else f"every {HOLDOUT_EVERY}th BC5CDR train document",
-                        **chosen, **({"training": summary} if summary else {})}
+                        **chosen, "reranker_trained": trained, **({"training": summary} if summary else {})}
         for r in rows:
             print(title, r)
+        print(key, {k: v for k, v in chosen.items() if k != "grid"})
     if not args.no_write and not args.train_only:
         write_results("reranker_unseen", tables, figures=figures, notes=[
             "strict acc@1 in %; classes after normalisation (NFKC, lowercase, whitespace folded); unseen in train = "
             "not a train mention; neither = the refined subset; recall@k of the dense stage; mentions/s of dense + "
             "re-ranking with everything each encodes or scores, x name-only = its ratio to the dense stage alone "
             "in the same run (noisy on the shared 2 cores)",
-            f"re-ranker: base MiniLM, k {args.k}, {args.max_steps or args.epochs} "
-            f"{'steps' if args.max_steps else 'epoch(s)'} of {args.batch_mentions} groups, {args.pseudo_mentions} "
-            f"KB synonyms as pseudo-mentions, lr {args.lr:g}, int8 ONNX Runtime at inference; dense weight and "
-            "margin tuned for overall acc@1 on the held-out data (never the reported set)"])
+            (f"re-ranker: base MiniLM, {args.max_steps or args.epochs} {'steps' if args.max_steps else 'epoch(s)'} of "
+             f"{args.batch_mentions} groups of {args.k}, {args.pseudo_mentions} KB synonyms as pseudo-mentions, lr "
+             f"{args.lr:g}" if not args.use else "re-rankers given with --use (trained before; how: figures.<set>."
+             "reranker_trained)") + f"; it re-orders the top {args.k}, int8 ONNX Runtime; dense weight and margin "
+            "tuned for overall acc@1 on the held-out data (never the reported set)"])
 
 
 if __name__ == "__main__":

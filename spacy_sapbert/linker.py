@@ -85,8 +85,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "threshold_on": "score",  # score: kb_ents keep scores >= threshold; confidence: link when confidence >= ...
     "confidence_threshold": 0.5,
     "reranker_k": 16,  # candidates a re-ranker (initialize's reranker_path) re-orders
-    "reranker_margin": 1.0,  # re-rank mentions whose best two name scores are this close (>= 1.0: every mention)
-    "reranker_dense_weight": 0.0,  # order re-ranked candidates by logit + this x name score (0: re-ranker alone)
+    "reranker_margin": 0.05,  # re-rank mentions whose best two name scores are this close (>= 1.0: every mention)
+    "reranker_dense_weight": 30.0,  # order re-ranked candidates by logit + this x name score (0: re-ranker alone)
 }
 
 

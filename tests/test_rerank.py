@@ -224,13 +224,14 @@ def test_rerank_reorders_close_calls_only_with_probabilities(linker_parts):
     ranked = [[("D001", 0.90), ("D004", 0.89), ("D003", 0.10)], [("D003", 0.95), ("D001", 0.40)]]
     liked = set(kb.names_of_concept("D004")) | set(kb.names_of_concept("D001"))
     fake = _Prefers(liked)
-    out = rerank(fake, index, mentions, vectors, ranked, k=3, margin=0.2)
+    out = rerank(fake, index, mentions, vectors, ranked, k=3, margin=0.2, dense_weight=0.0)  # the re-ranker alone
     assert out[1] == ranked[1]  # margin 0.55 > 0.2: left alone
     assert len(fake.calls) == 1 and {m for m, _ in fake.calls[0]} == {"cancer of the breast"}
     assert [c for c, _ in out[0]] == ["D001", "D004", "D003"]  # two equal probabilities: by concept id
     probs = numpy.exp([4.0, 4.0, -4.0]) / numpy.exp([4.0, 4.0, -4.0]).sum()  # a softmax over the re-ranked three
     assert [s for _, s in out[0]] == pytest.approx(probs.tolist()) and sum(s for _, s in out[0]) == pytest.approx(1)
-    every = rerank(_Prefers(set(kb.names_of_concept("D001"))), index, mentions, vectors, ranked, k=2, margin=1.0)
+    every = rerank(_Prefers(set(kb.names_of_concept("D001"))), index, mentions, vectors, ranked, k=2, margin=1.0,
+                   dense_weight=0.0)
     assert [c for c, _ in every[1]] == ["D001", "D003"] and len(every[0]) == 2
     for bad in (dict(k=1), dict(margin=-0.1), dict(margin=float("nan"))):
         with pytest.raises(ConfigError, match="SB-E810"):
@@ -358,6 +359,12 @@ def test_linker_refuses_a_reranker_of_another_kb_bad_settings_and_context(linker
         spacy.blank("en").add_pipe("sapbert_linker", config={"model": "x", "reranker_dense_weight": -1.0})
     with pytest.raises(ConfigError, match="SB-E813"):
         SapbertLinker(spacy.blank("en").vocab, reranker_dense_weight=float("nan"))
+    from spacy_sapbert.linker import DEFAULT_CONFIG
+    from spacy_sapbert.rerank import DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN
+
+    # the linker's defaults are the ones benchmarks/reranker_unseen.py measures as "linker defaults"
+    assert (DEFAULT_CONFIG["reranker_margin"], DEFAULT_CONFIG["reranker_dense_weight"]) == \
+        (DEFAULT_RERANK_MARGIN, DEFAULT_DENSE_WEIGHT)
     kb, _, _ = linker_parts
     kb.to_disk(tmp_path / "kb")
     with pytest.raises(ConfigError, match="SB-E812"):
