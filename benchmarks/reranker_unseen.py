@@ -300,7 +300,9 @@ def main() -> None:
             print(key, summary)
             continue
         rows, chosen = evaluate_set(key, kb, index, encoder, folder, tune_docs, test_path, types, args)
-        tables[f"{title} (re-ranker trained on its train split)"] = table(COLUMNS, rows)
+        given = any(item.split("=", 1)[0] == key for item in args.use)
+        tables[f"{title} (re-ranker {'given with --use' if given else 'trained on its train split'})"] = \
+            table(COLUMNS, rows)
         import json
 
         trained = json.loads((folder / "sapbert_reranker.json").read_text(encoding="utf8")).get("trained")
