@@ -2,7 +2,7 @@
 quantization (one scale per weight tensor) and for this package's (:data:`spacy_sapbert.rerank.model.INT8_OPTIONS`:
 per-channel scales, 7-bit weights). Pairs: the first ``--groups`` training groups of a re-ranker run folder.
 
-    python benchmarks/reranker_int8.py RUN_FOLDER [--groups 40]
+    python benchmarks/reranker_int8.py RUN_FOLDER [--groups 150]
 
 RUN_FOLDER holds ``examples.jsonl`` and ``model/`` (``train-reranker``'s output).
 """
@@ -24,7 +24,7 @@ from results_io import table, write_results  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path)
-    parser.add_argument("--groups", type=int, default=40)
+    parser.add_argument("--groups", type=int, default=150)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
@@ -50,8 +50,13 @@ def main() -> None:
             path = Path(tmp) / "int8.onnx"
             quantize_dynamic(str(args.run / "model" / "model.onnx"), str(path), weight_type=QuantType.QInt8, **options)
             session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-            feed = pair_inputs(model.tokenizer, mentions, names, model.max_length, model.inputs, "np")
-            quick = session.run(None, {k: numpy.asarray(v, dtype=numpy.int64) for k, v in feed.items()})[0]
+            quick = numpy.zeros(len(mentions), dtype=numpy.float32)
+            order = sorted(range(len(mentions)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
+            for start in range(0, len(order), 64):  # batched as the linker's OnnxCrossEncoder batches
+                chunk = order[start: start + 64]
+                feed = pair_inputs(model.tokenizer, [mentions[i] for i in chunk], [names[i] for i in chunk],
+                                   model.max_length, model.inputs, "np")
+                quick[chunk] = session.run(None, {k: numpy.asarray(v, dtype=numpy.int64) for k, v in feed.items()})[0]
             at, same = 0, 0
             for g in groups:
                 n = len(g["n"])

@@ -160,8 +160,8 @@ def test_int8_graph_scores_like_torch_and_files_are_checked(linker_parts, tiny_b
     assert numpy.max(numpy.abs(exact - quick)) < 0.1 * max(1.0, float(numpy.max(numpy.abs(exact))))
     import onnx
 
-    # one weight scale per output channel: one scale per tensor re-ordered 10 % of NCBI training groups of a
-    # trained MiniLM re-ranker against its PyTorch model (docs/reranker.md)
+    # one weight scale per output channel: with one scale per tensor a trained MiniLM re-ranker's int8 scores
+    # correlated 0.930 with its PyTorch scores, per channel 0.983 (benchmarks/reranker_int8.py)
     graph = onnx.load(str(folder / "model.int8.onnx")).graph
     scales = [list(t.dims) for t in graph.initializer if t.name.endswith("_scale") and "MatMul" in t.name]
     assert scales and all(len(d) == 1 and d[0] > 1 for d in scales)
