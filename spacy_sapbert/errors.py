@@ -666,6 +666,9 @@ class Errors(metaclass=_CodedMessages):
             "made for.")
     E812 = ("Linker '{name}' has a re-ranker and context re-ranking (prototypes or type_priors) at once, which this "
             "version does not combine. Use one: leave out reranker_path, or the prototypes and type_priors.")
+    E813 = ("Linker setting reranker_dense_weight = {value!r} cannot be used: it must be a finite number from 0 to "
+            "{maximum} (the weight of the name encoder's score added to the re-ranker's logit; 0: the re-ranker "
+            "alone). Use the weight tuned on a dev set (docs/reranker.md), or 0.")
     # E830–E834: encoding big KBs (build-index runtime and precision)
     E830 = ("build-index option {name} = {value!r} is not known. Choose one of: {allowed}.")
     E831 = ("build-index cannot run {what}. Fix: {fix}.")

@@ -89,7 +89,8 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "threshold_on": "score",  # score: kb_ents keep scores >= threshold; confidence: link when confidence >= ...
     "confidence_threshold": 0.5,
     "reranker_k": 16,  # candidates a re-ranker (initialize's reranker_path) re-orders
-    "reranker_margin": 1.0,  # re-rank mentions whose best two name scores are this close (>= 1.0: every mention)
+    "reranker_margin": 0.05,  # re-rank mentions whose best two name scores are this close (>= 1.0: every mention)
+    "reranker_dense_weight": 30.0,  # order re-ranked candidates by logit + this x name score (0: re-ranker alone)
 }
 
 
@@ -138,6 +139,7 @@ def make_sapbert_linker(
     confidence_threshold: float,
     reranker_k: int,
     reranker_margin: float,
+    reranker_dense_weight: float,
 ) -> "SapbertLinker":
     """Create the linker. Options mirroring scispaCy's ``EntityLinker`` mean the same: ``k``
     (candidates retrieved; here concepts, not names), ``threshold``, ``max_entities_per_mention``,
@@ -184,8 +186,8 @@ def make_sapbert_linker(
     ``threshold_on`` (``score``: ``threshold`` on the raw score, as before; ``confidence``: link only when that
     probability is at least ``confidence_threshold``; see :mod:`spacy_sapbert.linker_confidence`).
     Re-ranker (docs/reranker.md; ``reranker_path`` in initialize): ``reranker_k`` candidates of the mentions whose
-    best two name scores lie within ``reranker_margin`` (1.0: every mention) are re-ordered by the cross-encoder,
-    their scores its probabilities (``threshold`` applies to them)."""
+    best two name scores lie within ``reranker_margin`` (1.0: every mention) are re-ordered by the cross-encoder's
+    logit + ``reranker_dense_weight`` x the name score, their scores the softmax of that (``threshold`` applies)."""
     return SapbertLinker(
         nlp.vocab, name, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         device=device, precision=precision, runtime=runtime, k=k, threshold=threshold,
@@ -200,7 +202,7 @@ def make_sapbert_linker(
         type_priors=type_priors, sparse_weight=sparse_weight, sparse_k=sparse_k, candidates=candidates,
         query_variants=query_variants, confidence_attr=confidence_attr,
         threshold_on=threshold_on, confidence_threshold=confidence_threshold, reranker_k=reranker_k,
-        reranker_margin=reranker_margin,
+        reranker_margin=reranker_margin, reranker_dense_weight=reranker_dense_weight,
     )
 
 
@@ -489,7 +491,8 @@ class SapbertLinker(LinkerStorage, Pipe):
                                        require_definition=cfg["filter_for_definitions"])
         if self.reranker is not None:
             ranked = self.reranker.apply(self.index, texts, vectors, ranked, k=cfg["reranker_k"],
-                                         margin=cfg["reranker_margin"], batch_size=cfg["batch_size"])
+                                         margin=cfg["reranker_margin"], dense_weight=cfg["reranker_dense_weight"],
+                                         batch_size=cfg["batch_size"])
         return ranked
 
     def score_parts(self, texts: List[str], vectors: Optional["numpy.ndarray"] = None,
@@ -601,7 +604,7 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
     if cfg["precision"] == "int8" and (cfg["runtime"] == "torch" or cfg["device"] not in ("auto", "cpu")):
         setting = "runtime 'torch'" if cfg["runtime"] == "torch" else f"device {cfg['device']!r}"
         raise ConfigError(Errors.E825.format(name="sapbert_linker", setting=setting))
-    check_rerank_settings(cfg["reranker_k"], cfg["reranker_margin"])
+    check_rerank_settings(cfg["reranker_k"], cfg["reranker_margin"], cfg["reranker_dense_weight"])
     threshold = cfg["threshold"]
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ConfigError(Errors.E116.format(value=threshold))

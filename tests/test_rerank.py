@@ -158,6 +158,13 @@ def test_int8_graph_scores_like_torch_and_files_are_checked(linker_parts, tiny_b
     exact, quick = torch_model.score(mentions, names), onnx_model.score(mentions, names)
     assert exact.shape == (3,) and numpy.all(numpy.isfinite(quick))
     assert numpy.max(numpy.abs(exact - quick)) < 0.1 * max(1.0, float(numpy.max(numpy.abs(exact))))
+    import onnx
+
+    # one weight scale per output channel: with one scale per tensor a trained MiniLM re-ranker's int8 scores
+    # correlated 0.930 with its PyTorch scores, per channel 0.983 (benchmarks/reranker_int8.py)
+    graph = onnx.load(str(folder / "model.int8.onnx")).graph
+    scales = [list(t.dims) for t in graph.initializer if t.name.endswith("_scale") and "MatMul" in t.name]
+    assert scales and all(len(d) == 1 and d[0] > 1 for d in scales)
     assert isinstance(load_reranker(folder, runtime="torch"), CrossEncoder)
     with pytest.raises(ConfigError, match="SB-E805"):
         load_reranker(folder, runtime="tensorrt")
@@ -217,17 +224,42 @@ def test_rerank_reorders_close_calls_only_with_probabilities(linker_parts):
     ranked = [[("D001", 0.90), ("D004", 0.89), ("D003", 0.10)], [("D003", 0.95), ("D001", 0.40)]]
     liked = set(kb.names_of_concept("D004")) | set(kb.names_of_concept("D001"))
     fake = _Prefers(liked)
-    out = rerank(fake, index, mentions, vectors, ranked, k=3, margin=0.2)
+    out = rerank(fake, index, mentions, vectors, ranked, k=3, margin=0.2, dense_weight=0.0)  # the re-ranker alone
     assert out[1] == ranked[1]  # margin 0.55 > 0.2: left alone
     assert len(fake.calls) == 1 and {m for m, _ in fake.calls[0]} == {"cancer of the breast"}
     assert [c for c, _ in out[0]] == ["D001", "D004", "D003"]  # two equal probabilities: by concept id
     probs = numpy.exp([4.0, 4.0, -4.0]) / numpy.exp([4.0, 4.0, -4.0]).sum()  # a softmax over the re-ranked three
     assert [s for _, s in out[0]] == pytest.approx(probs.tolist()) and sum(s for _, s in out[0]) == pytest.approx(1)
-    every = rerank(_Prefers(set(kb.names_of_concept("D001"))), index, mentions, vectors, ranked, k=2, margin=1.0)
+    every = rerank(_Prefers(set(kb.names_of_concept("D001"))), index, mentions, vectors, ranked, k=2, margin=1.0,
+                   dense_weight=0.0)
     assert [c for c, _ in every[1]] == ["D001", "D003"] and len(every[0]) == 2
     for bad in (dict(k=1), dict(margin=-0.1), dict(margin=float("nan"))):
         with pytest.raises(ConfigError, match="SB-E810"):
             rerank(fake, index, mentions, vectors, ranked, **{"k": 3, "margin": 1.0, **bad})
+
+
+def test_dense_weight_adds_the_name_score_to_the_logit(linker_parts):
+    from spacy_sapbert.rerank import rerank
+
+    kb, index, encoder = linker_parts
+    mentions = ["heart infarct"]
+    vectors = encoder.encode(mentions)
+    ranked = [[("D001", 0.90), ("D004", 0.60), ("D003", 0.10)]]
+    fake = _Prefers(set(kb.names_of_concept("D004")))  # logits: D004 +4, the others -4
+
+    def order(weight):
+        out = rerank(fake, index, mentions, vectors, ranked, k=3, margin=1.0, dense_weight=weight)[0]
+        return [c for c, _ in out], [s for _, s in out]
+
+    assert order(0.0)[0] == ["D004", "D001", "D003"]  # the re-ranker alone
+    assert order(10.0)[0] == ["D004", "D001", "D003"]  # 4 + 6 > -4 + 9
+    ids, scores = order(30.0)  # -4 + 27 > 4 + 18: the name score overrules a weak preference
+    assert ids == ["D001", "D004", "D003"]
+    values = numpy.array([-4 + 30 * 0.90, 4 + 30 * 0.60, -4 + 30 * 0.10])
+    assert scores == pytest.approx((numpy.exp(values - values.max()) / numpy.exp(values - values.max()).sum()).tolist())
+    for bad in (-1.0, float("nan"), float("inf"), 1e6, True, "2"):
+        with pytest.raises(ConfigError, match="SB-E813"):
+            rerank(fake, index, mentions, vectors, ranked, k=3, margin=1.0, dense_weight=bad)
 
 
 def test_train_reranker_command(linker_parts, tiny_bert_path, tmp_path):
@@ -283,7 +315,8 @@ def test_linker_reranks_saves_and_loads_the_reranker(linker_parts, tiny_bert_pat
 
     kb, _, _ = linker_parts
     kb.to_disk(tmp_path / "kb")
-    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", str(trained_reranker), reranker_k=3)
+    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", str(trained_reranker), reranker_k=3, reranker_margin=1.0,
+                     reranker_dense_weight=2.5)
     doc = linked(nlp, "a heart infarct and high fever", [(1, 3), (4, 6)])
     for ent in doc.ents:
         scores = [s for _, s in ent._.kb_ents]
@@ -295,12 +328,14 @@ def test_linker_reranks_saves_and_loads_the_reranker(linker_parts, tiny_bert_pat
     nlp.to_disk(tmp_path / "pipe")
     assert (tmp_path / "pipe" / "sapbert_linker" / "reranker" / "model.int8.onnx").is_file()
     again = spacy.load(tmp_path / "pipe")
+    assert again.get_pipe("sapbert_linker").cfg["reranker_dense_weight"] == 2.5  # saved with the pipeline
     assert [e._.kb_ents for e in linked(again, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents] == \
         [e._.kb_ents for e in doc.ents]
     blob = nlp.get_pipe("sapbert_linker").to_bytes()
     other = spacy.blank("en")
     other.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0,
-                                             "pooling": "mean", "reranker_k": 3}).from_bytes(blob)
+                                             "pooling": "mean", "reranker_k": 3, "reranker_margin": 1.0,
+                                             "reranker_dense_weight": 2.5}).from_bytes(blob)
     assert [e._.kb_ents for e in linked(other, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents] == \
         [e._.kb_ents for e in doc.ents]
 
@@ -320,6 +355,16 @@ def test_linker_refuses_a_reranker_of_another_kb_bad_settings_and_context(linker
 
     with pytest.raises(ConfigError, match="SB-E810"):  # NaN cannot pass through a spaCy config, but through Python
         SapbertLinker(spacy.blank("en").vocab, reranker_margin=float("nan"))
+    with pytest.raises(ConfigError, match="SB-E813"):
+        spacy.blank("en").add_pipe("sapbert_linker", config={"model": "x", "reranker_dense_weight": -1.0})
+    with pytest.raises(ConfigError, match="SB-E813"):
+        SapbertLinker(spacy.blank("en").vocab, reranker_dense_weight=float("nan"))
+    from spacy_sapbert.linker import DEFAULT_CONFIG
+    from spacy_sapbert.rerank import DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN
+
+    # the linker's defaults are the ones benchmarks/reranker_unseen.py measures as "linker defaults"
+    assert (DEFAULT_CONFIG["reranker_margin"], DEFAULT_CONFIG["reranker_dense_weight"]) == \
+        (DEFAULT_RERANK_MARGIN, DEFAULT_DENSE_WEIGHT)
     kb, _, _ = linker_parts
     kb.to_disk(tmp_path / "kb")
     with pytest.raises(ConfigError, match="SB-E812"):

@@ -1,14 +1,18 @@
 """Re-order the bi-encoder's candidates of each mention with a cross-encoder.
 
 Only mentions whose two best candidates lie within ``margin`` of each other are re-ranked (``margin >= 1``:
-every mention, whatever the scores); their top ``k`` candidates are scored by the re-ranker and ordered by its
-probability that each is the right one among them (a softmax over their logits, as the listwise training
-loss: scores in [0, 1] summing to 1; ties by concept id); the others keep their list as it was.
+every mention, whatever the scores); their top ``k`` candidates are scored by the re-ranker and ordered by
+``logit + dense_weight * cosine``, the re-ranker's logit combined with the name encoder's score (``dense_weight``
+0: the re-ranker alone). Their scores become a softmax over those combined values (the listwise training loss's
+probabilities when ``dense_weight`` is 0: in [0, 1], summing to 1; ties by concept id). Ordering by
+``logit + w * cosine`` is ordering by ``cosine + (1 / w) * log p``: the dense score with the re-ranker's
+log-probability added, the combination that lets a briefly trained re-ranker help without overruling the
+encoder where it is sure. The other mentions keep their list as it was.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
@@ -19,13 +23,30 @@ Ranked = List[Tuple[str, float]]
 DEFAULT_RERANK_K = 16
 
 
-def check_rerank_settings(k: Any, margin: Any) -> None:
-    """``k`` an integer from 2 to 1024, ``margin`` a finite number >= 0 (E810 otherwise)."""
+# the linker's defaults: tuned on held-out data (NCBI dev) for a MiniLM re-ranker; re-ranking every mention with
+# the re-ranker alone (margin 1, weight 0) lowered NCBI test acc@1 (docs/reranker.md)
+DEFAULT_RERANK_MARGIN = 0.05
+DEFAULT_DENSE_WEIGHT = 30.0
+MAX_DENSE_WEIGHT = 1000.0
+
+
+def check_dense_weight(value: Any) -> float:
+    """``reranker_dense_weight`` as a float: a finite number from 0 to 1000 (E813 otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= MAX_DENSE_WEIGHT:
+        raise ConfigError(Errors.E813.format(value=value, maximum=f"{MAX_DENSE_WEIGHT:g}"))
+    return float(value)
+
+
+def check_rerank_settings(k: Any, margin: Any, dense_weight: Any = DEFAULT_DENSE_WEIGHT) -> None:
+    """``k`` an integer from 2 to 1024, ``margin`` a finite number >= 0 (E810 otherwise), ``dense_weight``
+    a finite number from 0 to 1000 (E813)."""
     if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= 1024:
         raise ConfigError(Errors.E810.format(name="reranker_k", value=k, allowed="an integer from 2 to 1024"))
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin < 0:
         raise ConfigError(Errors.E810.format(name="reranker_margin", value=margin,
                                              allowed="a finite number >= 0 (1.0: every mention)"))
+    check_dense_weight(dense_weight)
 
 
 def needs_rerank(ranked: Ranked, margin: float) -> bool:
@@ -33,41 +54,53 @@ def needs_rerank(ranked: Ranked, margin: float) -> bool:
     return len(ranked) >= 2 and (margin >= 1.0 or ranked[0][1] - ranked[1][1] <= margin)
 
 
-def rerank(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: numpy.ndarray,
-           ranked: Sequence[Ranked], *, k: int = DEFAULT_RERANK_K, margin: float = 1.0,
-           batch_size: int = 64) -> List[Ranked]:
-    """``ranked`` with the lists of the mentions that need it (:func:`needs_rerank`) replaced by their top ``k``
-    candidates ordered by the re-ranker's probability. ``mentions`` are the normalised texts the vectors were
-    encoded from."""
-    check_rerank_settings(k, margin)
-    out = [list(r) for r in ranked]
-    todo = [i for i, r in enumerate(ranked) if needs_rerank(r, margin)]
-    if not todo:
-        return out
-    ids = [[cid for cid, _ in ranked[i][:k]] for i in todo]
-    names = nearest_names(index, query_vectors[todo], ids)
+def candidate_logits(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: numpy.ndarray,
+                     ranked: Sequence[Ranked], todo: Sequence[int], *, k: int,
+                     batch_size: int = 64) -> Dict[int, Tuple[List[str], List[float], List[float]]]:
+    """For each mention ``q`` of ``todo``: the concept ids of its top ``k`` candidates that have a name to read,
+    their dense scores and the re-ranker's logits of (mention, the concept's name nearest to the mention)."""
+    ids = [[cid for cid, _ in ranked[q][:k]] for q in todo]
+    names = nearest_names(index, query_vectors[list(todo)], ids) if todo else []
     pair_m: List[str] = []
     pair_n: List[str] = []
-    owners: List[Tuple[int, str]] = []
-    for q, (cids, cnames) in zip(todo, zip(ids, names)):
-        for cid, name in zip(cids, cnames):
+    owners: List[Tuple[int, str, float]] = []
+    for q, cnames in zip(todo, names):
+        for (cid, dense), name in zip(ranked[q][:k], cnames):
             if name is not None:
                 pair_m.append(mentions[q])
                 pair_n.append(name)
-                owners.append((q, cid))
+                owners.append((q, cid, float(dense)))
     logits = reranker.score(pair_m, pair_n, batch_size=batch_size) if pair_m else numpy.zeros(0, numpy.float32)
-    by_query: dict = {q: ([], []) for q in todo}
-    for (q, cid), logit in zip(owners, logits.astype(numpy.float64).tolist()):
-        by_query[q][0].append(cid)
-        by_query[q][1].append(logit)
-    for q in todo:
-        cids, values = by_query[q]
-        if not cids:
-            continue  # no candidate with a name to read: the list stays as it was
-        values = numpy.asarray(values)
-        probs = numpy.exp(values - values.max())
-        probs /= probs.sum()
-        out[q] = sorted(zip(cids, probs.tolist()), key=lambda item: (-item[1], item[0]))
+    out: Dict[int, Tuple[List[str], List[float], List[float]]] = {q: ([], [], []) for q in todo}
+    for (q, cid, dense), logit in zip(owners, logits.astype(numpy.float64).tolist()):
+        out[q][0].append(cid)
+        out[q][1].append(dense)
+        out[q][2].append(logit)
+    return out
+
+
+def combine(cids: Sequence[str], dense: Sequence[float], logits: Sequence[float], dense_weight: float) -> Ranked:
+    """``cids`` ordered by ``logit + dense_weight * dense`` (ties by concept id), scored by the softmax of
+    those values."""
+    values = numpy.asarray(logits, dtype=numpy.float64) + dense_weight * numpy.asarray(dense, dtype=numpy.float64)
+    probs = numpy.exp(values - values.max())
+    probs /= probs.sum()
+    return sorted(zip(cids, probs.tolist()), key=lambda item: (-item[1], item[0]))
+
+
+def rerank(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: numpy.ndarray,
+           ranked: Sequence[Ranked], *, k: int = DEFAULT_RERANK_K, margin: float = DEFAULT_RERANK_MARGIN,
+           dense_weight: float = DEFAULT_DENSE_WEIGHT, batch_size: int = 64) -> List[Ranked]:
+    """``ranked`` with the lists of the mentions that need it (:func:`needs_rerank`) replaced by their top ``k``
+    candidates ordered by the re-ranker's logit + ``dense_weight`` x their dense score (:func:`combine`).
+    ``mentions`` are the normalised texts the vectors were encoded from; ``ranked``'s scores the dense ones."""
+    check_rerank_settings(k, margin, dense_weight)
+    out = [list(r) for r in ranked]
+    todo = [i for i, r in enumerate(ranked) if needs_rerank(r, margin)]
+    for q, (cids, dense, logits) in candidate_logits(reranker, index, mentions, query_vectors, ranked, todo, k=k,
+                                                     batch_size=batch_size).items():
+        if cids:  # else no candidate with a name to read: the list stays as it was
+            out[q] = combine(cids, dense, logits, dense_weight)
     return out
 
 
@@ -81,4 +114,5 @@ def check_compatible(meta: dict, *, kb_checksum: str, encoder_fingerprint: str, 
             raise IncompatibleError(Errors.E811.format(path=path or "<memory>", what=what, theirs=theirs, ours=ours))
 
 
-__all__ = ["DEFAULT_RERANK_K", "rerank", "needs_rerank", "check_rerank_settings", "check_compatible"]
+__all__ = ["DEFAULT_RERANK_K", "DEFAULT_RERANK_MARGIN", "DEFAULT_DENSE_WEIGHT", "rerank", "needs_rerank",
+           "candidate_logits", "combine", "check_rerank_settings", "check_dense_weight", "check_compatible"]

@@ -1,0 +1,77 @@
+"""How closely a re-ranker's int8 ONNX graph scores like its PyTorch model, for ONNX Runtime's default dynamic
+quantization (one scale per weight tensor) and for this package's (:data:`spacy_sapbert.rerank.model.INT8_OPTIONS`:
+per-channel scales, 7-bit weights). Pairs: the first ``--groups`` training groups of a re-ranker run folder.
+
+    python benchmarks/reranker_int8.py RUN_FOLDER [--groups 150]
+
+RUN_FOLDER holds ``examples.jsonl`` and ``model/`` (``train-reranker``'s output).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from results_io import table, write_results  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--groups", type=int, default=150)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+
+    import numpy
+    import onnxruntime
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from spacy_sapbert.rerank.model import INT8_OPTIONS, CrossEncoder, pair_inputs
+
+    torch.set_num_threads(2)
+    logging.disable(logging.WARNING)
+    lines = (args.run / "examples.jsonl").read_text(encoding="utf8").splitlines()[: args.groups]
+    groups = [json.loads(line) for line in lines]
+    mentions = [g["m"] for g in groups for _ in g["n"]]
+    names = [n for g in groups for n in g["n"]]
+    model = CrossEncoder.from_disk(args.run / "model")
+    exact = model.score(mentions, names)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, options in (("one scale per tensor (ONNX Runtime's default)", {}),
+                               ("per channel, 7-bit weights (this package)", INT8_OPTIONS)):
+            path = Path(tmp) / "int8.onnx"
+            quantize_dynamic(str(args.run / "model" / "model.onnx"), str(path), weight_type=QuantType.QInt8, **options)
+            session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            quick = numpy.zeros(len(mentions), dtype=numpy.float32)
+            order = sorted(range(len(mentions)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
+            for start in range(0, len(order), 64):  # batched as the linker's OnnxCrossEncoder batches
+                chunk = order[start: start + 64]
+                feed = pair_inputs(model.tokenizer, [mentions[i] for i in chunk], [names[i] for i in chunk],
+                                   model.max_length, model.inputs, "np")
+                quick[chunk] = session.run(None, {k: numpy.asarray(v, dtype=numpy.int64) for k, v in feed.items()})[0]
+            at, same = 0, 0
+            for g in groups:
+                n = len(g["n"])
+                same += int(exact[at: at + n].argmax() == quick[at: at + n].argmax())
+                at += n
+            rows.append([label, len(mentions), round(float(numpy.corrcoef(exact, quick)[0, 1]), 4),
+                         round(float(numpy.abs(exact - quick).max()), 3), round(float(exact.std()), 3),
+                         round(100 * same / len(groups), 1)])
+            print(rows[-1])
+    if not args.no_write:
+        write_results("reranker_int8", {"int8 re-ranker against its PyTorch model": table(
+            ["quantization", "pairs", "correlation", "largest logit error", "logits' spread (std)",
+             "groups with the same top name %"], rows)},
+            notes=[f"re-ranker {args.run.name}: its first {len(groups)} training groups (NCBI-disease train)"])
+
+
+if __name__ == "__main__":
+    main()
