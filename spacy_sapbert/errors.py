@@ -669,10 +669,6 @@ class Errors(metaclass=_CodedMessages):
     E813 = ("Linker setting reranker_dense_weight = {value!r} cannot be used: it must be a finite number from 0 to "
             "{maximum} (the weight of the name encoder's score added to the re-ranker's logit; 0: the re-ranker "
             "alone). Use the weight tuned on a dev set (docs/reranker.md), or 0.")
-    # E830–E834: encoding big KBs (build-index runtime and precision)
-    E830 = ("build-index option {name} = {value!r} is not known. Choose one of: {allowed}.")
-    E831 = ("build-index cannot run {what}. Fix: {fix}.")
-
     # ---- E820–E824: the lean runtime and its extras ----
     E820 = ("{what} needs {packages}, which the runtime install (no extras) leaves out ({reason}). Install the "
             "extra: `pip install \"spacy-sapbert[{extra}]\"`.")
@@ -694,6 +690,10 @@ class Errors(metaclass=_CodedMessages):
     E827 = ("Linker '{name}' has precision {precision!r} but was given an encoder of precision {encoder!r}: the "
             "pipeline saved from it would run another encoder than the one linking now. Give the int8 encoder "
             "(OnnxEncoder(folder, quantized=True)) with precision 'int8', and any other with another precision.")
+
+    # E830–E834: encoding big KBs (build-index runtime and precision)
+    E830 = ("build-index option {name} = {value!r} is not known. Choose one of: {allowed}.")
+    E831 = ("build-index cannot run {what}. Fix: {fix}.")
 
 
 __all__ = [
