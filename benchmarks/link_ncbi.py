@@ -27,10 +27,11 @@ so ONNX Runtime runs the encoder in fp32), with ``runtime="torch"`` (PyTorch fp3
 and with the opt-in ``precision="bf16"`` (PyTorch, CPU bf16 autocast; fast on CPUs with
 AVX512-BF16/AMX).
 
-With ``--lean-python PY`` both systems' loads are timed again in a second environment that holds only
-this package's own requirements and scispaCy (no spacy-transformers, no dev tools), e.g.
-``python3 -m venv /tmp/lean && /tmp/lean/bin/pip install torch==2.13.0 && /tmp/lean/bin/pip install -c
-requirements.txt -e .``. Each worker also records which heavy modules (torch, transformers,
+With ``--lean-python PY`` both systems' loads are timed again in a second environment, LEAN, that holds
+only the runtime install and scispaCy (no torch, no transformers, no spacy-transformers, no dev tools):
+``python3 -m venv LEAN && LEAN/bin/pip install -c requirements.txt -e . scispacy`` (the results file names it
+LEAN; WORK is --work). With precision int8 the pipeline is copied and made int8 by ``export-onnx --quantize``
+(``--no-int8`` skips it). Each worker also records which heavy modules (torch, transformers,
 spacy_transformers, onnxruntime) its process imported.
 
     python benchmarks/link_ncbi.py [--data ../shared/data] [--model PATH] [--json out.json] [--lean-python PY]
@@ -85,9 +86,25 @@ def _score(docs, gold_by_doc: List[List[Dict[str, Any]]], ext: str) -> Dict[str,
     return {"acc@1": hits1 / total, "acc@5": hits5 / total, "mentions": total}
 
 
+def _int8_pipeline(work: Path) -> None:
+    """``nlp_sapbert_int8``: a copy of the saved pipeline made int8 the way a user does it (`export-onnx --quantize`)."""
+    import shutil
+
+    target = work / "nlp_sapbert_int8"
+    if target.exists():
+        return
+    tmp = work / "nlp_sapbert_int8.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(work / "nlp_sapbert", tmp)
+    subprocess.run([sys.executable, "-m", "spacy_sapbert", "export-onnx", "--quantize", str(tmp)], check=True)
+    tmp.rename(target)
+
+
 def _load(kind: str, work: Path):
     """One system's pipeline, loaded the way its users load it."""
     if kind.startswith("sapbert"):
+        if kind == "sapbert-int8":  # the same pipeline after `export-onnx --quantize` (precision int8 in its config)
+            return spacy.load(work / "nlp_sapbert_int8")
         overrides = {"sapbert": {}, "sapbert-torch": {"runtime": "torch"},
                      "sapbert-bf16": {"runtime": "torch", "precision": "bf16"}}[kind]
         return spacy.load(work / "nlp_sapbert", config={"components": {"sapbert_linker": overrides}})
@@ -376,13 +393,15 @@ def main() -> None:
                         help="skip the opt-in precision='bf16' run of our linker (CPU bf16 autocast)")
     parser.add_argument("--no-torch", action="store_true",
                         help="skip the runtime='torch' (PyTorch fp32) run of our linker")
+    parser.add_argument("--no-int8", action="store_true",
+                        help="skip the precision='int8' run (the pipeline copied and `export-onnx --quantize`d)")
     parser.add_argument("--lean-python", type=str, default=None,
                         help="a Python of a second environment holding only this package's own requirements and "
                              "scispaCy (no spacy-transformers): both systems' loads are timed there too (median of "
                              "--lean-runs fresh processes), as a user who installs the package without extras sees them")
     parser.add_argument("--lean-runs", type=int, default=3, help="fresh processes per system with --lean-python")
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--worker", choices=["sapbert", "sapbert-torch", "sapbert-bf16", "scispacy"], default=None,
+    parser.add_argument("--worker", choices=["sapbert", "sapbert-torch", "sapbert-bf16", "sapbert-int8", "scispacy"], default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -408,6 +427,9 @@ def main() -> None:
             figures["sapbert-torch"] = _run_worker("sapbert-torch", work, args.passes)
         if not args.no_bf16:
             figures["sapbert-bf16"] = _run_worker("sapbert-bf16", work, args.passes)
+        if not args.no_int8:
+            _int8_pipeline(work)
+            figures["sapbert-int8"] = _run_worker("sapbert-int8", work, args.passes)
         figures["scispacy"] = _run_worker("scispacy", work, args.passes)
         figures["import_spacy_s"] = _import_spacy_s(sys.executable)
         # what the heavy optional imports cost a load that makes them (the dependencies' own cost, not the files')
@@ -436,7 +458,7 @@ def main() -> None:
     figures["ratios"].update({
         "acc@1 (ours - scispaCy)": ours["acc@1"] - theirs["acc@1"],
     })
-    for key, label in (("sapbert-torch", "torch fp32"), ("sapbert-bf16", "torch bf16")):
+    for key, label in (("sapbert-torch", "torch fp32"), ("sapbert-bf16", "torch bf16"), ("sapbert-int8", "onnx int8")):
         if key in figures:
             figures["ratios"][f"mentions_per_s (ours {label}/scispaCy)"] = \
                 figures[key]["mentions_per_s"] / theirs["mentions_per_s"]
@@ -496,6 +518,7 @@ def _print_report(f: Dict[str, Any]) -> None:
     for name, key in (("sapbert_linker, defaults (runtime auto → %s)" % f["sapbert"].get("encoder_class", "?"), "sapbert"),
                       ("sapbert_linker, runtime='torch' (fp32)", "sapbert-torch"),
                       ("sapbert_linker, runtime='torch', precision='bf16' (opt-in)", "sapbert-bf16"),
+                      ("sapbert_linker, precision='int8' (opt-in)", "sapbert-int8"),
                       ("scispaCy EntityLinker (tf-idf)", "scispacy")):
         if key not in f:
             continue
@@ -541,7 +564,7 @@ def _print_report(f: Dict[str, Any]) -> None:
 
 _FOOTPRINT_ROWS = (("sapbert_linker, defaults", "sapbert"), ("sapbert_linker, runtime='torch' (fp32)", "sapbert-torch"),
                    ("sapbert_linker, runtime='torch', precision='bf16'", "sapbert-bf16"),
-                   ("scispaCy EntityLinker", "scispacy"))
+                   ("sapbert_linker, precision='int8'", "sapbert-int8"), ("scispaCy EntityLinker", "scispacy"))
 
 
 def _write_results(f: Dict[str, Any]) -> None:
@@ -551,6 +574,7 @@ def _write_results(f: Dict[str, Any]) -> None:
     names = {"sapbert": "sapbert_linker, defaults (runtime auto: %s)" % f["sapbert"].get("encoder_class", "?"),
              "sapbert-torch": "sapbert_linker, runtime='torch' (fp32)",
              "sapbert-bf16": "sapbert_linker, runtime='torch', precision='bf16' (opt-in)",
+             "sapbert-int8": "sapbert_linker, precision='int8' (opt-in: int8 queries, float32 index)",
              "scispacy": "scispaCy EntityLinker (char-3gram tf-idf + nmslib)"}
     rows = [[names[k], round(f[k]["load_s"], 2), round(f[k]["warm_load_s"], 2), round(f[k]["mentions_per_s"]),
              round(f[k]["docs_per_s"], 1), round(f[k]["peak_rss_mb"]), round(f[k]["acc@1"], 3), round(f[k]["acc@5"], 3)]
