@@ -24,38 +24,18 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from ..errors import ConfigError, Errors
 from ..kb.concept import normalize_name
+from ..kb.spellings import WORD as _WORD, punctuation_variants, toggle_number
 
 GENERIC_HEADS: Tuple[str, ...] = ("disease", "diseases", "disorder", "disorders", "syndrome", "syndromes",
                                   "defect", "defects", "deficiency", "condition", "conditions", "symptoms",
                                   "abnormality", "abnormalities", "anomaly", "anomalies")
 MAX_VARIANTS = 8  # per mention: each variant is one more dense and one more sparse search
-_WORD = re.compile(r"^[a-z]+$")
-_NO_PLURAL = ("ss", "us", "is", "ia", "ae", "um", "osis", "itis", "emia", "oma", "ism", "y", "i")
-
-
-def _toggle_number(word: str) -> str:
-    """The word's plural if it looks singular, its singular if it looks plural; "" when unsure."""
-    if not _WORD.match(word) or len(word) < 4:
-        return ""
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    if word.endswith("y") and len(word) > 4 and word[-2] not in "aeiou":
-        return word[:-1] + "ies"
-    if word.endswith(_NO_PLURAL):
-        return ""
-    if word.endswith(("ch", "sh", "x")):
-        return word + "es"
-    return word + "s"
 
 
 def number(text: str) -> List[str]:
     words = text.split(" ")
     at = words.index("of") - 1 if "of" in words[1:] else len(words) - 1
-    toggled = _toggle_number(words[at])
+    toggled = toggle_number(words[at], y_plural=True)
     return [" ".join(words[:at] + [toggled] + words[at + 1:])] if toggled else []
 
 
@@ -68,14 +48,7 @@ def generic_head(text: str) -> List[str]:
 
 
 def punctuation(text: str) -> List[str]:
-    out: List[str] = []
-    if "-" in text:
-        out += [text.replace("-", " "), text.replace("-", "")]
-    if "'s" in text:
-        out.append(text.replace("'s", ""))
-    if "(" in text:
-        out.append(re.sub(r"\s*\([^)]*\)", "", text))
-    return out
+    return punctuation_variants(text)
 
 
 def word_order(text: str) -> List[str]:

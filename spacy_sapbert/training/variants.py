@@ -29,15 +29,14 @@ import re
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ..kb.concept import normalize_name
+from ..kb.spellings import WORD as _WORD, punctuation_variants, toggle_number
 
 Generator = Callable[[str, random.Random], List[str]]
 
 DEFAULT_GENERIC_HEADS: Tuple[str, ...] = ("disease", "diseases", "syndrome", "syndromes", "disorder", "disorders",
                                           "deficiency of")
 _LIST_WORDS = {"and", "or", "with", "included", "formerly", "see", "also"}  # a list or a note, not an inverted name
-_WORD = re.compile(r"^[a-z]+$")
 _KEYBOARD = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
-_NO_PLURAL = ("ss", "us", "is", "ia", "ae", "um", "osis", "itis", "emia", "oma", "ism", "y", "i")  # left as they are
 
 
 def word_order(name: str, rng: random.Random) -> List[str]:
@@ -56,33 +55,16 @@ def word_order(name: str, rng: random.Random) -> List[str]:
     return out
 
 
-def _toggle_number(word: str) -> str:
-    """The word's plural if it looks singular, its singular if it looks plural; "" when unsure."""
-    if not _WORD.match(word) or len(word) < 4:
-        return ""
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    if word.endswith(_NO_PLURAL):
-        return ""
-    if word.endswith(("ch", "sh", "x")):
-        return word + "es"
-    return word + "s"
-
-
 def number(name: str, rng: random.Random) -> List[str]:
     """The head word (last word, the word before " of ", or the last word before the first comma of
     an inverted name) singular ↔ plural."""
     words = name.split(" ")
     if "," in name:
         at = next((i for i, w in enumerate(words) if w.endswith(",")), -1)
-        toggled = _toggle_number(words[at][:-1]) if at >= 0 else ""
+        toggled = toggle_number(words[at][:-1]) if at >= 0 else ""
         return [" ".join(words[:at] + [toggled + ","] + words[at + 1:])] if toggled else []
     at = words.index("of") - 1 if "of" in words[1:] else len(words) - 1
-    toggled = _toggle_number(words[at])
+    toggled = toggle_number(words[at])
     if not toggled:
         return []
     return [" ".join(words[:at] + [toggled] + words[at + 1:])]
@@ -106,14 +88,7 @@ def generic_head(name: str, rng: random.Random, heads: Sequence[str] = DEFAULT_G
 
 def punctuation(name: str, rng: random.Random) -> List[str]:
     """Hyphens as spaces or dropped, "'s" dropped, a "(...)" part dropped (inverted names: ``word_order``)."""
-    out: List[str] = []
-    if "-" in name:
-        out += [name.replace("-", " "), name.replace("-", "")]
-    if "'s" in name:
-        out.append(name.replace("'s", ""))
-    if "(" in name:
-        out.append(re.sub(r"\s*\([^)]*\)", "", name))
-    return out
+    return punctuation_variants(name)
 
 
 def _neighbours(char: str) -> str:
