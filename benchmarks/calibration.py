@@ -139,7 +139,7 @@ def _round(value: Any) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache-dir", type=Path, default=Path("/work/cache/calibration"))
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "calibration")
     parser.add_argument("--no-write", action="store_true", help="print, do not write benchmarks/results")
     args = parser.parse_args()
 

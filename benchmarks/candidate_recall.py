@@ -250,7 +250,7 @@ def load_setup(args) -> Tuple[Any, Any]:
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache-dir", type=Path, default=Path("/work/cache/hybrid"))
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "hybrid")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--corpora", nargs="*", default=list(CORPORA))
     parser.add_argument("--no-write", action="store_true")

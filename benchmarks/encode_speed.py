@@ -238,7 +238,7 @@ def main() -> None:
     parser.add_argument("--names", type=int, default=800, help="MEDIC names in the sample (the same for every row).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--cache", type=Path, default=Path("/work/cache/fastencode"),
+    parser.add_argument("--cache", type=Path, default=HERE / "output" / "encode_speed",
                         help="Where the random BERT-base model, the ONNX exports and the sample KB are kept.")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU rows (same code, switched by this flag).")
     parser.add_argument("--precisions", default="fp32,bf16", help="Comma-separated torch precisions to time.")

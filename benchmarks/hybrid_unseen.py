@@ -248,7 +248,7 @@ def scale(args) -> None:
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache-dir", type=Path, default=Path("/work/cache/hybrid"))
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "hybrid")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--scale", type=int, default=0, help="> 0: the sparse part's size and load time at N names")
     parser.add_argument("--ngrams", type=int, nargs=2, default=(2, 3))

