@@ -369,3 +369,15 @@ def test_linker_refuses_a_reranker_of_another_kb_bad_settings_and_context(linker
     kb.to_disk(tmp_path / "kb")
     with pytest.raises(ConfigError, match="SB-E812"):
         linker_nlp(tiny_bert_path, tmp_path / "kb", str(trained_reranker), type_priors={"Disease": ["Disease"]})
+
+
+def test_exporting_the_reranker_without_onnx_names_the_extra(monkeypatch, tmp_path):
+    """A runtime-only install (no onnx) asked to export a re-ranker gets E820 naming [train], not E120 / an ImportError."""
+    import sys
+
+    from spacy_sapbert.errors import MissingExtraError
+    from spacy_sapbert.rerank.model import export_int8
+
+    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError(name="onnx")
+    with pytest.raises(MissingExtraError, match=r"SB-E820.*spacy-sapbert\[train\]"):
+        export_int8(None, tmp_path)  # type: ignore[arg-type]

@@ -122,7 +122,9 @@ def quantize_export(folder: PathLike, *, per_channel: bool = False, reduce_range
         raise MissingInputError(Errors.E123.format(path=folder, file=ONNX_FILE, folder=folder))
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
-    except ImportError as err:
+    except ImportError as err:  # it imports onnx, a package of the [train] extra
+        if is_installed("onnxruntime") and (err.name or "").split(".")[0] != "onnxruntime":
+            raise MissingExtraError(missing_message("Quantizing the encoder to int8", err.name or "onnx", str(err))) from err
         raise ConfigError(Errors.E119.format(reason=str(err))) from err
     tmp = folder / f".{INT8_FILE}.{os.getpid()}.tmp"
     logging.disable(logging.WARNING)  # its advice to pre-process the graph, logged on the root logger

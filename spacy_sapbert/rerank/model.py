@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy
 
-from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
+from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
+from ..extras import missing_message
 from ..integrity import check_files, file_records
 from ..util import PathLike, atomic_write, ensure_path
 
@@ -185,8 +186,8 @@ def export_int8(model: CrossEncoder, folder: PathLike) -> Path:
         import onnx  # noqa: F401  (torch's exporter needs it)
         import torch
         from onnxruntime.quantization import QuantType, quantize_dynamic
-    except ImportError as err:
-        raise ConfigError(Errors.E120.format(reason=str(err))) from err
+    except ImportError as err:  # torch / onnx: the [train] extra (E820, exit 2 from the command line)
+        raise MissingExtraError(missing_message("Exporting the re-ranker to ONNX", err.name or "onnx", str(err))) from err
     folder = ensure_path(folder)
     meta = read_meta(folder)
     inner = model.model
