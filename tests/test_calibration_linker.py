@@ -331,3 +331,11 @@ def test_reliability_plot(tmp_path):
 
     plot_reliability({"a": reliability([0.1, 0.9, 0.8], [False, True, False])}, tmp_path / "r.png", title="t")
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_changed_candidate_stage_and_reranker_settings_warn(pipeline, fitted):
+    """The candidate-stage and re-ranker keys shape the scores too: a calibration records them (W785 on a change)."""
+    path, _ = fitted
+    nlp = spacy.load(pipeline, config={"components": {"sapbert_linker": {"reranker_margin": 0.5}}})
+    with pytest.warns(UserWarning, match=r"SB-W785.*reranker_margin 0.05 then, 0.5 now"):
+        nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(path), path=path)

@@ -31,7 +31,8 @@ logger = get_logger("calibration")
 # The linker settings that shape its scores: recorded with a calibration; W785 when they change.
 SCORE_SETTINGS = ("k", "resolve_abbreviations", "semantic_types", "languages", "filter_for_definitions",
                   "context_weight", "definition_weight", "context_fallback", "context_margin", "context_k",
-                  "example_names", "one_sense_per_document", "type_priors", "sparse_weight", "sparse_k")
+                  "example_names", "one_sense_per_document", "type_priors", "sparse_weight", "sparse_k",
+                  "candidates", "query_variants", "precision", "reranker_k", "reranker_margin", "reranker_dense_weight")
 
 
 @dataclass
