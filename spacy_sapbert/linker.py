@@ -597,13 +597,12 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
             raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=cfg[what]))
         if maximum is not None and cfg[what] > maximum:  # 10**20 candidates: an OverflowError, not a search
             raise ConfigError(Errors.E559.format(what=what, minimum=minimum, maximum=maximum, value=cfg[what]))
-    from .encoding.onnx_encoder import check_runtime
+    from .encoding.onnx_encoder import check_int8_settings, check_runtime
     from .rerank.apply import check_rerank_settings
 
     check_runtime(cfg["runtime"])
-    if cfg["precision"] == "int8" and (cfg["runtime"] == "torch" or cfg["device"] not in ("auto", "cpu")):
-        setting = "runtime 'torch'" if cfg["runtime"] == "torch" else f"device {cfg['device']!r}"
-        raise ConfigError(Errors.E825.format(name="sapbert_linker", setting=setting))
+    if cfg["precision"] == "int8":
+        check_int8_settings("sapbert_linker", cfg["runtime"], cfg["device"])
     check_rerank_settings(cfg["reranker_k"], cfg["reranker_margin"], cfg["reranker_dense_weight"])
     threshold = cfg["threshold"]
     if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:

@@ -324,15 +324,12 @@ def _int8_config(pipeline: Path, names: Sequence[str]) -> Any:
     device cannot run it)."""
     from spacy.util import load_config
 
-    from .errors import ConfigError
+    from .encoding.onnx_encoder import check_int8_settings
 
     config = load_config(pipeline / "config.cfg", interpolate=False)
     for name in names:
         cfg = config["components"].get(name, {})
-        runtime, device = cfg.get("runtime", "auto"), cfg.get("device", "auto")
-        if runtime == "torch" or device not in ("auto", "cpu"):
-            setting = "runtime 'torch'" if runtime == "torch" else f"device {device!r}"
-            raise ConfigError(Errors.E825.format(name=name, setting=setting))
+        check_int8_settings(name, cfg.get("runtime", "auto"), cfg.get("device", "auto"))
         cfg["precision"] = "int8"
     return config
 

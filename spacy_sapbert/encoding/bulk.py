@@ -96,12 +96,10 @@ def resolve_runtime(runtime: str, precision: str, device: str, n_names: int, *, 
 
 
 def _onnx_export_possible() -> bool:
-    try:
-        import onnx  # noqa: F401  (torch's exporter needs it)
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether ``onnx`` (torch's exporter needs it) and ``onnxruntime`` are installed, without importing them."""
+    from ..extras import is_installed
+
+    return is_installed("onnx") and is_installed("onnxruntime")
 
 
 def bulk_encoder(enc: Any, runtime: str, precision: str, folder: PathLike, *, threads: int = 0) -> Any:

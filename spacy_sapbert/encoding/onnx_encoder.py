@@ -298,6 +298,14 @@ def check_runtime(runtime: str) -> str:
     return runtime
 
 
+def check_int8_settings(name: str, runtime: Any, device: Any) -> None:
+    """E825 when a linker ``name`` of precision ``int8`` is set to run PyTorch or a GPU (int8 runs on ONNX Runtime,
+    on the CPU)."""
+    if runtime == "torch" or device not in ("auto", "cpu"):
+        setting = "runtime 'torch'" if runtime == "torch" else f"device {device!r}"
+        raise ConfigError(Errors.E825.format(name=name, setting=setting))
+
+
 def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: str) -> CachedEncoder:
     """The encoder of a saved pipeline, run by ONNX Runtime or PyTorch as ``runtime`` says (see the
     factory's docstring); ``auto`` decides without loading anything it then drops. ``precision="int8"``:
@@ -381,6 +389,6 @@ def write_export_for(encoder: Any, folder: Path, *, required: bool) -> None:
         logger.info("no ONNX export written to %s: the onnx package is not installed", folder)
 
 
-__all__ = ["load_saved_encoder", "write_export_for", "check_int8", "ensure_int8", "quantized_copy", "INT8",
+__all__ = ["load_saved_encoder", "write_export_for", "check_int8", "check_int8_settings", "ensure_int8", "quantized_copy", "INT8",
            "OnnxEncoder", "export_onnx", "quantize_export", "INT8_FILE", "has_export", "export_is_current",
            "recorded_export", "onnxruntime_available", "check_runtime", "RUNTIMES", "ONNX_FILE", "EXPORT_FILE"]

@@ -47,10 +47,6 @@ def generic_head(text: str) -> List[str]:
     return [rest] if any(len(w) >= 3 for w in re.findall(r"[a-z]+", rest)) else []
 
 
-def punctuation(text: str) -> List[str]:
-    return punctuation_variants(text)
-
-
 def word_order(text: str) -> List[str]:
     m = re.match(r"^(.+?) of (?:the )?(.+)$", text)
     if m and " of " not in m.group(2) and "," not in text:
@@ -64,7 +60,7 @@ def word_order(text: str) -> List[str]:
 KINDS: Dict[str, Callable[[str], List[str]]] = {
     "number": number,
     "generic_head": generic_head,
-    "punctuation": punctuation,
+    "punctuation": punctuation_variants,
     "word_order": word_order,
 }
 

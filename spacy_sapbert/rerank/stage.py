@@ -29,7 +29,7 @@ class RerankStage:
         check_compatible(self.meta, kb_checksum=kb.checksum, encoder_fingerprint=encoder.fingerprint, path=self.folder)
 
     def apply(self, index: Any, texts: Sequence[str], vectors: numpy.ndarray, ranked: Sequence[Ranked], *, k: int,
-              margin: float, dense_weight: float = 0.0, batch_size: int) -> List[Ranked]:
+              margin: float, dense_weight: float, batch_size: int) -> List[Ranked]:
         """The lists with the close calls re-ranked (:func:`~spacy_sapbert.rerank.apply.rerank`)."""
         return rerank(self.model, index, list(texts), vectors, ranked, k=k, margin=margin, dense_weight=dense_weight,
                       batch_size=batch_size)
