@@ -12,7 +12,7 @@ the page cache), the median of ``--repeats`` runs of:
 
 ``--norms`` instead prints (no results file, no data needed) what the content checks added for issue 30 cost:
 the unit-length check of an exact index at load (all rows of the largest exact index, 20,000 x 768 float32), the
-sampled check of a memory-mapped float16 file (compact / ivf: 64 rows) and of a prototype store (1,024 rows of
+sampled check of a memory-mapped float16 file (ivf: 64 rows) and of a prototype store (1,024 rows of
 float32), ``verify``'s full check of a 1,000,000 x 768 float16 file (extrapolated from 100,000 rows), and the
 score guard of one search (128 queries x 200 candidates).
 
@@ -80,7 +80,7 @@ def norm_costs(repeats: int) -> None:
     scores = rng.uniform(-1, 1, size=(128, 200)).astype(numpy.float32)
     queries = unit(128, numpy.float32)
     for what, fn in (("exact index load, all 20,000 x 768 rows", lambda: unit_norm_problem(exact)),
-                     ("compact/ivf load, 64 of 100,000 mapped float16 rows", lambda: unit_norm_problem(f16, sample=64)),
+                     ("ivf load, 64 of 100,000 mapped float16 rows", lambda: unit_norm_problem(f16, sample=64)),
                      ("prototype store load, 1,024 of 100,000 mapped float32 rows",
                       lambda: unit_norm_problem(f32, sample=1024)),
                      ("verify, all 100,000 x 768 mapped float16 rows", lambda: unit_norm_problem(f16)),

@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--names", type=int, default=3_000_000)
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--geometry", default="spectrum", choices=["isotropic", "spectrum"])
-    parser.add_argument("--kind", default="ivf", choices=["ivf", "compact"])
+    parser.add_argument("--kind", default="ivf", choices=["ivf"])
     parser.add_argument("--queries", type=int, default=1024)
     parser.add_argument("--rows", type=int, default=512, help="Candidate rows a query (the ivf default re-scores 512).")
     parser.add_argument("--cold-rows", type=int, default=16_384, help="Rows read per cold measurement.")
@@ -63,7 +63,7 @@ def main() -> None:
     from results_io import table, write_results
 
     from spacy_sapbert.index import rescore
-    from spacy_sapbert.index.compact import VECTORS_F16_FILE, load_float16
+    from spacy_sapbert.index.two_stage import VECTORS_F16_FILE, load_float16
 
     folder = umls_scale._work(opts.names, opts.dim, opts.geometry) / f"index_{opts.kind}"
     path = folder / VECTORS_F16_FILE

@@ -15,11 +15,12 @@ each step in its own process:
 - concept recall@1 / @5 against exact search over the same vectors (``--recall-queries`` queries);
 - the same with a semantic-type filter that keeps 10 % of the concepts (queries/s, recall@1/@5).
 
-``--kinds`` picks the indexes (``compact``, ``ivf``, ``hnsw``, ``exact``).
+``--kinds`` picks the indexes (``ivf``, ``hnsw``, ``exact``; the compact index, removed on 2026-11-27, has rows in
+the results files written before).
 hnswlib float32 (today's index) is the baseline in the same run; its RSS is its file size (it reads
 the whole file at load), so above ``--hnsw-max`` names it is not built and its figures are computed
 from its file layout (marked "formula"). 10M names are extrapolated linearly from the two largest
-measured sizes, for the compact and ivf indexes (marked "extrapolated").
+measured sizes, for the ivf index (marked "extrapolated").
 
     python benchmarks/umls_scale.py                                  # 1M and 3M names, 768 dims
     python benchmarks/umls_scale.py --names 200000 --dims 384        # a quick run
@@ -83,7 +84,7 @@ class AnonPeak:
 
 def pin_cores(cores: int) -> None:
     """Run this process on its first ``cores`` cores (0: leave it), a bigger machine standing in for an
-    ordinary one: torch's threads and the compact index's search threads follow the CPU set."""
+    ordinary one: torch's threads and the ivf index's search threads follow the CPU set."""
     if not cores:
         return
     os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:cores]))
@@ -247,10 +248,8 @@ def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True,
 
 
 def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline: bool = True,
-               cores: int = 0, geometry: str = "isotropic", diagnose_misses: bool = False,
-               default_beam: bool = False) -> Dict[str, Any]:
-    """Load (cold or warm), then queries; ``default_beam``: a compact index searches with the beam a build
-    of ``n`` names gets by default now, whatever the (reused) build recorded."""
+               cores: int = 0, geometry: str = "isotropic", diagnose_misses: bool = False) -> Dict[str, Any]:
+    """Load (cold or warm), then queries."""
     pin_cores(cores)
     work = _work(n, dim, geometry)
     folder = work / (f"pipeline_{kind}" if pipeline else f"index_{kind}")
@@ -270,10 +269,6 @@ def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline:
         index = ConceptIndex.from_disk(folder, KnowledgeBase.from_disk(work / "kb"))
     load_s = time.perf_counter() - t0
     after_load = _status()
-    if default_beam and kind == "compact":
-        from spacy_sapbert.index.compact import default_expansion_search
-
-        index.set_ef(default_expansion_search(n))
     q = numpy.load(work / "queries.npy")
     gt = json.loads((work / "ground_truth.json").read_text())
     out: Dict[str, Any] = {"ef_search": getattr(index, "ef_search", None), "load_s": round(load_s, 2),
@@ -340,7 +335,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--names", type=int, nargs="+", default=[1_000_000, 3_000_000])
     parser.add_argument("--dims", type=int, nargs="+", default=[768])
-    parser.add_argument("--kinds", nargs="+", default=["compact", "hnsw"])
+    parser.add_argument("--kinds", nargs="+", default=["ivf", "hnsw"], choices=["ivf", "hnsw", "exact"])
     parser.add_argument("--hnsw-max", type=int, default=1_000_000, help="Largest size hnswlib is built at.")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--queries", type=int, default=10_000)
@@ -356,9 +351,6 @@ def main() -> None:
                         help="Add the top-1 miss decomposition (tie / graph / other, top row found; scale_diagnose.py).")
     parser.add_argument("--reuse-builds", action="store_true",
                         help="Keep an index (and pipeline) a previous run built for the same size, kind and geometry.")
-    parser.add_argument("--default-beam", action="store_true",
-                        help="Search compact indexes with the beam a build of their size gets by default now "
-                             "(with --reuse-builds: builds made under an older default).")
     parser.add_argument("--name", default="umls_scale", help="Results file name (benchmarks/results/NAME.json).")
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="?", help=argparse.SUPPRESS)
@@ -385,12 +377,11 @@ def main() -> None:
                 fig = _run_step("build", n, dim, kind, opts.threads, pipeline, opts.geometry, opts.reuse_builds)
                 serve = ("serve", n, dim, kind, opts.recall_queries)
                 fig.update({f"cold_{k}": v for k, v in _run_step(*serve, True, pipeline, opts.serve_cores,
-                                                                 opts.geometry, False, opts.default_beam).items()})
-                fig.update(_run_step(*serve, False, pipeline, opts.serve_cores, opts.geometry, opts.diagnose,
-                                     opts.default_beam))
+                                                                 opts.geometry, False).items()})
+                fig.update(_run_step(*serve, False, pipeline, opts.serve_cores, opts.geometry, opts.diagnose))
                 raw[key] = fig
                 print(f"{key}: {fig}", flush=True)
-                label = {"compact": "compact (usearch i8 + f16 re-score, mmap)", "hnsw": "hnswlib f32 (today)",
+                label = {"hnsw": "hnswlib f32 (today)",
                          "ivf": "ivf (faiss fast-scan codes in RAM + f16 re-score)", "exact": "exact (torch)"}[kind]
                 rows.append([label, n, dim, fig["build_s"], fig["index_mb"], fig["cold_load_s"], fig["load_s"],
                              fig["rss_queries_mb"], fig["anon_queries_mb"], fig["qps_b256"], fig["qps_b1"],
@@ -418,7 +409,7 @@ def _extrapolate(raw: Dict[str, Dict[str, Any]], names: List[int], dims: List[in
         for target in targets:
             if target in names:
                 continue
-            for kind in ("compact", "ivf"):
+            for kind in ("ivf",):
                 pts = sorted((n, raw[f"{kind}_n{n}_d{dim}"]) for n in names if f"{kind}_n{n}_d{dim}" in raw)
                 if len(pts) >= 2 and pts[-1][0] < target:
                     (n0, a), (n1, b) = pts[-2], pts[-1]

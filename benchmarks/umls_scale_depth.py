@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--names", type=int, nargs="+", required=True)
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--geometry", default="spectrum", choices=["isotropic", "spectrum"])
-    parser.add_argument("--kind", default="ivf", choices=["ivf", "compact"])
+    parser.add_argument("--kind", default="ivf", choices=["ivf"])
     parser.add_argument("--ef", type=int, nargs="+", required=True, help="Search depths to measure at every size.")
     parser.add_argument("--queries", type=int, default=2000, help="Recall queries (umls_scale.py's --recall-queries).")
     parser.add_argument("--note", action="append", default=[], help="What else ran on the machine, etc.")

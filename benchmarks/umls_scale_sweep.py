@@ -1,9 +1,9 @@
-"""Benchmark: the compact index's search depth at UMLS scale, and where its top-1 misses come from.
+"""Benchmark: graph and faiss candidate stages' search depth at UMLS scale, and where top-1 misses come from.
 
-One build per graph degree (``--connectivity``; ``32:192``: a compact index whose candidate graph searches
-192 PCA dimensions), then a sweep of the search depth over it:
-``expansion_search`` (the graph's beam, ``ef``) x ``rescore`` (candidates re-scored exactly against the
-float16 vectors). For each point: q/s at batch 256 and batch 1 (``--threads`` threads), concept
+The compact index (usearch graph) this study was written for was removed on 2026-11-27 (docs/scale.md); its
+rows stay in the results file, and ``--from-log`` still reads logs of its runs. Now: one hnswlib build per
+``--hnsw`` degree, then a sweep of the search depth (``ef``) over it, and faiss candidate stages
+(``--faiss``) with ``rescore`` candidates re-scored exactly against the float16 vectors. For each point: q/s at batch 256 and batch 1 (``--threads`` threads), concept
 recall@1 / @5 against exact search over the same float16 vectors, and the miss decomposition of
 ``scale_diagnose.py`` (tie / graph / other, and how often the graph returned exact search's best row).
 
@@ -13,11 +13,11 @@ matched to real MiniLM name vectors).
 
     python benchmarks/umls_scale_sweep.py --names 1000000 --dim 384 --geometry isotropic
 
-Other systems on the same queries, same threads: ``--hnsw 32`` (hnswlib float32, today's index) and
-``--faiss 'HNSW32,SQ8'`` (a faiss index as the candidate stage, re-scored against the same float16 file).
+Systems on the same queries, same threads: ``--hnsw 32`` (hnswlib float32) and ``--faiss 'HNSW32,SQ8'`` (a faiss
+index as the candidate stage, re-scored against the same float16 file).
 
     python benchmarks/umls_scale_sweep.py --names 200000 --dim 384 --geometry spectrum --table systems \
-        --connectivity 32 32:192 48 --hnsw 32 --faiss HNSW32,SQ8 --ef 256 384 512 --rescore 64
+        --hnsw 32 --faiss HNSW32,SQ8 --ef 256 384 512 --rescore 64
 
 Results: benchmarks/results/umls_scale_sweep.json (one table per run kind, named by size and geometry).
 """
@@ -44,10 +44,10 @@ def _folder(work: Path, kind: str, connectivity: int, dims: int) -> Path:
     return work / (f"sweep_{kind}_M{connectivity}" + (f"_pca{dims}" if dims else ""))
 
 
-def build(n: int, dim: int, geometry: str, connectivity: int, threads: int, kind: str = "compact",
+def build(n: int, dim: int, geometry: str, connectivity: int, threads: int, kind: str = "hnsw",
           dims: int = 0) -> Dict[str, Any]:
-    """One index of ``kind`` (``compact``: usearch, ``hnsw``: hnswlib float32) of graph degree ``connectivity``;
-    ``dims``: the compact candidate graph's PCA dimensions (0: all)."""
+    """One index of ``kind`` (``hnsw``: hnswlib float32) of graph degree ``connectivity``; ``dims``: kept for the
+    folder names of the removed compact index's builds (0)."""
     from spacy_sapbert.index import ConceptIndex
     from spacy_sapbert.kb import KnowledgeBase
 
@@ -60,8 +60,8 @@ def build(n: int, dim: int, geometry: str, connectivity: int, threads: int, kind
     kb = KnowledgeBase.from_disk(work / "kb")
     vectors = numpy.load(work / info["vectors_file"], mmap_mode="r")
     t0 = time.perf_counter()
-    index = ConceptIndex.from_vectors(kb, vectors, umls_scale._Fields(dim), kind=kind, connectivity=connectivity,
-                                      M=connectivity, num_threads=threads, show_progress=True, candidate_dims=dims)
+    index = ConceptIndex.from_vectors(kb, vectors, umls_scale._Fields(dim), kind=kind, M=connectivity,
+                                      num_threads=threads, show_progress=True)
     index.to_disk(folder)
     out = {"build_s": round(time.perf_counter() - t0, 1), "build_peak_mb": round(umls_scale._status()["VmHWM"], 0),
            "index_mb": round(umls_scale._dir_mb(folder), 1)}
@@ -70,7 +70,7 @@ def build(n: int, dim: int, geometry: str, connectivity: int, threads: int, kind
 
 
 def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs: List[int], rescores: List[int],
-          n_recall: int, n_single: int, kind: str = "compact", dims: int = 0, cores: int = 0) -> List[Dict[str, Any]]:
+          n_recall: int, n_single: int, kind: str = "hnsw", dims: int = 0, cores: int = 0) -> List[Dict[str, Any]]:
     """The depth sweep over one build, timed on ``threads`` threads, or on the first ``cores`` cores."""
     import torch
 
@@ -88,7 +88,7 @@ def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs:
     backend = index._backend
     out = []
     for ef in efs:
-        for rescore in (rescores if kind == "compact" else [None]):
+        for rescore in (rescores if hasattr(backend, "rescore") else [None]):
             if rescore is not None:
                 backend.rescore = rescore
             index.set_ef(ef)
@@ -132,13 +132,13 @@ def _truth(work: Path, kb: Any, n_recall: int) -> Any:
 def faiss_sweep(n: int, dim: int, geometry: str, spec: str, threads: int, params: List[str], rescore: int,
                 n_recall: int, n_single: int, cores: int = 0) -> List[Dict[str, Any]]:
     """A faiss index (``index_factory`` ``spec``, inner product, trained on 100k rows) as the candidate
-    stage of the compact index: its candidates re-scored against the same float16 file, aggregated by
+    stage of a two-stage index: its candidates re-scored against the same float16 file, aggregated by
     ``ConceptIndex``. Built here (not kept), timed on ``threads`` threads."""
     import faiss
     import torch
 
     from spacy_sapbert.index import ConceptIndex
-    from spacy_sapbert.index.compact import CompactBackend
+    from spacy_sapbert.index.two_stage import RescoredBackend
     from spacy_sapbert.kb import KnowledgeBase
 
     faiss.omp_set_num_threads(threads)
@@ -157,15 +157,14 @@ def faiss_sweep(n: int, dim: int, geometry: str, spec: str, threads: int, params
         umls_scale.pin_cores(cores)
         faiss.omp_set_num_threads(cores)
 
-    class _Graph:
-        expansion_search = 0
+    class FaissCandidates(RescoredBackend):
+        kind = "faiss"
 
-    class FaissCandidates(CompactBackend):
         def _candidates(self, vectors: numpy.ndarray, depth: int) -> numpy.ndarray:
             return fi.search(vectors, depth)[1].astype(numpy.int64)
 
-    meta = {"n_names": n, "dim": dim, "kind": "compact"}
-    index = ConceptIndex(kb, meta, backend=FaissCandidates(_Graph(), X, rescore=rescore, expansion_search=0))
+    meta = {"n_names": n, "dim": dim, "kind": "ivf"}
+    index = ConceptIndex(kb, meta, backend=FaissCandidates(X, rescore=rescore))
     out = []
     for p in params:
         faiss.ParameterSpace().set_index_parameters(fi, p)
@@ -182,9 +181,6 @@ def main() -> None:
     parser.add_argument("--names", type=int, default=1_000_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--geometry", default="isotropic", choices=["isotropic", "spectrum"])
-    parser.add_argument("--connectivity", nargs="*", default=["32"],
-                        help="Compact builds: graph degree, or DEGREE:DIMS for a PCA-reduced candidate graph (32:192); "
-                             "none (the flag alone): only the --hnsw / --faiss systems.")
     parser.add_argument("--ef", type=int, nargs="+", default=[128, 256, 512, 1024])
     parser.add_argument("--rescore", type=int, nargs="+", default=[32, 64, 128, 256])
     parser.add_argument("--hnsw", type=int, nargs="*", default=[],
@@ -235,8 +231,7 @@ def main() -> None:
     info = umls_scale._run_step("prepare", n, dim, opts.recall_queries, 10_000, False, geo)  # no pipeline
     print(f"prepared {n:,} x {dim} ({geo}): {info}", flush=True)
     rows, figures = [], {}
-    builds = [("compact", int(c.split(":")[0]), int(c.split(":")[1]) if ":" in c else 0) for c in opts.connectivity]
-    for kind, conn, dims in builds + [("hnsw", m, 0) for m in opts.hnsw]:
+    for kind, conn, dims in [("hnsw", m, 0) for m in opts.hnsw]:
         b = _run(build, n, dim, geo, conn, opts.threads, kind, dims)
         print(f"built {kind} M={conn} dims={dims}: {b}", flush=True)
         points = _run(sweep, n, dim, geo, conn, opts.threads, opts.ef, opts.rescore, opts.recall_queries,

@@ -22,7 +22,8 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E780–E799 / W780–W789: unseen mentions (E780–E789 / W780–W784 sparse + hybrid, E790–E799 / W785–W789 calibration)
 - E800–E819 / W800–W809: the cross-encoder re-ranker (its files, training, the linker's use of it)
 - E820–E839 / W810–W819: footprint (E820–E824 / W810–W811 lean runtime and extras, E825–E829 / W812–W813 the int8
-  name encoder, E830–E834 / W814–W815 encoding big KBs, E835–E839 / W816–W817 the load path)
+  name encoder, E830–E831 / W814–W815 encoding big KBs, E832–E834 one large-KB index and the index settings, E835–E839 /
+  W816–W817 the load path)
 
 Add new entries only at the end of your range; never renumber or reuse a code.
 """
@@ -135,10 +136,10 @@ class Warnings(metaclass=_CodedMessages):
             "Rebuild it with `spacy-sapbert build-prototypes`, or save it again "
             "(`PrototypeStore.from_disk(path).to_disk(new_path)`) to add them.")
 
-    # ---- W585: the ivf index (E582–E589) ----
-    W585 = ("kind 'auto' picks the ivf index for a KB of {n:,} names, but faiss is not installed ({reason}): the "
-            "compact index is built instead, which takes 39-55x longer on the same cores (docs/scale.md). Install "
-            "the extra (`pip install \"spacy-sapbert[faiss]\"`), or ask for --kind compact to keep it.")
+    # ---- W585: the ivf index (E582–E589); retired with the compact index (2026-11-27), never reuse it ----
+    W585 = ("(Retired: no longer raised since the compact index was removed on 2026-11-27; faiss is a core "
+            "dependency.) kind 'auto' picked the compact index for a KB of {n:,} names where faiss was not "
+            "installed ({reason}).")
 
     # ---- W600–W699: context (prototypes, re-ranking, type priors) ----
     W600 = ("{n} of {total} annotated mentions have ids that are not in the knowledge base (e.g. {examples}); they "
@@ -425,25 +426,25 @@ class Errors(metaclass=_CodedMessages):
     E561 = ("Out of memory ({detail}): the command was stopped (the files it writes appear only when complete). "
             "Free memory or raise the "
             "limit (`ulimit -v`), or make the command need less: a smaller --batch-size, fewer or shorter "
-            "documents at once, or an index that memory-maps its vectors (build-index --kind compact or ivf).")
+            "documents at once, or an index that memory-maps its vectors (build-index --kind ivf).")
     E562 = ("Query vector {i} has norm {norm:.6g}: the index scores inner products of L2-normalised vectors. "
             "Normalise the queries (x / ||x||), or encode them with the encoder the index was built with.")
 
-    # ---- E580–E581 / W580–W584: compact index speed (PCA-reduced candidate graph) ----
-    E580 = ("The compact index's candidate projection '{path}' is missing or damaged ({why}): the graph in "
-            "names.usearch searches projected vectors and cannot be used without it. Rebuild the index "
-            "(`spacy-sapbert build-index ... --kind compact`) or copy the whole index folder again.")
-    E581 = ("candidate_dims must be 0 (the full {dim} dimensions) or between {minimum} and {dim}, got {value!r}. "
-            "The compact index's candidate graph searches this many PCA dimensions; re-scoring always uses all of them.")
+    # ---- E580–E581 / W580–W584: compact index speed; retired with the compact index (2026-11-27), never reuse ----
+    E580 = ("(Retired: no longer raised since the compact index was removed on 2026-11-27; see SB-E832.) The "
+            "compact index's candidate projection '{path}' is missing or damaged ({why}).")
+    E581 = ("(Retired: no longer raised since the compact index was removed on 2026-11-27.) candidate_dims must be "
+            "0 (the full {dim} dimensions) or between {minimum} and {dim}, got {value!r}.")
 
     # ---- E582–E589: the ivf index (faiss inverted lists of fast-scan product codes) ----
-    E582 = ("The ivf index needs faiss, which is not installed or broken ({reason}). Install the extra: "
-            "`pip install \"spacy-sapbert[faiss]\"` (faiss-cpu), or use --kind compact.")
+    E582 = ("The ivf index needs faiss, a dependency of spacy-sapbert, which is not installed or broken ({reason}). "
+            "Install it again: `pip install faiss-cpu` (requirements.txt pins the version), or use --kind exact "
+            "or hnsw.")
     E583 = ("The ivf index needs at least {minimum} names (its cells and product codes are trained on them), the KB "
             "has {n}. Use --kind exact or hnsw for a KB this small.")
     E584 = ("{what} must be between {minimum} and {maximum} for the ivf index, got {value!r}.")
     E585 = ("{name} must be a whole number of MiB, 0 or more, got {value!r}. It caps the name-vector file pages a "
-            "process keeps mapped while re-scoring (compact and ivf indexes; default 2048, 0: no cap); unset it for "
+            "process keeps mapped while re-scoring (ivf indexes; default 2048, 0: no cap); unset it for "
             "the default.")
 
     # ---- E600–E699: context (prototypes, re-ranking, type priors) ----
@@ -691,9 +692,16 @@ class Errors(metaclass=_CodedMessages):
             "pipeline saved from it would run another encoder than the one linking now. Give the int8 encoder "
             "(OnnxEncoder(folder, quantized=True)) with precision 'int8', and any other with another precision.")
 
-    # E830–E834: encoding big KBs (build-index runtime and precision)
+    # E830–E831: encoding big KBs (build-index runtime and precision)
     E830 = ("build-index option {name} = {value!r} is not known. Choose one of: {allowed}.")
     E831 = ("build-index cannot run {what}. Fix: {fix}.")
+
+    # ---- E832–E834: one large-KB index (the compact kind removed) and the index settings ----
+    E832 = ("The index at '{path}' is a {kind!r} index, a kind this version no longer has (the usearch compact "
+            "index was removed on 2026-11-27: the faiss ivf index builds faster, searches faster and finds more; "
+            "docs/scale.md). Rebuild it: `spacy-sapbert build-index {kb} --model {model} --output NEW_INDEX "
+            "--kind auto` (ivf from 500,000 names; `--kind ivf` to ask for it), and for a pipeline then "
+            "`spacy-sapbert create-pipeline NEW_PIPELINE --kb {kb} --model {model} --index NEW_INDEX`.")
 
 
 __all__ = [

@@ -20,7 +20,6 @@ EXTRAS: Dict[str, tuple] = {
     "safetensors": ("train", "safetensors"),
     "onnx": ("train", "onnx"),
     "scispacy": ("abbreviations", "scispacy"),
-    "faiss": ("faiss", "faiss-cpu"),
     "ray": ("ray", "ray[data]"),
     "peft": ("adapters", "peft"),
     "accelerate": ("adapters", "accelerate"),

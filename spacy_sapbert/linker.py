@@ -155,8 +155,8 @@ def make_sapbert_linker(
     the top-k cut), ``languages`` (search only the KB names in these languages, ISO 639-1 codes such as
     ``["es", "en"]``, on the same index; ``None``: all names), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only
     spans with one of these labels, e.g. ``["Disease"]`` for a disease KB; empty: all),
-    ``extension_name`` (the Span attribute written), ``ef_search`` (search depth of an hnsw or compact index, cells scanned by an ivf one; ``None``: the value the index
-    was built with, 200 for hnsw and 512 for compact by default),
+    ``extension_name`` (the Span attribute written), ``ef_search`` (search depth of an hnsw index, cells scanned by an ivf one; ``None``: the value the index
+    was built with, 200 for hnsw by default),
     ``set_kb_id`` (write ``kb_id_`` of the spans), ``reuse_name_vectors`` (a mention that is a KB
     name takes that name's vector from the index instead of running the encoder: same result, faster),
     ``skip_non_alnum`` (spans without a letter or digit, e.g. ``"."``, an emoji or a zero-width space,
@@ -309,7 +309,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking, and the
         calibration at ``calibration_path`` (from ``spacy-sapbert calibrate``), the cross-encoder re-ranker at
         ``reranker_path`` (``spacy-sapbert train-reranker``'s ``OUTPUT/model``). ``kind``
-        picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``, ``ivf``: see
+        picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``ivf``: see
         :mod:`spacy_sapbert.index`)."""
         from .kb import KnowledgeBase
 

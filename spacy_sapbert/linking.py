@@ -41,8 +41,6 @@ def build_index_dir(
     show_progress: bool = True,
     kind: str = "auto",
     rescore: Optional[int] = None,
-    connectivity: Optional[int] = None,
-    candidate_dims: Optional[int] = None,
     lists: Optional[int] = None,
     chunk_size: int = 8192,
     ray: bool = False,
@@ -55,7 +53,7 @@ def build_index_dir(
     runtime: str = "auto",
 ) -> ConceptIndex:
     """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
-    ``kind``: ``auto`` (by size), ``exact``, ``hnsw``, ``compact`` or ``ivf`` (see :mod:`spacy_sapbert.index`).
+    ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``ivf`` (see :mod:`spacy_sapbert.index`).
     With ``ray`` the names are encoded in chunks of ``chunk_size`` on ``actors`` Ray actors
     (``gpus_per_actor`` GPUs each; the cluster at ``address``, else a local Ray) into the work folder,
     then the index is built here from those chunks (see :mod:`spacy_sapbert.index.ray_build`).
@@ -95,9 +93,7 @@ def build_index_dir(
     enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device,
                        precision="fp32" if precision == "int8" else precision)
     options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
-                                                  ("ef_search", ef_search), ("rescore", rescore),
-                                                  ("connectivity", connectivity),
-                                                  ("candidate_dims", candidate_dims), ("lists", lists))
+                                                  ("ef_search", ef_search), ("rescore", rescore), ("lists", lists))
                if v is not None}
     if work_dir is None:
         work_dir = output.with_name(f".{output.name}.work")

@@ -54,12 +54,12 @@ def test_a_folder_given_to_a_line_reader_is_a_coded_error_not_a_traceback(tmp_pa
 # Every input path below does not exist: a command that loaded anything before checking its options would say so.
 BAD_OPTIONS = [
     (["build-index", "KB", "-o", "OUT"], "--pooling", "max", "auto, cls, mean"),
-    (["build-index", "KB", "-o", "OUT"], "--kind", "annoy", "auto, exact, hnsw, compact, ivf"),
+    (["build-index", "KB", "-o", "OUT"], "--kind", "annoy", "auto, exact, hnsw, ivf"),
     (["build-index", "KB", "-o", "OUT"], "--device", "gpu", "cuda:N"),
     (["build-index", "KB", "-o", "OUT"], "--precision", "half", "fp16"),
     (["link", "PIPE"], "--device", "gpu", "cuda:N"),
     (["create-pipeline", "OUT", "--kb", "KB"], "--pooling", "max", "auto, cls, mean"),
-    (["create-pipeline", "OUT", "--kb", "KB"], "--index-kind", "annoy", "auto, exact, hnsw, compact, ivf"),
+    (["create-pipeline", "OUT", "--kb", "KB"], "--index-kind", "annoy", "auto, exact, hnsw, ivf"),
     (["create-pipeline", "OUT", "--kb", "KB"], "--device", "gpu", "cuda:N"),
     (["create-pipeline", "OUT", "--kb", "KB"], "--runtime", "tensorrt", "auto, torch, onnx"),
     (["evaluate", "DATA", "-o", "OUT"], "--pooling", "max", "auto, cls, mean"),

@@ -14,7 +14,7 @@ from spacy_sapbert.index.ivf import (CENTROIDS_FILE, CODES_FILE, IDS_FILE, OFFSE
                                      default_probes)
 from spacy_sapbert.integrity import file_records
 
-from test_index_compact import _Enc, clustered  # noqa: F401  (clustered: the module's fixture)
+from test_index_kinds import _Enc, clustered  # noqa: F401  (clustered: the module's fixture)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import numpy
 import pytest
 
 from spacy_sapbert.index import rescore
-from spacy_sapbert.index.compact import CompactBackend, load_float16, save_float16
+from spacy_sapbert.index.two_stage import RescoredBackend, load_float16, save_float16
 from spacy_sapbert.errors import ConfigError
 from spacy_sapbert.index.rescore import (MAPPED_ENV, MappedBudget, PageIn, candidate_scores, mapped_budget_bytes,
                                          torch_rows)
@@ -99,7 +99,7 @@ def test_page_in_is_a_no_op_for_arrays_in_memory_and_after_a_refused_hint(mapped
 def test_rescore_through_a_memory_map_with_read_ahead_matches_brute_force(mapped, monkeypatch):
     X16, X = mapped
     monkeypatch.setattr(rescore, "COLD_ROW_SECONDS", -1.0)
-    backend = CompactBackend(type("Graph", (), {})(), X, rescore=8, expansion_search=8)
+    backend = RescoredBackend(X, rescore=8)
     rng = numpy.random.default_rng(5)
     Q = _unit(rng.normal(size=(4, DIM)))
     cand = numpy.argsort(rng.random((4, 64)), axis=1)[:, :16]
@@ -169,4 +169,4 @@ def test_mapped_budget_is_read_from_the_environment_and_a_bad_value_is_e585(monk
             mapped_budget_bytes()
         assert MAPPED_ENV in str(err.value) and repr(bad) in str(err.value)
     with pytest.raises(ConfigError, match="E585"):  # at load, not at the first search
-        CompactBackend(type("Graph", (), {})(), mapped[1], rescore=8, expansion_search=8)
+        RescoredBackend(mapped[1], rescore=8)

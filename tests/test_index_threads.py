@@ -35,7 +35,7 @@ def test_search_threads_fall_back_to_the_library_default(monkeypatch):
     assert search_threads() == 0
 
 
-@pytest.mark.parametrize("kind", ["compact", "hnsw"])
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
 def test_index_searches_with_the_cpu_set_threads(small, kind, monkeypatch):
     kb, X = small
     index = ConceptIndex.from_vectors(kb, X, _Enc(), kind=kind, show_progress=False)

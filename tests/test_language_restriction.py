@@ -53,7 +53,7 @@ def _by_hand(kb, names_vec, queries, langs, k):
     return out
 
 
-@pytest.mark.parametrize("kind", ["exact", "hnsw", "compact"])
+@pytest.mark.parametrize("kind", ["exact", "hnsw", "ivf"])
 def test_language_restriction_equals_exact_search_restricted_by_hand(kb, kind, tmp_path):
     rng = np.random.default_rng(1)
     vecs = rng.normal(size=(len(kb.names), 16)).astype(np.float32)

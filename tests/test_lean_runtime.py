@@ -164,9 +164,9 @@ def test_require_and_the_command_line_fallback_name_the_extra(monkeypatch):
     require("Nothing", "json")  # installed: no error
     import spacy_sapbert.extras as extras
 
-    monkeypatch.setattr(extras, "is_installed", lambda module: module != "faiss")
-    with pytest.raises(MissingExtraError, match=r"\[SB-E820\] The ivf index needs faiss-cpu.*spacy-sapbert\[faiss\]"):
-        extras.require("The ivf index", "json", "faiss")
+    monkeypatch.setattr(extras, "is_installed", lambda module: module != "ray")
+    with pytest.raises(MissingExtraError, match=r"\[SB-E820\] build-index --ray needs ray\[data\].*spacy-sapbert\[ray\]"):
+        extras.require("build-index --ray", "json", "ray")
     message = missing_message("`pretrain`", "torch.nn", "No module named 'torch'")
     assert "onnx, safetensors, torch, transformers" in message and "[train]" in message
     assert extra_for("torch.nn") == "train" and extra_for("scispacy.abbreviation") == "abbreviations"

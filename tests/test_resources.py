@@ -34,7 +34,7 @@ def made(tiny_bert_path, tmp_path):
     inside = create_pipeline(tmp_path / "inside", kb_path=kb_dir, model=str(tiny_bert_path), config=config,
                              show_progress=False)
     create_pipeline(tmp_path / "outside", kb_path=kb_dir, model=str(tiny_bert_path), config=config,
-                    show_progress=False, kind="compact", resources_dir=tmp_path / "res" / "tiny_res")
+                    show_progress=False, kind="hnsw", resources_dir=tmp_path / "res" / "tiny_res")
     return tmp_path, _link(inside)
 
 
@@ -44,7 +44,7 @@ def test_outside_pipeline_holds_a_pointer_and_loads_through_the_environment(made
     assert (linker_dir / POINTER_FILE).exists() and (linker_dir / "encoder").is_dir()
     assert not (linker_dir / "kb").exists() and not (linker_dir / "index").exists()
     pointer = json.loads((linker_dir / POINTER_FILE).read_text())
-    assert pointer["name"] == "tiny_res" and pointer["index_kind"] == "compact"
+    assert pointer["name"] == "tiny_res" and pointer["index_kind"] == "hnsw"
     for root in (tmp_path / "res", tmp_path / "res" / "tiny_res"):  # the parent, or the folder itself
         monkeypatch.setenv(ENV_VAR, str(root))
         nlp = spacy.load(tmp_path / "outside")
@@ -135,7 +135,7 @@ def test_spacy_package_of_an_outside_pipeline_is_small_and_loads_installed(made)
     assert failed.returncode != 0 and "SB-E127" in failed.stderr
 
 
-def test_cli_builds_a_compact_index_and_an_outside_pipeline(tiny_bert_path, tmp_path, monkeypatch):
+def test_cli_builds_an_index_and_an_outside_pipeline(tiny_bert_path, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from spacy_sapbert.cli import app
@@ -145,11 +145,11 @@ def test_cli_builds_a_compact_index_and_an_outside_pipeline(tiny_bert_path, tmp_
     KnowledgeBase.from_concepts(CONCEPTS).to_disk(kb_dir)
     runner = CliRunner()
     result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
-                                 str(tmp_path / "ix"), "--device", "cpu", "--kind", "compact", "--rescore", "8",
-                                 "--candidate-dims", "8"])
+                                 str(tmp_path / "ix"), "--device", "cpu", "--kind", "hnsw", "--M", "8",
+                                 "--ef-construction", "40"])
     assert result.exit_code == 0, result.output
     meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
-    assert meta["kind"] == "compact" and meta["rescore"] == 8 and meta["candidate_dims"] == 8
+    assert meta["kind"] == "hnsw" and meta["M"] == 8 and meta["ef_construction"] == 40
     result = runner.invoke(app, ["create-pipeline", str(tmp_path / "p"), "--kb", str(kb_dir), "--model",
                                  str(tiny_bert_path), "--index", str(tmp_path / "ix"), "--device", "cpu",
                                  "--runtime", "torch", "--resources-dir", str(tmp_path / "res" / "r1")])
@@ -157,13 +157,12 @@ def test_cli_builds_a_compact_index_and_an_outside_pipeline(tiny_bert_path, tmp_
     assert (tmp_path / "p" / "sapbert_linker" / POINTER_FILE).exists()
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "res"))
     nlp = spacy.load(tmp_path / "p")
-    assert nlp.get_pipe("sapbert_linker").index.kind == "compact"
-    result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
-                                 str(tmp_path / "bad"), "--device", "cpu", "--kind", "faiss"])
-    assert result.exit_code != 0 and "SB-E012" in (result.output + str(result.exception))  # before loading
-    result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
-                                 str(tmp_path / "bad"), "--device", "cpu", "--kind", "compact", "--candidate-dims", "3"])
-    assert result.exit_code != 0 and "SB-E581" in (result.output + str(result.exception))
+    assert nlp.get_pipe("sapbert_linker").index.kind == "hnsw"
+    for removed in ("faiss", "compact"):  # compact: removed on 2026-11-27
+        result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
+                                     str(tmp_path / "bad"), "--device", "cpu", "--kind", removed])
+        out = result.output + str(result.exception)
+        assert result.exit_code != 0 and "SB-E012" in out and "auto, exact, hnsw, ivf" in out  # before loading
 
 
 def test_outside_resources_open_the_kb_once_at_load(made, monkeypatch):

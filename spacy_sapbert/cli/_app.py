@@ -1,6 +1,6 @@
 """The typer application every command module registers on.
 
-Help texts are plain text. typer's rich help reads them as Rich markup, where ``[faiss]`` is a style tag and
+Help texts are plain text. typer's rich help reads them as Rich markup, where ``[ray]`` is a style tag and
 vanishes ("the  extra"); so ``--help`` shows an escaped copy of each text, while the texts themselves (which
 docs/cli.md is made from) stay as written.
 """

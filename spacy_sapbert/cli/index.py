@@ -30,22 +30,16 @@ def build_index_command(
     exact: Optional[bool] = typer.Option(None, "--exact/--hnsw",
                                          help="Exact matrix search or hnswlib (older form of --kind)."),
     kind: str = typer.Option("auto", "--kind",
-                             help="auto (exact up to 20,000 names, hnsw below 500,000, ivf from there: compact "
-                                  "where faiss is not installed), exact, hnsw, ivf (faiss fast-scan codes in RAM + "
-                                  "float16 re-scoring, memory-mapped: for UMLS; the [faiss] extra) or compact "
-                                  "(usearch int8 graph + float16 re-scoring, all memory-mapped: the least RAM, "
-                                  "39-55x slower to build)."),
+                             help="auto (exact up to 20,000 names, hnsw below 500,000, ivf from there), exact, "
+                                  "hnsw or ivf (faiss fast-scan codes in RAM + float16 re-scoring, memory-mapped: "
+                                  "for UMLS)."),
     rescore: Optional[int] = typer.Option(None, "--rescore",
-                                          help="compact, ivf: candidates re-scored exactly per query (default 64; ivf 512)."),
+                                          help="ivf: candidates re-scored exactly per query (default 512)."),
     lists: Optional[int] = typer.Option(None, "--lists",
                                         help="ivf: cells (default: the power of two nearest 4 x sqrt(names))."),
-    connectivity: Optional[int] = typer.Option(None, "--connectivity", help="compact: graph degree (default 48)."),
-    candidate_dims: Optional[int] = typer.Option(None, "--candidate-dims",
-                                                 help="compact: PCA dimensions of the candidate graph (default: half "
-                                                      "the encoder's from 256 up; 0: all). Re-scoring uses all."),
     M: Optional[int] = typer.Option(None, "--M", help="hnsw graph degree (default 32)."),
     ef_construction: Optional[int] = typer.Option(None, "--ef-construction", help="hnsw build depth (default 200)."),
-    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Search depth (default: hnsw 200; compact 512, 768 from 500,000 names, 1536 from 2,000,000; ivf: cells scanned, half of them, a quarter from 2,000,000 names)."),
+    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="Search depth (default: hnsw 200; ivf: cells scanned, half of them, a quarter from 2,000,000 names)."),
     work_dir: Optional[Path] = typer.Option(None, "--work-dir",
                                             help="Folder for encoded chunks; a rerun resumes from them (default: beside the output)."),
     languages: Optional[str] = typer.Option(None, "--languages",
@@ -83,7 +77,7 @@ def build_index_command(
                             precision=precision, batch_size=batch_size, exact=exact, M=M,
                             ef_construction=ef_construction, ef_search=ef_search, work_dir=work_dir,
                             num_threads=threads, overwrite=overwrite, kind=kind, rescore=rescore,
-                            connectivity=connectivity, candidate_dims=candidate_dims, lists=lists, ray=ray,
+                            lists=lists, ray=ray,
                             actors=actors,
                             gpus_per_actor=gpus_per_actor, address=address,
                             languages=[x.strip() for x in languages.split(",") if x.strip()] if languages else None,

@@ -97,7 +97,7 @@ def create_pipeline_command(
     labels: Optional[List[str]] = typer.Option(None, "--label", help="Link only spans with this label (repeatable); default: all."),
     exact: Optional[bool] = typer.Option(None, "--exact/--hnsw", help="Index kind when it is built; default by KB size."),
     index_kind: str = typer.Option("auto", "--index-kind",
-                                   help="Index back-end when it is built: auto (by KB size), exact, hnsw, compact or ivf."),
+                                   help="Index back-end when it is built: auto (by KB size), exact, hnsw or ivf."),
     resources_dir: Optional[Path] = typer.Option(
         None, "--resources-dir",
         help="Keep the KB and index outside the pipeline: write them to this folder and save only a pointer "

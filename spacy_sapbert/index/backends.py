@@ -8,8 +8,8 @@ the file names written) and ``load(folder, meta)``. Scores are inner products of
 - :class:`HnswBackend`: hnswlib, float32, read whole into RAM; the default for mid-sized KBs.
 
 Filters go through ``filtered.masked_search`` (graph back-ends) or a mask on the scores (exact).
-- ``compact.CompactBackend``: usearch over int8 copies + exact re-scoring against memory-mapped
-  float16 vectors; KBs of millions of names (see ``compact.py``).
+- ``ivf.IvfBackend``: faiss fast-scan codes + exact re-scoring against memory-mapped float16 vectors
+  (``two_stage.py``); KBs of millions of names (see ``ivf.py``).
 """
 from __future__ import annotations
 

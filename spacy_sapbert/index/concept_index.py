@@ -1,14 +1,13 @@
 """ConceptIndex: nearest KB names for query vectors, aggregated to concepts.
 
-Row ``i`` of the index is ``kb.names[i]``. Four back-ends share one API (``kind``):
+Row ``i`` of the index is ``kb.names[i]``. Three back-ends share one API (``kind``):
 
 - ``exact``: one ``Q @ X.T`` + ``topk`` in torch; chosen automatically up to :data:`EXACT_MAX_NAMES` names;
 - ``hnsw``: hnswlib (float32, read whole into RAM at load); chosen below :data:`LARGE_MIN_NAMES`;
 - ``ivf``: faiss inverted lists of 4-bit fast-scan product codes, re-scored exactly against memory-mapped
-  float16 vectors (``ivf.py``; the ``[faiss]`` extra); chosen from :data:`LARGE_MIN_NAMES` names (all of
-  UMLS): 39-55x faster to build and faster to search than ``compact`` at millions of names, codes in RAM;
-- ``compact``: usearch over int8 copies, re-scored the same way (``compact.py``): the least RAM; chosen
-  instead of ``ivf`` where faiss is not installed (W585).
+  float16 vectors (``ivf.py``, ``two_stage.py``); chosen from :data:`LARGE_MIN_NAMES` names (all of UMLS).
+  A saved index of the removed ``compact`` kind (usearch) is refused at load with E832, which says how to
+  rebuild it.
 
 Concept scores are the maximum over a concept's names; concepts are ranked by score, ties broken
 by concept id. Filters (semantic types, definitions) are applied *before* the top-k cut, as
@@ -20,13 +19,12 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
 from ..about import __version__
-from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError, Warnings
+from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
 from .aggregate import aggregate_batch
 from .build import _build_hnsw, _encode_names
 from ..integrity import check_files, file_records
@@ -35,32 +33,29 @@ from .filters import FilterMixin
 from .guards import check_k, check_scores, check_self_scores, is_whole
 from .meta import MAX_EF_SEARCH, check_meta
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
-from .compact import (CANDIDATE_DTYPES, DEFAULT_CONNECTIVITY, DEFAULT_EXPANSION_ADD, DEFAULT_RESCORE, LARGE_KB_NAMES,
-                      CompactBackend, default_expansion_search, resolve_candidate_dims)
 from .sparse import SparseIndex, load_beside, write_beside
-from .ivf import DEFAULT_IVF_RESCORE, IvfBackend, faiss_missing, sub_quantizers, check_settings as check_ivf_settings
+from .ivf import DEFAULT_IVF_RESCORE, IvfBackend, sub_quantizers, check_settings as check_ivf_settings
 
 logger = get_logger("index")
 
 META_FILE = "index_meta.json"
 FORMAT_VERSION = 2
 EXACT_MAX_NAMES = 20_000
-LARGE_MIN_NAMES = LARGE_KB_NAMES  # kind auto: the ivf index (else compact, with its larger beam) from 500,000 names
-COMPACT_MIN_NAMES = LARGE_MIN_NAMES  # the name of earlier versions
-KINDS = ("auto", "exact", "hnsw", "compact", "ivf")
+LARGE_MIN_NAMES = 500_000  # kind auto: the ivf index from this many names
+KINDS = ("auto", "exact", "hnsw", "ivf")
 DEFAULT_M = 32
 DEFAULT_EF_CONSTRUCTION = 200
 DEFAULT_EF_SEARCH = 200
 # an empty row→concept cache (checksum "" matches no KB): ConceptIndex builds the real one on first use
 _NO_CSR = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))
-_BACKENDS = {"exact": ExactBackend, "hnsw": HnswBackend, "compact": CompactBackend, "ivf": IvfBackend}
-_TWO_STAGE = ("compact", "ivf")  # float16 vectors re-scored, collected in a memory-mapped file while building
+_BACKENDS = {"exact": ExactBackend, "hnsw": HnswBackend, "ivf": IvfBackend}
+_TWO_STAGE = ("ivf",)  # float16 vectors re-scored, collected in a memory-mapped file while building
 
 
 def choose_kind(n_names: int, kind: str = "auto", exact: Optional[bool] = None) -> str:
     """The back-end for ``n_names`` names: ``kind`` unless ``auto``; ``exact`` (legacy flag) picks
     exact (True) or hnsw (False); else by size: exact up to :data:`EXACT_MAX_NAMES`, hnsw below
-    :data:`LARGE_MIN_NAMES`, ivf from there (compact, with W585, where faiss is not installed)."""
+    :data:`LARGE_MIN_NAMES`, ivf from there."""
     if kind not in KINDS:
         raise ConfigError(Errors.E124.format(value=kind, choices=", ".join(KINDS)))
     if kind != "auto":
@@ -69,13 +64,7 @@ def choose_kind(n_names: int, kind: str = "auto", exact: Optional[bool] = None) 
         return "exact" if exact else "hnsw"
     if n_names <= EXACT_MAX_NAMES:
         return "exact"
-    if n_names < LARGE_MIN_NAMES:
-        return "hnsw"
-    missing = faiss_missing()
-    if missing is None:
-        return "ivf"
-    warnings.warn(Warnings.W585.format(n=n_names, reason=missing))
-    return "compact"
+    return "hnsw" if n_names < LARGE_MIN_NAMES else "ivf"
 
 
 class ConceptIndex(FilterMixin):
@@ -120,7 +109,7 @@ class ConceptIndex(FilterMixin):
         return int(self.meta["n_names"])
 
     def set_ef(self, ef_search: int) -> None:
-        """Search depth (hnsw ``ef``, usearch ``expansion_search``, the cells an ivf index scans; higher:
+        """Search depth (hnsw ``ef``, the cells an ivf index scans; higher:
         better recall, slower); no effect on exact search."""
         if isinstance(ef_search, int) and not isinstance(ef_search, bool) and ef_search < 1:
             raise ConfigError(Errors.E111.format(what="ef_search", minimum=1, value=ef_search))
@@ -148,11 +137,7 @@ class ConceptIndex(FilterMixin):
         chunk_size: int = 8192,
         num_threads: int = 1,
         seed: int = 100,
-        candidate_dtype: str = "i8",
-        connectivity: int = DEFAULT_CONNECTIVITY,
-        expansion_add: int = DEFAULT_EXPANSION_ADD,
         rescore: Optional[int] = None,
-        candidate_dims: Optional[int] = None,
         lists: Optional[int] = None,
     ) -> "ConceptIndex":
         """Encode every KB name with ``enc`` and index the vectors (see :meth:`from_vectors`).
@@ -160,8 +145,8 @@ class ConceptIndex(FilterMixin):
         ``kind="auto"`` picks exact search up to :data:`EXACT_MAX_NAMES` names, hnswlib below
         :data:`LARGE_MIN_NAMES` and the ivf index from there (:func:`choose_kind`; ``exact=True/False`` is the
         older way to ask for exact or hnsw). With ``work_dir`` the name vectors are written there chunk by chunk
-        and an interrupted build resumes from the chunks already done; a compact build then keeps
-        the float16 vectors in a memory-mapped file there instead of RAM (an ivf build too).
+        and an interrupted build resumes from the chunks already done; an ivf build then keeps
+        the float16 vectors in a memory-mapped file there instead of RAM.
         ``num_threads=1`` builds the same graph every time; more threads build faster but the graph may
         differ between runs.
         """
@@ -169,7 +154,6 @@ class ConceptIndex(FilterMixin):
         if n == 0:
             raise EmptyResultError(Errors.E106)
         kind = choose_kind(n, kind, exact)
-        resolve_candidate_dims(candidate_dims, int(enc.dim))  # E581 before the encoding, not after
         if kind == "ivf":
             check_ivf_settings(n, lists)  # E583 / E584 likewise
         t0 = time.perf_counter()
@@ -181,9 +165,7 @@ class ConceptIndex(FilterMixin):
         encode_s = time.perf_counter() - t0
         index = cls.from_vectors(kb, vectors, enc, kind=kind, M=M, ef_construction=ef_construction,
                                  ef_search=ef_search, num_threads=num_threads, seed=seed, show_progress=show_progress,
-                                 candidate_dtype=candidate_dtype, connectivity=connectivity,
-                                 expansion_add=expansion_add, rescore=rescore, candidate_dims=candidate_dims,
-                                 lists=lists)
+                                 rescore=rescore, lists=lists)
         index.meta["encode_seconds"] = round(encode_s, 3)
         index.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
         logger.info("indexed %d names (%s) in %.1f s", n, kind, index.meta["build_seconds"])
@@ -203,18 +185,13 @@ class ConceptIndex(FilterMixin):
         num_threads: int = 1,
         seed: int = 100,
         show_progress: bool = True,
-        candidate_dtype: str = "i8",
-        connectivity: int = DEFAULT_CONNECTIVITY,
-        expansion_add: int = DEFAULT_EXPANSION_ADD,
         rescore: Optional[int] = None,
-        candidate_dims: Optional[int] = None,
         lists: Optional[int] = None,
     ) -> "ConceptIndex":
         """Index name vectors computed elsewhere (row ``i`` = ``kb.names[i]``, L2-normalised, float32
         or float16, may be memory-mapped). ``enc`` gives the fields the index checks queries against:
-        ``fingerprint``, ``dim``, ``pooling``, ``max_length`` (and ``name``). ``candidate_dims``
-        (compact): PCA dimensions of the candidate graph, None: half from 256 dimensions up, 0: all.
-        ``rescore`` (compact, ivf): candidates re-scored per query, None: 64 (compact), 512 (ivf).
+        ``fingerprint``, ``dim``, ``pooling``, ``max_length`` (and ``name``).
+        ``rescore`` (ivf): candidates re-scored per query, None: 512.
         ``lists`` (ivf): cells, None: :func:`~spacy_sapbert.index.ivf.default_lists`; its ``ef_search`` is
         the cells scanned per query (None: :func:`~spacy_sapbert.index.ivf.default_probes`)."""
         n = len(kb.names)
@@ -222,17 +199,13 @@ class ConceptIndex(FilterMixin):
             raise ConfigError(Errors.E125.format(shape=list(vectors.shape), n=n, dim=int(enc.dim)))
         kind = choose_kind(n, kind)
         if rescore is None:
-            rescore = DEFAULT_IVF_RESCORE if kind == "ivf" else DEFAULT_RESCORE
+            rescore = DEFAULT_IVF_RESCORE
         for what, value, minimum in (("M", M, 2), ("ef_construction", ef_construction, 1),
-                                     ("ef_search", ef_search or 1, 1), ("connectivity", connectivity, 2),
-                                     ("expansion_add", expansion_add, 1), ("rescore", rescore, 1)):
+                                     ("ef_search", ef_search or 1, 1), ("rescore", rescore, 1)):
             if value < minimum:
                 raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=value))
-        if candidate_dtype not in CANDIDATE_DTYPES:
-            raise ConfigError(Errors.E124.format(value=candidate_dtype, choices=", ".join(CANDIDATE_DTYPES)))
-        dims = resolve_candidate_dims(candidate_dims, int(enc.dim))  # E581 before any work
         if ef_search is None and kind != "ivf":  # ivf: the backend picks it from its cells
-            ef_search = default_expansion_search(n) if kind == "compact" else DEFAULT_EF_SEARCH
+            ef_search = DEFAULT_EF_SEARCH
         t0 = time.perf_counter()
         meta: Dict[str, Any] = {
             "format_version": FORMAT_VERSION,
@@ -257,18 +230,11 @@ class ConceptIndex(FilterMixin):
             hnsw = _build_hnsw(numpy.asarray(vectors, dtype=numpy.float32), M=M, ef_construction=ef_construction,
                                num_threads=num_threads, seed=seed, show_progress=show_progress)
             backend = HnswBackend(hnsw, int(ef_search))
-        elif kind == "ivf":
+        else:
             backend = IvfBackend.build(vectors, lists=lists, probes=ef_search, rescore=rescore,
                                        num_threads=num_threads, show_progress=show_progress, seed=seed)
             meta.update(lists=backend.lists, rescore=int(rescore), ef_search=backend.ef_search,
                         sub_quantizers=sub_quantizers(int(enc.dim)))
-        else:
-            meta.update(candidate_dtype=candidate_dtype, connectivity=int(connectivity),
-                        expansion_add=int(expansion_add), rescore=int(rescore), candidate_dims=dims)
-            backend = CompactBackend.build(vectors, dtype=candidate_dtype, connectivity=connectivity,
-                                           expansion_add=expansion_add, expansion_search=int(ef_search),
-                                           rescore=rescore, num_threads=num_threads, show_progress=show_progress,
-                                           candidate_dims=dims, seed=seed)
         meta["graph_seconds"] = meta["build_seconds"] = round(time.perf_counter() - t0, 3)
         return cls(kb, meta, backend=backend)
 
@@ -295,7 +261,7 @@ class ConceptIndex(FilterMixin):
 
     def name_vectors(self, rows: Sequence[int]) -> numpy.ndarray:
         """The stored vectors of name ``rows`` (what the encoder gave ``kb.names[row]`` at build
-        time), float32 ``[len(rows), dim]`` (float16-rounded for the compact index)."""
+        time), float32 ``[len(rows), dim]`` (float16-rounded for the ivf index)."""
         rows = [int(r) for r in rows]
         if any(not 0 <= r < len(self) for r in rows):
             raise ConfigError(Errors.E111.format(what="name row", minimum=0, value=rows))
@@ -328,7 +294,7 @@ class ConceptIndex(FilterMixin):
         results: List[List[Tuple[str, float]]] = [[] for _ in range(vectors.shape[0])]
         pending = list(range(vectors.shape[0]))
         names_per_concept = -(-len(self) // max(1, len(self.kb)))
-        # the compact index re-scores ``rescore`` rows whatever is asked: aggregating all of them
+        # the ivf index re-scores ``rescore`` rows whatever is asked: aggregating all of them
         # settles more queries in the first round
         natural = int(getattr(self._backend, "natural_depth", 0))
         depth = min(n_allowed, max(2 * k, k + 16, k * names_per_concept, natural))
@@ -407,7 +373,8 @@ class ConceptIndex(FilterMixin):
     @classmethod
     def from_disk(cls, path: PathLike, kb: Any, *, ef_search: Optional[int] = None) -> "ConceptIndex":
         """Load an index written by :meth:`to_disk`; refuse it if it was built for another KB or a
-        data file does not match its record (size and sampled hash). The compact index is memory-mapped."""
+        data file does not match its record (size and sampled hash). The ivf index's vectors are memory-mapped;
+        an index of a removed kind (``compact``) is refused with E832, which says how to rebuild it."""
         path = ensure_path(path)
         meta = cls.read_meta(path)
         if meta.get("kb_checksum") != kb.checksum or int(meta["n_names"]) != len(kb.names):
@@ -440,7 +407,7 @@ def _check_data_files(path: Any, records: Dict[str, Dict[str, Any]], *, full: bo
 
 
 def _float16_buffer(work_dir: Optional[PathLike], n: int, dim: int) -> numpy.ndarray:
-    """Where a compact build collects the name vectors: a memory-mapped float16 file in ``work_dir``
+    """Where an ivf build collects the name vectors: a memory-mapped float16 file in ``work_dir``
     (kept for resuming), else RAM."""
     if work_dir is None:
         return numpy.empty((n, dim), dtype=numpy.float16)
@@ -449,5 +416,5 @@ def _float16_buffer(work_dir: Optional[PathLike], n: int, dim: int) -> numpy.nda
     return numpy.lib.format.open_memmap(work / "vectors.f16.npy", mode="w+", dtype=numpy.float16, shape=(n, dim))
 
 
-__all__ = ["ConceptIndex", "choose_kind", "EXACT_MAX_NAMES", "LARGE_MIN_NAMES", "COMPACT_MIN_NAMES", "KINDS", "DEFAULT_M",
+__all__ = ["ConceptIndex", "choose_kind", "EXACT_MAX_NAMES", "LARGE_MIN_NAMES", "KINDS", "DEFAULT_M",
            "DEFAULT_EF_CONSTRUCTION", "DEFAULT_EF_SEARCH", "META_FILE", "HNSW_FILE", "VECTORS_FILE"]

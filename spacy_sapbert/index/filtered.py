@@ -1,11 +1,11 @@
-"""Filtered graph search without a Python call per visited node, shared by the hnsw and compact
+"""Filtered search without a Python call per visited node, shared by the hnsw and ivf
 back-ends: the graph is searched deeper by the inverse of the allowed fraction and the candidates are
 masked with the filter's row mask; when few rows are allowed (``EXACT_FILTER_ROWS``), or a query is
 still short of allowed rows after the deepest search, those rows are scanned exactly."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import numpy
 

@@ -1,5 +1,5 @@
 """The IVF index for KBs of millions of names: faiss inverted lists of 4-bit fast-scan product codes as the
-candidate stage, re-scored exactly against memory-mapped float16 vectors (as the compact index does).
+candidate stage, re-scored exactly against memory-mapped float16 vectors (``two_stage.py``).
 
 1. Candidates: faiss ``IVF{lists},PQ{m}x4fsr`` (inner product): the names are assigned to ``lists``
    k-means cells and stored as the product codes (``m`` = half the dimensions, 16 centroids a
@@ -7,9 +7,9 @@ candidate stage, re-scored exactly against memory-mapped float16 vectors (as the
    SIMD table look-ups and returns the ``rescore`` best rows. Built in minutes where a graph takes hours
    (``umls_scale_sweep`` ``ivfpq_*``: 95 s against 6,240 s at 3M names on 2 cores), and at 1M and 3M names it
    answers 2-3.6x the graph's queries/s at equal or better recall on the spectrum-matched vectors.
-2. Re-scoring: the ``rescore`` candidates against ``vectors.f16.npy`` (memory-mapped), exactly as
-   :class:`~spacy_sapbert.index.compact.CompactBackend`, whose searching, filtering and re-scoring this
-   class inherits.
+2. Re-scoring: the ``rescore`` candidates against ``vectors.f16.npy`` (memory-mapped): the searching,
+   filtering, re-scoring and saving this class inherits from
+   :class:`~spacy_sapbert.index.two_stage.RescoredBackend`.
 
 The codes live in RAM (``m`` bytes a name: 192 at 384 dimensions, ~1.9 GB at 10M x 768). They are saved as
 plain arrays (no faiss file: ``faiss.read_index`` would parse bytes from elsewhere in C++) and handed back to
@@ -28,10 +28,10 @@ from tqdm import tqdm
 from ..errors import ConfigError, Errors
 from ..integrity import NPY_READ_ERRORS
 from ..util import atomic_write
-from .compact import CompactBackend, VECTORS_F16_FILE, _damaged, load_float16
 from .files import write_npy
-from .rescore import Rescorer
 from .threads import search_threads
+from .two_stage import VECTORS_F16_FILE, RescoredBackend, load_float16
+from .two_stage import damaged as _damaged
 
 CENTROIDS_FILE = "ivf.centroids.npy"  # float32 [lists, dim]
 CODEBOOK_FILE = "ivf.codebook.npy"  # float32 [m * 16 * dim / m]: the sub-quantizers' centroids
@@ -86,28 +86,14 @@ def _faiss() -> Any:
     return faiss
 
 
-def faiss_missing() -> Optional[str]:
-    """Why faiss cannot be imported, or None when it can."""
-    try:
-        import faiss  # noqa: F401
-    except ImportError as err:
-        return str(err) or type(err).__name__
-    return None
-
-
-class IvfBackend(CompactBackend):
+class IvfBackend(RescoredBackend):
     kind = "ivf"
 
     def __init__(self, index: Any, vectors16: numpy.ndarray, *, rescore: int, probes: int,
                  folder: Optional[Path] = None) -> None:
+        super().__init__(vectors16, rescore=rescore, folder=folder)
         self._ivf = index
-        self._X = vectors16
-        self._scores = Rescorer(vectors16)
-        self._P = None
         self.lists = int(index.nlist)
-        self.rescore = int(rescore)
-        self._folder = folder
-        self.reused_files = False
         self.set_ef(probes)
 
     def __reduce__(self) -> Any:

@@ -1,10 +1,11 @@
 """``index_meta.json`` checked field by field: its type and range, before anything uses it.
 
-The meta is data read from disk like the index files: an edited ``ef_search`` of 1e12 made usearch abort
-with "Out of memory!", -1 a TypeError inside hnswlib, an ``n_names`` of ``"1214x"`` a ValueError. Every
+The meta is data read from disk like the index files: an edited ``ef_search`` of -1 made a TypeError inside hnswlib, an ``n_names`` of ``"1214x"`` a ValueError. Every
 field a load or ``verify`` reads is checked here (E557 naming the file, the field, the value and what was
 expected); unknown fields are left alone (a newer version may add some). The file records' names are
-checked too: a relative path inside the folder (``integrity.inside``).
+checked too: a relative path inside the folder (``integrity.inside``). An index of a removed kind
+(``compact``, the usearch index, removed 2026-11-27) is refused with E832, which gives the command that
+rebuilds it.
 """
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..errors import Errors, MissingInputError
+from ..errors import Errors, IncompatibleError, MissingInputError
 
-MAX_EF_SEARCH = 1_000_000  # search depth (hnsw ef, usearch expansion, ivf cells scanned): beyond it, memory, not recall
+MAX_EF_SEARCH = 1_000_000  # search depth (hnsw ef, ivf cells scanned): beyond it, memory, not recall
 MAX_K = 100_000  # candidates one query may ask for (k): numpy.full((n, 10**20)) overflows, it does not search
 MAX_NAMES = 1 << 40
 MAX_DIM = 1 << 16
 MAX_RESCORE = 1_000_000
-KINDS = ("exact", "hnsw", "compact", "ivf")
+KINDS = ("exact", "hnsw", "ivf")
+REMOVED_KINDS = ("compact",)  # refused with E832 (how to rebuild) rather than E557
 
 
 def _int(minimum: int, maximum: int) -> Tuple[Callable[[Any], bool], str]:
@@ -54,13 +56,9 @@ _FIELDS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
     "seed": _int(-(1 << 63), (1 << 64) - 1),
     "M": _int(2, 4096),
     "ef_construction": _int(1, MAX_EF_SEARCH),
-    "connectivity": _int(2, 4096),
-    "expansion_add": _int(1, MAX_EF_SEARCH),
     "rescore": _int(1, MAX_RESCORE),
-    "candidate_dims": _int(0, MAX_DIM),
     "lists": _int(1, MAX_NAMES),
     "sub_quantizers": _int(1, MAX_DIM),
-    "candidate_dtype": (lambda v: v in ("i8", "f16"), "i8 or f16"),
     "space": (lambda v: v == "ip", "'ip'"),
     "encoder_fingerprint": (_str, "a string"),
     "encoder_name": (_str, "a string"),
@@ -74,7 +72,7 @@ _FIELDS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
     "graph_seconds": (_seconds, "seconds"),
 }
 _REQUIRED = ("kind", "n_names", "dim", "file", "file_size")
-_NULLABLE = ("ef_search", "candidate_dims")
+_NULLABLE = ("ef_search",)
 _RECORD = {"size": _int(0, 1 << 62), "sha256": (lambda v: isinstance(v, str) and len(v) == 64, "a sha256 (64 hex digits)"),
            "sample_sha256": (lambda v: isinstance(v, str) and len(v) == 64, "a sha256 (64 hex digits)")}
 
@@ -82,6 +80,14 @@ _RECORD = {"size": _int(0, 1 << 62), "sha256": (lambda v: isinstance(v, str) and
 def _bad(path: Path, field: str, value: Any, expected: str) -> MissingInputError:
     shown = value if not isinstance(value, str) or len(value) <= 80 else value[:80] + "..."
     return MissingInputError(Errors.E557.format(path=path, field=field, value=shown, expected=expected))
+
+
+def removed_kind(meta: Dict[str, Any], path: Path) -> IncompatibleError:
+    """E832 for the index folder of ``path`` (its ``index_meta.json``): its kind was removed; the commands that
+    rebuild it, with the KB folder and model the meta records (placeholders where it records none)."""
+    kb = meta.get("kb_path") if isinstance(meta.get("kb_path"), str) else "KB_FOLDER"
+    model = meta.get("model") if isinstance(meta.get("model"), str) else "MODEL"
+    return IncompatibleError(Errors.E832.format(path=path.parent, kind=meta["kind"], kb=kb, model=model))
 
 
 def check_meta(meta: Any, path: Path) -> Dict[str, Any]:
@@ -92,6 +98,8 @@ def check_meta(meta: Any, path: Path) -> Dict[str, Any]:
 
     if not isinstance(meta, dict):
         raise _bad(path, "(the whole file)", type(meta).__name__, "a JSON object")
+    if meta.get("kind") in REMOVED_KINDS:
+        raise removed_kind(meta, path)
     for field in _REQUIRED:
         if field not in meta:
             raise _bad(path, field, None, "present (a required field)")
@@ -119,4 +127,4 @@ def check_meta(meta: Any, path: Path) -> Dict[str, Any]:
     return meta
 
 
-__all__ = ["check_meta", "MAX_EF_SEARCH", "MAX_K"]
+__all__ = ["check_meta", "removed_kind", "MAX_EF_SEARCH", "MAX_K", "KINDS", "REMOVED_KINDS"]

@@ -1,5 +1,5 @@
-"""Exact re-scoring of candidate rows against float16 name vectors (both two-stage index kinds hold a
-:class:`Rescorer`).
+"""Exact re-scoring of candidate rows against float16 name vectors (the two-stage ivf index holds a
+:class:`Rescorer`, through ``two_stage.RescoredBackend``).
 
 Each query's candidate rows are gathered as float16 and widened to float32 by torch, a query at a time:
 torch converts float16 with the CPU's vector instructions on its intra-op threads, where numpy converts

@@ -1,5 +1,5 @@
-"""The compact index (usearch int8 candidates + float16 re-scoring, memory-mapped), kind selection,
-vectorised filters, file records, and the hnsw file check."""
+"""Index kinds: selection by size, the removed compact kind refused at load (E832), the two-stage re-scoring
+(float16, memory-mapped) that the ivf index uses, vectorised filters, and the hnsw file check."""
 from __future__ import annotations
 
 import json
@@ -9,9 +9,9 @@ import sys
 import numpy
 import pytest
 
-from spacy_sapbert.errors import ConfigError, IntegrityError, MissingInputError
+from spacy_sapbert.errors import ConfigError, IncompatibleError, IntegrityError, MissingInputError
 from spacy_sapbert.index import LARGE_MIN_NAMES, META_FILE, ConceptIndex, choose_kind
-from spacy_sapbert.index.compact import GRAPH_FILE, VECTORS_F16_FILE
+from spacy_sapbert.index.two_stage import NORM_SAMPLE_ROWS, VECTORS_F16_FILE, RescoredBackend
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 DIM = 32
@@ -51,66 +51,54 @@ def clustered():
 
 
 def test_choose_kind_by_size_and_by_request():
-    pytest.importorskip("faiss")
     assert choose_kind(100) == "exact"
     assert choose_kind(100_000) == "hnsw"
     assert choose_kind(LARGE_MIN_NAMES - 1) == "hnsw"
+    assert LARGE_MIN_NAMES == 500_000
     assert choose_kind(LARGE_MIN_NAMES) == choose_kind(5_000_000) == "ivf"
-    assert choose_kind(100, "compact") == "compact"
+    assert choose_kind(100, "ivf") == "ivf"
     assert choose_kind(5_000_000, exact=False) == "hnsw"
-    with pytest.raises(ConfigError, match="SB-E124"):
-        choose_kind(100, "faiss")
+    for removed in ("faiss", "compact"):
+        with pytest.raises(ConfigError, match="SB-E124.*auto, exact, hnsw, ivf"):
+            choose_kind(100, removed)
 
 
-def test_auto_falls_back_to_compact_without_faiss(monkeypatch):
-    """Where faiss is not installed, a large KB gets the compact index, with W585 saying how to get ivf."""
+def test_broken_faiss_is_a_coded_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss raises ImportError
-    with pytest.warns(UserWarning, match="SB-W585.*5,000,000 names.*spacy-sapbert\\[faiss\\]"):
-        assert choose_kind(5_000_000) == "compact"
-    assert choose_kind(100_000) == "hnsw"  # no warning below the size: the test fails on one (filterwarnings)
     kb = KnowledgeBase.from_concepts([Concept(f"C{i:03d}", f"name {i}", (), ("T1",), "") for i in range(100)])
-    with pytest.raises(ConfigError, match="SB-E582.*spacy-sapbert\\[faiss\\]"):
+    with pytest.raises(ConfigError, match="SB-E582.*pip install faiss-cpu"):
         ConceptIndex.from_vectors(kb, _unit(numpy.eye(100, DIM) + 0.01), _Enc(), kind="ivf", show_progress=False)
 
 
-def test_the_compact_defaults_follow_the_kb_size(clustered):
-    """Recall falls with the number of names at a fixed beam: KBs of 500,000 names and more get a larger one."""
-    from spacy_sapbert.index.compact import LARGE_KB_NAMES, default_expansion_search
-
-    assert LARGE_KB_NAMES == 500_000
-    assert default_expansion_search(200_000) == 512
-    assert default_expansion_search(LARGE_KB_NAMES - 1) == 512
-    assert default_expansion_search(LARGE_KB_NAMES) == default_expansion_search(1_999_999) == 768
-    assert default_expansion_search(2_000_000) == default_expansion_search(10_000_000) == 1536
+def test_a_saved_compact_index_is_refused_with_the_command_that_rebuilds_it(clustered, tmp_path):
+    """The compact kind is gone: its saved folders fail at load (and at verify) with E832, naming the folder
+    and the build-index / create-pipeline commands, filled in with the KB folder and model it records."""
     kb, vectors, _ = clustered
-    meta = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False).meta
-    assert (meta["ef_search"], meta["connectivity"]) == (512, 48)
-
-
-def test_compact_matches_exact_search_on_clustered_data(clustered):
-    kb, vectors, queries = clustered
-    exact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")
-    compact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False)
-    assert compact.kind == "compact"
-    got, want = compact.search(queries, 5), exact.search(queries, 5)
-    assert [compact.search(q[None, :], 5)[0] for q in queries[:10]] == got[:10]  # one query at a time: the same
-    top1 = numpy.mean([g[0][0] == w[0][0] for g, w in zip(got, want)])
-    recall5 = numpy.mean([len({c for c, _ in g} & {c for c, _ in w}) / 5 for g, w in zip(got, want)])
-    assert top1 >= 0.99 and recall5 >= 0.99
-    # scores are exact inner products of the float16-rounded stored vectors, not int8 estimates
-    for g, w in zip(got[:20], want[:20]):
-        if g[0][0] == w[0][0]:
-            assert abs(g[0][1] - w[0][1]) < 2e-3
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="hnsw", show_progress=False).to_disk(tmp_path / "ix")
+    meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
+    meta.update(kind="compact", connectivity=48, candidate_dims=16, kb_path="/data/kb", model="/models/sapbert")
+    (tmp_path / "ix" / META_FILE).write_text(json.dumps(meta))
+    for load in (lambda: ConceptIndex.from_disk(tmp_path / "ix", kb), lambda: ConceptIndex.verify(tmp_path / "ix")):
+        with pytest.raises(IncompatibleError, match="SB-E832") as refused:
+            load()
+        message = str(refused.value)
+        assert f"'{tmp_path / 'ix'}' is a 'compact' index" in message
+        assert ("`spacy-sapbert build-index /data/kb --model /models/sapbert --output NEW_INDEX --kind auto`"
+                in message)
+        assert "`spacy-sapbert create-pipeline NEW_PIPELINE --kb /data/kb --model /models/sapbert --index NEW_INDEX`" \
+            in message
+    del meta["kb_path"], meta["model"]  # an index built in memory records neither: placeholders
+    (tmp_path / "ix" / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(IncompatibleError, match="SB-E832.*build-index KB_FOLDER --model MODEL --output NEW_INDEX"):
+        ConceptIndex.from_disk(tmp_path / "ix", kb)
 
 
 def test_rescoring_ranks_candidates_by_their_float16_scores():
     """Each query's valid candidates scored against the stored float16 rows, best k by (-score, row); -1
     candidates (none found, or masked by a filter) never rank, and a query without any gives -1 rows."""
-    from spacy_sapbert.index.compact import CompactBackend
-
     rng = numpy.random.default_rng(3)
     X16 = _unit(rng.normal(size=(400, DIM))).astype(numpy.float16)
-    backend = CompactBackend(type("Graph", (), {})(), X16, rescore=64, expansion_search=64)
+    backend = RescoredBackend(X16, rescore=64)
     Q = _unit(rng.normal(size=(6, DIM)))
     cand = numpy.argsort(rng.random((6, 400)), axis=1)[:, :50]  # distinct rows per query, as an index returns
     cand[rng.random(cand.shape) < 0.7] = -1  # sparse, as after a filter's mask
@@ -127,26 +115,9 @@ def test_rescoring_ranks_candidates_by_their_float16_scores():
     assert (rows[2] == -1).all()
 
 
-def test_compact_filters_equal_exact_filters(clustered):
-    kb, vectors, queries = clustered
-    exact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="exact")
-    compact = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False)
-    for kwargs in ({"semantic_types": ["T1"]}, {"require_definition": True},
-                   {"semantic_types": ["T1"], "require_definition": True}):
-        got, want = compact.search(queries, 5, **kwargs), exact.search(queries, 5, **kwargs)
-        types = {c: kb.cui_to_entity[c] for r in got for c, _ in r}
-        for r in got:
-            for cid, _ in r:
-                ent = types[cid]
-                assert "T1" in ent.types or "semantic_types" not in kwargs
-                assert ent.definition or not kwargs.get("require_definition")
-        agree = numpy.mean([[c for c, _ in g] == [c for c, _ in w] for g, w in zip(got, want)])
-        assert agree >= 0.97, kwargs
-
-
-@pytest.mark.parametrize("kind", ["compact", "hnsw"])
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
 def test_filtered_search_over_fetches_when_many_rows_are_allowed(clustered, monkeypatch, kind):
-    """Above EXACT_FILTER_ROWS allowed rows the graph is searched deeper and masked (no Python call
+    """Above EXACT_FILTER_ROWS allowed rows the index is searched deeper and masked (no Python call
     per visited node); a query still short of rows is scanned exactly."""
     from spacy_sapbert.index import filtered
 
@@ -159,8 +130,8 @@ def test_filtered_search_over_fetches_when_many_rows_are_allowed(clustered, monk
     agree = numpy.mean([g[0][0] == w[0][0] for g, w in zip(got, want)])
     assert agree >= 0.97
     assert all(kb.cui_to_entity[c].types == ("T1",) for r in got for c, _ in r)
-    monkeypatch.setattr(filtered, "MAX_OVERFETCH", 1)  # the graph never finds enough: all exact
-    stored = vectors.astype(numpy.float16).astype(numpy.float32) if kind == "compact" else vectors
+    monkeypatch.setattr(filtered, "MAX_OVERFETCH", 1)  # the index never finds enough: all exact
+    stored = vectors.astype(numpy.float16).astype(numpy.float32) if kind == "ivf" else vectors
     want = ConceptIndex.from_vectors(kb, stored, _Enc(), kind="exact").search(queries[:20], 5, semantic_types=["T1"])
     forced = graph.search(queries[:20], 5, semantic_types=["T1"])
     assert [[c for c, _ in r] for r in forced] == [[c for c, _ in r] for r in want]
@@ -180,25 +151,6 @@ def test_filters_equal_the_per_concept_definition_on_the_hand_kb():
     row_mask, cmask = index._filter(["T2"], True)
     assert not cmask.any() and not row_mask.any()
     assert index.search(vectors[:1], 3, semantic_types=["T2"], require_definition=True) == [[]]
-
-
-def test_compact_round_trip_is_memory_mapped(clustered, tmp_path):
-    kb, vectors, queries = clustered
-    index = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False)
-    index.to_disk(tmp_path / "ix")
-    meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
-    assert meta["kind"] == "compact" and set(meta["files"]) == {VECTORS_F16_FILE, GRAPH_FILE}
-    back = ConceptIndex.from_disk(tmp_path / "ix", kb)
-    assert back.kind == "compact"
-    assert isinstance(back._backend._X, numpy.memmap)
-    assert back.search(queries[:50], 5) == index.search(queries[:50], 5)
-    numpy.testing.assert_allclose(back.name_vectors([0, 7]), vectors[[0, 7]], atol=2e-3)
-    import pickle
-
-    for original in (back, index):  # loaded: re-mapped from its folder; built in memory: sent whole
-        copy = pickle.loads(pickle.dumps(original))
-        assert copy.search(queries[:20], 5) == index.search(queries[:20], 5)
-    assert isinstance(pickle.loads(pickle.dumps(back))._backend._X, numpy.memmap)
 
 
 def _mapped_rss_kb(path):
@@ -223,7 +175,8 @@ def test_loading_does_not_read_the_vector_file(tmp_path):
     kb = KnowledgeBase.from_concepts(concepts)
     enc = type("E", (_Enc,), {"dim": dim})()
     vectors = _unit(rng.normal(size=(n, dim)))
-    ConceptIndex.from_vectors(kb, vectors, enc, kind="compact", show_progress=False).to_disk(tmp_path / "ix")
+    # 16 rows re-scored a query: the 4 queries below touch at most 64 rows' pages
+    ConceptIndex.from_vectors(kb, vectors, enc, kind="ivf", rescore=16, show_progress=False).to_disk(tmp_path / "ix")
     import os
 
     vfile = (tmp_path / "ix" / VECTORS_F16_FILE).resolve()
@@ -236,31 +189,10 @@ def test_loading_does_not_read_the_vector_file(tmp_path):
     assert _mapped_rss_kb(vfile) < size_kb * 0.5
 
 
-def test_damaged_compact_files_give_coded_errors(clustered, tmp_path):
-    kb, vectors, _ = clustered
-    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False).to_disk(tmp_path / "ix")
-    for name in (VECTORS_F16_FILE, GRAPH_FILE):
-        path = tmp_path / "ix" / name
-        good = path.read_bytes()
-        path.write_bytes(good[: len(good) // 2])
-        with pytest.raises(IntegrityError, match="SB-E551.*size"):
-            ConceptIndex.from_disk(tmp_path / "ix", kb)
-        flipped = bytearray(good)
-        flipped[len(good) // 2: len(good) // 2 + 64] = b"\xff" * 64
-        path.write_bytes(bytes(flipped))
-        with pytest.raises(IntegrityError, match="SB-E551"):
-            ConceptIndex.verify(tmp_path / "ix")
-        path.write_bytes(good)
-    ConceptIndex.verify(tmp_path / "ix")
-    (tmp_path / "ix" / GRAPH_FILE).unlink()
-    with pytest.raises(IntegrityError, match="SB-E551.*missing"):
-        ConceptIndex.from_disk(tmp_path / "ix", kb)
-
-
 def test_damaged_vectors_are_caught_at_query_time_when_records_are_bypassed(clustered, tmp_path):
     """Even with matching records (say, rewritten by hand), out-of-range scores are refused, not returned."""
     kb, vectors, queries = clustered
-    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", show_progress=False).to_disk(tmp_path / "ix")
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="ivf", show_progress=False).to_disk(tmp_path / "ix")
     meta = json.loads((tmp_path / "ix" / META_FILE).read_text())
     meta.pop("files")
     (tmp_path / "ix" / META_FILE).write_text(json.dumps(meta))
@@ -270,8 +202,6 @@ def test_damaged_vectors_are_caught_at_query_time_when_records_are_bypassed(clus
     X.flush()
     with pytest.raises(MissingInputError, match="SB-E107.*not unit length"):  # the load's sample of rows sees it
         ConceptIndex.from_disk(tmp_path / "ix", kb)
-    from spacy_sapbert.index.compact import NORM_SAMPLE_ROWS
-
     sampled = numpy.unique(numpy.linspace(0, len(X) - 1, NORM_SAMPLE_ROWS).round().astype(int))
     X[sampled] = original[sampled]  # damage only where the load does not look
     X.flush()
@@ -286,9 +216,7 @@ def test_damaged_vectors_are_caught_at_query_time_when_records_are_bypassed(clus
 def test_from_vectors_refuses_a_shape_that_does_not_match_the_kb(clustered):
     kb, vectors, _ = clustered
     with pytest.raises(ConfigError, match="SB-E125"):
-        ConceptIndex.from_vectors(kb, vectors[:-1], _Enc(), kind="compact")
-    with pytest.raises(ConfigError, match="SB-E124"):
-        ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="compact", candidate_dtype="b1")
+        ConceptIndex.from_vectors(kb, vectors[:-1], _Enc(), kind="ivf")
 
 
 def _hnsw_folder(clustered, tmp_path):
