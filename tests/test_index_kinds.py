@@ -119,7 +119,7 @@ def test_rescoring_ranks_candidates_by_their_float16_scores():
 def test_filtered_search_over_fetches_when_many_rows_are_allowed(clustered, monkeypatch, kind):
     """Above EXACT_FILTER_ROWS allowed rows the index is searched deeper and masked (no Python call
     per visited node); a query still short of rows is scanned exactly."""
-    from spacy_sapbert.index import filtered
+    from spacy_sapbert.index import graph_search as filtered
 
     kb, vectors, queries = clustered
     monkeypatch.setattr(filtered, "EXACT_FILTER_ROWS", 10)

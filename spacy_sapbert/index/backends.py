@@ -7,7 +7,7 @@ the file names written) and ``load(folder, meta)``. Scores are inner products of
 - :class:`ExactBackend`: one ``Q @ X.T`` + ``topk`` in torch; small KBs.
 - :class:`HnswBackend`: hnswlib, float32, read whole into RAM; the default for mid-sized KBs.
 
-Filters go through ``filtered.masked_search`` (graph back-ends) or a mask on the scores (exact).
+Filters go through ``graph_search.masked_search`` (graph back-ends) or a mask on the scores (exact).
 - ``ivf.IvfBackend``: faiss fast-scan codes + exact re-scoring against memory-mapped float16 vectors
   (``two_stage.py``); KBs of millions of names (see ``ivf.py``).
 """
@@ -19,11 +19,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 
-from ..encoding.torch_encoder import fork_guard
+from ..base.processes import fork_guard
 from ..errors import Errors, MissingInputError
-from ..integrity import NPY_READ_ERRORS, unit_norm_problem
+from ..base.integrity import NPY_READ_ERRORS, unit_norm_problem
 from .files import link_or_copy
-from .filtered import exact_topk, masked_search
+from .graph_search import exact_topk, masked_search
 from .hnsw_file import check_hnsw_file
 from .threads import search_threads
 
@@ -53,7 +53,7 @@ class ExactBackend:
         pass
 
     def save(self, folder: Path) -> List[str]:
-        from ..util import atomic_write
+        from ..base.util import atomic_write
 
         with atomic_write(folder / VECTORS_FILE, "wb") as fh:
             numpy.save(fh, self._X.numpy())

@@ -1,6 +1,6 @@
 """The filters of :class:`~spacy_sapbert.index.ConceptIndex`: semantic types, definitions and name
 languages, as vectorised row masks over the KB (cached per KB checksum), applied by the masked search
-of ``filtered.py`` before the top-k cut. Mixed into ``ConceptIndex``."""
+of ``graph_search.py`` before the top-k cut. Mixed into ``ConceptIndex``."""
 from __future__ import annotations
 
 from typing import Any, Collection, Optional, Tuple

@@ -26,8 +26,8 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import ConfigError, Errors
-from ..integrity import NPY_READ_ERRORS
-from ..util import atomic_write
+from ..base.integrity import NPY_READ_ERRORS
+from ..base.util import atomic_write
 from .files import write_npy
 from .threads import search_threads
 from .two_stage import VECTORS_F16_FILE, RescoredBackend, load_float16

@@ -5,7 +5,7 @@ against the float16 name vectors, a memory-mapped ``vectors.f16.npy`` (only the 
 back-end adds its candidate stage (``_candidates``, ``_save_candidates``, ``_files``, ``load``): the ivf
 index (``ivf.py``). Scores are true inner products of the stored vectors, so the coarse stage's rounding
 never decides the ranking. Filters (semantic types, definitions) are applied without a Python call per
-visited node (``filtered.py``).
+visited node (``graph_search.py``).
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any, List, Optional, Tuple
 import numpy
 
 from ..errors import Errors, MissingInputError
-from ..integrity import NPY_READ_ERRORS, unit_norm_problem
+from ..base.integrity import NPY_READ_ERRORS, unit_norm_problem
 from .files import link_or_copy, write_npy
-from .filtered import masked_search, top_k
+from .graph_search import masked_search, top_k
 from .rescore import Rescorer
 
 VECTORS_F16_FILE = "vectors.f16.npy"
