@@ -257,3 +257,21 @@ def test_truncated_hnsw_file_is_refused(clustered, tmp_path):
         (path.parent / META_FILE).write_text(json.dumps(meta))
         with pytest.raises(MissingInputError, match="SB-E107.*damaged hnsw file"):
             ConceptIndex.from_disk(path.parent, kb)
+
+
+def test_a_pipeline_holding_a_compact_index_is_refused_at_load(tiny_bert_path, tmp_path):
+    import spacy
+
+    from spacy_sapbert.commands.pipeline import create_pipeline
+
+    concepts = [Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
+                Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",))]
+    KnowledgeBase.from_concepts(concepts).to_disk(tmp_path / "kb")
+    create_pipeline(tmp_path / "p", kb_path=tmp_path / "kb", model=str(tiny_bert_path), show_progress=False,
+                    config={"device": "cpu", "pooling": "mean", "runtime": "torch"}, kind="hnsw")
+    spacy.load(tmp_path / "p")  # loads as saved
+    path = tmp_path / "p" / "sapbert_linker" / "index" / META_FILE
+    path.write_text(json.dumps(dict(json.loads(path.read_text()), kind="compact", kb_path="/data/kb")))
+    with pytest.raises(IncompatibleError, match=r"SB-E832.*sapbert_linker/index' is a 'compact' index.*"
+                                                r"build-index /data/kb --model"):
+        spacy.load(tmp_path / "p")

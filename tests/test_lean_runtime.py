@@ -91,7 +91,8 @@ def saved(tiny_bert_path, tmp_path_factory):
         linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu",
                                                         "pooling": "mean", "runtime": runtime,
                                                         "resolve_abbreviations": abbreviations})
-        linker.initialize(lambda: [], nlp=nlp, kb_path=str(path / "kb"), exact=False, show_progress=False)
+        linker.initialize(lambda: [], nlp=nlp, kb_path=str(path / "kb"), index_settings={"exact": False},
+                          show_progress=False)
         nlp.to_disk(path / name)
         out[name] = path / name
     return out

@@ -42,7 +42,7 @@ def _saved(path, model, exact):
     KnowledgeBase.from_concepts([Concept("D1", "Influenza", ("flu",), ())]).to_disk(path / "kb")
     nlp = spacy.blank("en")
     linker = nlp.add_pipe("sapbert_linker", config={"model": str(model), "device": "cpu", "pooling": "mean"})
-    linker.initialize(kb_path=str(path / "kb"), exact=exact, show_progress=False)
+    linker.initialize(kb_path=str(path / "kb"), index_settings={"exact": exact}, show_progress=False)
     nlp.to_disk(path / "pipeline")
     return path / "pipeline"
 

@@ -32,9 +32,9 @@ def tune_hybrid_command(
     from ..evaluation.hybrid import tune_on_file
     from ..kb import KnowledgeBase
     from ..base.util import atomic_write
-    from .index import _ngrams
+    from ._index_options import parse_ngrams
 
-    ranges = [_ngrams(value) for value in ngrams]
+    ranges = [parse_ngrams(value) for value in ngrams]
     kb = KnowledgeBase.from_disk(kb_dir)
     encoder = Encoder.load(model, pooling=pooling, max_length=max_length, device=device)
     found = tune_on_file(dev, kb, encoder, types=types or None, ngram_ranges=ranges, sparse_k=sparse_k,

@@ -9,6 +9,9 @@ from typing import Any, Dict, List, Optional
 import typer
 
 from ._app import app
+from ._index_options import (EF_CONSTRUCTION, EF_SEARCH, EXACT, KIND_HELP, LANGUAGES, LISTS, RESCORE, SPARSE,
+                             SPARSE_NGRAMS, THREADS, index_settings)
+from ._index_options import M as M_OPTION
 
 
 def _overrides(k: Optional[int], threshold: Optional[float], max_entities: Optional[int]) -> Dict[str, Any]:
@@ -95,9 +98,17 @@ def create_pipeline_command(
     max_entities: Optional[int] = typer.Option(None, "--max-entities", help="At most this many kb_ents per mention."),
     spans_key: Optional[str] = typer.Option(None, "--spans-key", help="Link doc.spans[KEY] instead of doc.ents."),
     labels: Optional[List[str]] = typer.Option(None, "--label", help="Link only spans with this label (repeatable); default: all."),
-    exact: Optional[bool] = typer.Option(None, "--exact/--hnsw", help="Index kind when it is built; default by KB size."),
-    index_kind: str = typer.Option("auto", "--index-kind",
-                                   help="Index back-end when it is built: auto (by KB size), exact, hnsw or ivf."),
+    exact: Optional[bool] = EXACT,
+    index_kind: str = typer.Option("auto", "--index-kind", help="Index back-end when it is built: " + KIND_HELP),
+    rescore: Optional[int] = RESCORE,
+    lists: Optional[int] = LISTS,
+    M: Optional[int] = M_OPTION,
+    ef_construction: Optional[int] = EF_CONSTRUCTION,
+    ef_search: Optional[int] = EF_SEARCH,
+    languages: Optional[str] = LANGUAGES,
+    threads: int = THREADS,
+    sparse: bool = SPARSE,
+    sparse_ngrams: str = SPARSE_NGRAMS,
     resources_dir: Optional[Path] = typer.Option(
         None, "--resources-dir",
         help="Keep the KB and index outside the pipeline: write them to this folder and save only a pointer "
@@ -106,13 +117,14 @@ def create_pipeline_command(
 ) -> None:
     """Write a ready pipeline folder: a blank or given NER pipeline + an initialised sapbert_linker."""
     from ..encoding.onnx_encoder import RUNTIMES
-    from ..index.concept_index import KINDS
     from ..commands.pipeline import create_pipeline
     from ..base.outputs import check_output
     from ._options import check_choice, check_device, check_pooling
 
     check_pooling("--pooling", pooling)
-    check_choice("--index-kind", index_kind, KINDS)
+    settings = index_settings(kind_option="--index-kind", kind=index_kind, exact=exact, M=M,
+                              ef_construction=ef_construction, ef_search=ef_search, rescore=rescore, lists=lists,
+                              threads=threads, languages=languages, sparse=sparse, sparse_ngrams=sparse_ngrams)
     check_choice("--runtime", runtime, RUNTIMES)
     check_device("--device", device)
     check_output(output, overwrite=overwrite,
@@ -120,7 +132,7 @@ def create_pipeline_command(
     config = dict(_overrides(k, threshold, max_entities), pooling=pooling, max_length=max_length, device=device,
                   runtime=runtime, spans_key=spans_key, labels=list(labels or []))
     nlp = create_pipeline(output, kb_path=kb, model=model, base=base, lang=lang, index_path=index, config=config,
-                          exact=exact, overwrite=overwrite, kind=index_kind, resources_dir=resources_dir)
+                          overwrite=overwrite, resources_dir=resources_dir, index_settings=settings)
     linker = nlp.get_pipe("sapbert_linker")
     typer.echo(f"Pipeline {nlp.pipe_names} with {len(linker.kb):,} concepts, {len(linker.index):,} names -> {output}")
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import DataFormatError, Errors, MissingInputError
-from ..index import META_FILE, ConceptIndex
+from ..base.defaults import MAX_LENGTH
+from ..index import META_FILE, ConceptIndex, IndexSettings
+from ..index.settings import DEFAULTS
 from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, folder_contents, get_logger
 
 logger = get_logger("linking")
@@ -25,42 +27,34 @@ def build_index_dir(
     kb_dir: PathLike,
     model: str,
     output: PathLike,
+    settings: Optional[IndexSettings] = None,
     *,
     pooling: str = "auto",
-    max_length: int = 25,
+    max_length: int = MAX_LENGTH,
     device: str = "auto",
     precision: str = "auto",
     batch_size: int = 256,
-    exact: Optional[bool] = None,
-    M: Optional[int] = None,
-    ef_construction: Optional[int] = None,
-    ef_search: Optional[int] = None,
     work_dir: Optional[PathLike] = None,
-    num_threads: int = 1,
     overwrite: bool = False,
     show_progress: bool = True,
-    kind: str = "auto",
-    rescore: Optional[int] = None,
-    lists: Optional[int] = None,
     chunk_size: int = 8192,
     ray: bool = False,
     actors: int = 2,
     gpus_per_actor: float = 0.0,
     address: Optional[str] = None,
-    languages: Optional[Sequence[str]] = None,
-    sparse: bool = False,
-    sparse_ngrams: Sequence[int] = (2, 3),
     runtime: str = "auto",
+    **options: Any,
 ) -> ConceptIndex:
-    """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically).
-    ``kind``: ``auto`` (by size), ``exact``, ``hnsw`` or ``ivf`` (see :mod:`spacy_sapbert.index`).
+    """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically), built as
+    ``settings`` say (:class:`~spacy_sapbert.index.IndexSettings`: kind, depth, cells, re-scoring, threads,
+    default languages, the sparse part; keyword ``options`` change single settings, e.g. ``kind="ivf"``).
     With ``ray`` the names are encoded in chunks of ``chunk_size`` on ``actors`` Ray actors
     (``gpus_per_actor`` GPUs each; the cluster at ``address``, else a local Ray) into the work folder,
     then the index is built here from those chunks (see :mod:`spacy_sapbert.index.ray_build`).
-    ``languages``: the index searches only the names in these languages by default (every name is
-    still indexed: :meth:`ConceptIndex.set_languages` changes it without a rebuild). ``sparse``: also fit
-    the char n-gram tf-idf of the names (``sparse_ngrams``, :mod:`spacy_sapbert.index.sparse`) that hybrid
-    scoring (the linker's ``sparse_weight``) reads; saved in the same folder. ``runtime``: what encodes the
+    ``settings.languages``: the index searches only the names in these languages by default (every name is
+    still indexed: :meth:`ConceptIndex.set_languages` changes it without a rebuild). ``settings.sparse``: also
+    fit the char n-gram tf-idf of the names (:mod:`spacy_sapbert.index.sparse`) that hybrid scoring (the
+    linker's ``sparse_weight``) reads; saved in the same folder. ``runtime``: what encodes the
     names, ``torch``, ``onnx`` (an ONNX export of the model's weights, made in the work folder, run by ONNX
     Runtime on the CPU; ``precision="int8"`` its quantized copy) or ``auto`` (ONNX float32 on a CPU from
     20,000 names, else torch; torch with ``ray``): see :mod:`spacy_sapbert.encoding.bulk`."""
@@ -69,6 +63,7 @@ def build_index_dir(
     from ..encoding.torch_encoder import Encoder
     from ..kb import KnowledgeBase
 
+    settings = IndexSettings.of(settings, **options)  # every setting checked before any work
     kb_dir = ensure_path(kb_dir)
     output = ensure_path(output)
     if output.exists() and not overwrite:
@@ -84,17 +79,10 @@ def build_index_dir(
         if address:
             check_address(address)
     kb = KnowledgeBase.from_disk(kb_dir)
-    if languages:
-        kb.row_language_mask(languages)  # an unknown code fails before the encoding (E735)
-    if sparse:
-        from ..index.sparse import check_settings
-
-        check_settings("char_wb", sparse_ngrams)  # E780 before the encoding
+    if settings.languages:
+        kb.row_language_mask(settings.languages)  # an unknown code fails before the model loads (E735)
     enc = Encoder.load(model, pooling=pooling, max_length=max_length, device=device,
                        precision="fp32" if precision == "int8" else precision)
-    options: Dict[str, Any] = {k: v for k, v in (("M", M), ("ef_construction", ef_construction),
-                                                  ("ef_search", ef_search), ("rescore", rescore), ("lists", lists))
-               if v is not None}
     if work_dir is None:
         work_dir = output.with_name(f".{output.name}.work")
     run = resolve_runtime(runtime, precision, device, len(kb.names), ray=ray)
@@ -108,17 +96,11 @@ def build_index_dir(
                                                                    "device": device, "precision": precision}),
                          batch_size=batch_size, actors=actors, gpus_per_actor=gpus_per_actor, address=address,
                          show_progress=show_progress)
-    index = ConceptIndex.build(kb, enc, kind=kind, exact=exact, batch_size=batch_size, work_dir=work_dir,
-                               num_threads=num_threads, show_progress=show_progress, chunk_size=chunk_size,
-                               **options)
+    index = ConceptIndex.build(kb, enc, settings, batch_size=batch_size, work_dir=work_dir,
+                               show_progress=show_progress, chunk_size=chunk_size)
     index.meta["model"] = enc.name
     index.meta["kb_path"] = str(kb_dir.resolve())
     index.meta["names_precision"] = names_precision(enc)
-    index.set_languages(languages)
-    if sparse:
-        from ..index.sparse import SparseIndex
-
-        index.sparse = SparseIndex.from_kb(kb, encoder_fingerprint=enc.fingerprint, ngram_range=sparse_ngrams)
     with atomic_dir(output, overwrite=overwrite) as tmp:
         index.to_disk(tmp)
     import shutil
@@ -252,18 +234,22 @@ def create_pipeline(
     lang: str = "en",
     index_path: Optional[PathLike] = None,
     config: Optional[Dict[str, Any]] = None,
-    exact: Optional[bool] = None,
     overwrite: bool = False,
     show_progress: bool = True,
-    kind: str = "auto",
     resources_dir: Optional[PathLike] = None,
+    index_settings: Optional[IndexSettings] = None,
+    **options: Any,
 ) -> Any:
     """A blank (``lang``) or given pipeline (``base``) + ``sapbert_linker`` (``config``), initialised
-    with the KB (and the index at ``index_path``, built when absent), written to ``output``.
+    with the KB (and the index at ``index_path``, built when absent, as ``index_settings`` say: an
+    :class:`~spacy_sapbert.index.IndexSettings`; keyword ``options`` change single settings, e.g.
+    ``kind="ivf"``), written to ``output``; the settings that differ from the defaults are recorded in its
+    config's ``[initialize.components.sapbert_linker.index_settings]``.
     With ``resources_dir`` the KB and index are written there and the pipeline holds only a pointer
     to them (``resources = "outside"``: a small package for a UMLS-sized index)."""
     import spacy
 
+    index_settings = IndexSettings.of(index_settings, **options)
     output = ensure_path(output)
     if output.exists() and not overwrite:
         from ..errors import ConfigError
@@ -274,15 +260,15 @@ def create_pipeline(
     if resources_dir is not None:
         config["resources"] = "outside"
     linker = nlp.add_pipe("sapbert_linker", config=config)
-    settings: Dict[str, Any] = {"kb_path": str(ensure_path(kb_path).resolve()), "exact": exact,
-                                "show_progress": show_progress, "kind": kind}
+    default = DEFAULTS.to_dict()
+    chosen = {k: v for k, v in index_settings.to_dict().items() if v != default[k]}
+    settings: Dict[str, Any] = {"kb_path": str(ensure_path(kb_path).resolve()), "index_settings": chosen}
     if index_path is not None:
         settings["index_path"] = str(ensure_path(index_path).resolve())
-    linker.initialize(lambda: [], nlp=nlp, **settings)
+    linker.initialize(lambda: [], nlp=nlp, show_progress=show_progress, **settings)
     if resources_dir is not None:
         linker.export_resources(resources_dir, overwrite=overwrite)
-    nlp.config["initialize"]["components"]["sapbert_linker"] = {
-        k: v for k, v in settings.items() if k in ("kb_path", "index_path")}
+    nlp.config["initialize"]["components"]["sapbert_linker"] = {k: v for k, v in settings.items() if v}
     with atomic_dir(output, overwrite=overwrite) as tmp:
         nlp.to_disk(tmp)
     return nlp

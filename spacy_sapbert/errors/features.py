@@ -197,4 +197,8 @@ class FeatureErrors:
             "docs/scale.md). Rebuild it: `spacy-sapbert build-index {kb} --model {model} --output NEW_INDEX "
             "--kind auto` (ivf from 500,000 names; `--kind ivf` to ask for it), and for a pipeline then "
             "`spacy-sapbert create-pipeline NEW_PIPELINE --kb {kb} --model {model} --index NEW_INDEX`.")
+    E833 = ("Unknown index setting(s) {names} in {where}. The settings an index is built with are: {known} "
+            "(spacy_sapbert.index.IndexSettings; docs/scale.md). Fix the name or leave it out.")
+    E834 = ("Index setting {name} must be {expected}, got {value!r}. Fix the option or config value "
+            "(spacy_sapbert.index.IndexSettings; docs/scale.md has each setting's default).")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
@@ -34,37 +34,21 @@ from .guards import check_k, check_scores, check_self_scores, is_whole
 from .meta import MAX_EF_SEARCH, check_meta
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
 from .sparse import SparseIndex, load_beside, write_beside
-from .ivf import DEFAULT_IVF_RESCORE, IvfBackend, sub_quantizers, check_settings as check_ivf_settings
+from .ivf import IvfBackend, sub_quantizers, check_settings as check_ivf_settings
+from .settings import DEFAULTS, EXACT_MAX_NAMES, HNSW_EF_SEARCH, KINDS, LARGE_MIN_NAMES, IndexSettings, choose_kind
 
 logger = get_logger("index")
 
 META_FILE = "index_meta.json"
 FORMAT_VERSION = 2
-EXACT_MAX_NAMES = 20_000
-LARGE_MIN_NAMES = 500_000  # kind auto: the ivf index from this many names
-KINDS = ("auto", "exact", "hnsw", "ivf")
-DEFAULT_M = 32
-DEFAULT_EF_CONSTRUCTION = 200
-DEFAULT_EF_SEARCH = 200
+# the defaults' one home is settings.IndexSettings; these names are kept for their importers
+DEFAULT_M = DEFAULTS.M
+DEFAULT_EF_CONSTRUCTION = DEFAULTS.ef_construction
+DEFAULT_EF_SEARCH = HNSW_EF_SEARCH
 # an empty row→concept cache (checksum "" matches no KB): ConceptIndex builds the real one on first use
 _NO_CSR = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))
 _BACKENDS = {"exact": ExactBackend, "hnsw": HnswBackend, "ivf": IvfBackend}
 _TWO_STAGE = ("ivf",)  # float16 vectors re-scored, collected in a memory-mapped file while building
-
-
-def choose_kind(n_names: int, kind: str = "auto", exact: Optional[bool] = None) -> str:
-    """The back-end for ``n_names`` names: ``kind`` unless ``auto``; ``exact`` (legacy flag) picks
-    exact (True) or hnsw (False); else by size: exact up to :data:`EXACT_MAX_NAMES`, hnsw below
-    :data:`LARGE_MIN_NAMES`, ivf from there."""
-    if kind not in KINDS:
-        raise ConfigError(Errors.E124.format(value=kind, choices=", ".join(KINDS)))
-    if kind != "auto":
-        return kind
-    if exact is not None:
-        return "exact" if exact else "hnsw"
-    if n_names <= EXACT_MAX_NAMES:
-        return "exact"
-    return "hnsw" if n_names < LARGE_MIN_NAMES else "ivf"
 
 
 class ConceptIndex(FilterMixin):
@@ -75,7 +59,7 @@ class ConceptIndex(FilterMixin):
                  backend: Any = None) -> None:
         self.kb = kb
         self.meta = meta
-        self.ef_search = int(meta.get("ef_search", DEFAULT_EF_SEARCH))
+        self.ef_search = int(meta.get("ef_search", HNSW_EF_SEARCH))
         self.languages: Optional[Tuple[str, ...]] = tuple(meta["languages"]) if meta.get("languages") else None
         if backend is None:
             backend = HnswBackend(hnsw, self.ef_search) if hnsw is not None else ExactBackend(vectors)
@@ -121,91 +105,52 @@ class ConceptIndex(FilterMixin):
 
     # ---- building -----------------------------------------------------------------------
     @classmethod
-    def build(
-        cls,
-        kb: Any,
-        enc: Any,
-        *,
-        kind: str = "auto",
-        exact: Optional[bool] = None,
-        M: int = DEFAULT_M,
-        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
-        ef_search: Optional[int] = None,
-        batch_size: int = 256,
-        work_dir: Optional[PathLike] = None,
-        show_progress: bool = True,
-        chunk_size: int = 8192,
-        num_threads: int = 1,
-        seed: int = 100,
-        rescore: Optional[int] = None,
-        lists: Optional[int] = None,
-    ) -> "ConceptIndex":
-        """Encode every KB name with ``enc`` and index the vectors (see :meth:`from_vectors`).
-
-        ``kind="auto"`` picks exact search up to :data:`EXACT_MAX_NAMES` names, hnswlib below
-        :data:`LARGE_MIN_NAMES` and the ivf index from there (:func:`choose_kind`; ``exact=True/False`` is the
-        older way to ask for exact or hnsw). With ``work_dir`` the name vectors are written there chunk by chunk
-        and an interrupted build resumes from the chunks already done; an ivf build then keeps
-        the float16 vectors in a memory-mapped file there instead of RAM.
-        ``num_threads=1`` builds the same graph every time; more threads build faster but the graph may
-        differ between runs.
-        """
+    def build(cls, kb: Any, enc: Any, settings: Optional[IndexSettings] = None, *, batch_size: int = 256,
+              work_dir: Optional[PathLike] = None, show_progress: bool = True, chunk_size: int = 8192,
+              **options: Any) -> "ConceptIndex":
+        """Encode every KB name with ``enc`` and index the vectors as ``settings`` say (an
+        :class:`IndexSettings`; keyword ``options`` change single settings, e.g. ``kind="ivf"``), see
+        :meth:`from_vectors`. With ``work_dir`` the name vectors are written there chunk by chunk and an
+        interrupted build resumes from the chunks already done; an ivf build then keeps the float16 vectors
+        in a memory-mapped file there instead of RAM."""
+        settings = IndexSettings.of(settings, **options)
         n = len(kb.names)
         if n == 0:
             raise EmptyResultError(Errors.E106)
-        kind = choose_kind(n, kind, exact)
+        kind = settings.chosen_kind(n)
         if kind == "ivf":
-            check_ivf_settings(n, lists)  # E583 / E584 likewise
+            check_ivf_settings(n, settings.lists)  # E583 / E584 before the encoding, not after
+        if settings.languages:
+            kb.row_language_mask(settings.languages)  # an unknown code likewise (E735)
         t0 = time.perf_counter()
-        out = None
-        if kind in _TWO_STAGE:
-            out = _float16_buffer(work_dir, n, int(enc.dim))
+        out = _float16_buffer(work_dir, n, int(enc.dim)) if kind in _TWO_STAGE else None
         vectors = _encode_names(kb, enc, batch_size=batch_size, work_dir=work_dir, show_progress=show_progress,
                                 chunk_size=chunk_size, out=out)
         encode_s = time.perf_counter() - t0
-        index = cls.from_vectors(kb, vectors, enc, kind=kind, M=M, ef_construction=ef_construction,
-                                 ef_search=ef_search, num_threads=num_threads, seed=seed, show_progress=show_progress,
-                                 rescore=rescore, lists=lists)
+        index = cls.from_vectors(kb, vectors, enc, settings.replace(kind=kind), show_progress=show_progress)
         index.meta["encode_seconds"] = round(encode_s, 3)
         index.meta["build_seconds"] = round(time.perf_counter() - t0, 3)
         logger.info("indexed %d names (%s) in %.1f s", n, kind, index.meta["build_seconds"])
         return index
 
     @classmethod
-    def from_vectors(
-        cls,
-        kb: Any,
-        vectors: numpy.ndarray,
-        enc: Any,
-        *,
-        kind: str = "auto",
-        M: int = DEFAULT_M,
-        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
-        ef_search: Optional[int] = None,
-        num_threads: int = 1,
-        seed: int = 100,
-        show_progress: bool = True,
-        rescore: Optional[int] = None,
-        lists: Optional[int] = None,
-    ) -> "ConceptIndex":
+    def from_vectors(cls, kb: Any, vectors: numpy.ndarray, enc: Any, settings: Optional[IndexSettings] = None, *,
+                     show_progress: bool = True, **options: Any) -> "ConceptIndex":
         """Index name vectors computed elsewhere (row ``i`` = ``kb.names[i]``, L2-normalised, float32
-        or float16, may be memory-mapped). ``enc`` gives the fields the index checks queries against:
-        ``fingerprint``, ``dim``, ``pooling``, ``max_length`` (and ``name``).
-        ``rescore`` (ivf): candidates re-scored per query, None: 512.
-        ``lists`` (ivf): cells, None: :func:`~spacy_sapbert.index.ivf.default_lists`; its ``ef_search`` is
-        the cells scanned per query (None: :func:`~spacy_sapbert.index.ivf.default_probes`)."""
+        or float16, may be memory-mapped) as ``settings`` say (keyword ``options`` change single settings).
+        ``enc`` gives the fields the index checks queries against: ``fingerprint``, ``dim``, ``pooling``,
+        ``max_length`` (and ``name``). An ivf index's ``ef_search`` is the cells scanned per query (None:
+        :func:`~spacy_sapbert.index.ivf.default_probes`), its ``lists`` the cells (None:
+        :func:`~spacy_sapbert.index.ivf.default_lists`). ``settings.languages`` becomes the default language
+        restriction (:meth:`set_languages`); ``settings.sparse`` fits the char n-gram part beside."""
+        settings = IndexSettings.of(settings, **options)
         n = len(kb.names)
         if vectors.ndim != 2 or vectors.shape[0] != n or vectors.shape[1] != int(enc.dim):
             raise ConfigError(Errors.E125.format(shape=list(vectors.shape), n=n, dim=int(enc.dim)))
-        kind = choose_kind(n, kind)
-        if rescore is None:
-            rescore = DEFAULT_IVF_RESCORE
-        for what, value, minimum in (("M", M, 2), ("ef_construction", ef_construction, 1),
-                                     ("ef_search", ef_search or 1, 1), ("rescore", rescore, 1)):
-            if value < minimum:
-                raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=value))
+        kind = settings.chosen_kind(n)
+        ef_search = settings.ef_search
         if ef_search is None and kind != "ivf":  # ivf: the backend picks it from its cells
-            ef_search = DEFAULT_EF_SEARCH
+            ef_search = HNSW_EF_SEARCH
         t0 = time.perf_counter()
         meta: Dict[str, Any] = {
             "format_version": FORMAT_VERSION,
@@ -221,22 +166,28 @@ class ConceptIndex(FilterMixin):
             "max_length": int(enc.max_length),
             "kb_checksum": kb.checksum,
             "ef_search": None if ef_search is None else int(ef_search),
-            "seed": int(seed),
+            "seed": int(settings.seed),
         }
         if kind == "exact":
             backend: Any = ExactBackend(numpy.asarray(vectors, dtype=numpy.float32))
         elif kind == "hnsw":
-            meta.update(M=int(M), ef_construction=int(ef_construction))
-            hnsw = _build_hnsw(numpy.asarray(vectors, dtype=numpy.float32), M=M, ef_construction=ef_construction,
-                               num_threads=num_threads, seed=seed, show_progress=show_progress)
+            meta.update(M=settings.M, ef_construction=settings.ef_construction)
+            hnsw = _build_hnsw(numpy.asarray(vectors, dtype=numpy.float32), M=settings.M,
+                               ef_construction=settings.ef_construction, num_threads=settings.num_threads,
+                               seed=settings.seed, show_progress=show_progress)
             backend = HnswBackend(hnsw, int(ef_search))
         else:
-            backend = IvfBackend.build(vectors, lists=lists, probes=ef_search, rescore=rescore,
-                                       num_threads=num_threads, show_progress=show_progress, seed=seed)
-            meta.update(lists=backend.lists, rescore=int(rescore), ef_search=backend.ef_search,
+            backend = IvfBackend.build(vectors, settings, show_progress=show_progress)
+            meta.update(lists=backend.lists, rescore=backend.rescore, ef_search=backend.ef_search,
                         sub_quantizers=sub_quantizers(int(enc.dim)))
         meta["graph_seconds"] = meta["build_seconds"] = round(time.perf_counter() - t0, 3)
-        return cls(kb, meta, backend=backend)
+        index = cls(kb, meta, backend=backend)
+        if settings.languages:
+            index.set_languages(settings.languages)  # E735 / E739 for codes no name has
+        if settings.sparse:
+            index.sparse = SparseIndex.from_kb(kb, encoder_fingerprint=enc.fingerprint,
+                                               ngram_range=settings.sparse_ngrams)
+        return index
 
     # ---- searching ----------------------------------------------------------------------
     def search_names(self, vectors: numpy.ndarray, k: int, *, row_mask: Optional[numpy.ndarray] = None
@@ -416,5 +367,5 @@ def _float16_buffer(work_dir: Optional[PathLike], n: int, dim: int) -> numpy.nda
     return numpy.lib.format.open_memmap(work / "vectors.f16.npy", mode="w+", dtype=numpy.float16, shape=(n, dim))
 
 
-__all__ = ["ConceptIndex", "choose_kind", "EXACT_MAX_NAMES", "LARGE_MIN_NAMES", "KINDS", "DEFAULT_M",
+__all__ = ["ConceptIndex", "IndexSettings", "choose_kind", "EXACT_MAX_NAMES", "LARGE_MIN_NAMES", "KINDS", "DEFAULT_M",
            "DEFAULT_EF_CONSTRUCTION", "DEFAULT_EF_SEARCH", "META_FILE", "HNSW_FILE", "VECTORS_FILE"]

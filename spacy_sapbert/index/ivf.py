@@ -29,6 +29,7 @@ from ..errors import ConfigError, Errors
 from ..base.integrity import NPY_READ_ERRORS
 from ..base.util import atomic_write
 from .files import write_npy
+from .settings import IVF_RESCORE, IndexSettings
 from .threads import search_threads
 from .two_stage import VECTORS_F16_FILE, RescoredBackend, load_float16
 from .two_stage import damaged as _damaged
@@ -41,7 +42,7 @@ CODES_FILE = "ivf.codes.npy"  # uint8: each cell's packed codes, its size rounde
 ARRAY_FILES = (CENTROIDS_FILE, CODEBOOK_FILE, IDS_FILE, OFFSETS_FILE, CODES_FILE)
 BLOCK = 32  # rows per packed block of fast-scan codes (faiss's bbs)
 TRAIN_SAMPLE = 100_000  # names the cells and codebooks are trained on (as measured)
-DEFAULT_IVF_RESCORE = 512  # umls_scale_sweep ivfpq_*: 512 re-scored rows keep recall@5 >= 0.99 at 1M and 3M
+DEFAULT_IVF_RESCORE = IVF_RESCORE  # umls_scale_sweep ivfpq_*: 512 rows keep recall@5 >= 0.99 at 1M and 3M
 HUGE_KB_NAMES = 2_000_000
 MIN_NAMES = 64  # 16 code centroids per sub-quantizer and at least 8 names a cell need some names to train on
 
@@ -111,13 +112,16 @@ class IvfBackend(RescoredBackend):
 
     # ---- building -----------------------------------------------------------------------
     @classmethod
-    def build(cls, vectors: numpy.ndarray, *, lists: Optional[int] = None, probes: Optional[int] = None,
-              rescore: int = DEFAULT_IVF_RESCORE, num_threads: int = 1, show_progress: bool = True,
-              chunk_size: int = 65_536, seed: int = 100) -> "IvfBackend":
-        """Index ``vectors`` (float16 or float32 ``[n, dim]``, may be a memory map: read chunk by chunk):
-        cells and codebooks trained on up to :data:`TRAIN_SAMPLE` names drawn with ``seed``."""
+    def build(cls, vectors: numpy.ndarray, settings: IndexSettings, *, show_progress: bool = True,
+              chunk_size: int = 65_536) -> "IvfBackend":
+        """Index ``vectors`` (float16 or float32 ``[n, dim]``, may be a memory map: read chunk by chunk) with
+        ``settings.lists`` cells, ``settings.ef_search`` of them scanned per query and ``settings.rescore`` rows
+        re-scored (None: the defaults), on ``settings.num_threads`` threads: cells and codebooks trained on up to
+        :data:`TRAIN_SAMPLE` names drawn with ``settings.seed``."""
         n, dim = vectors.shape
-        lists = check_settings(n, lists)
+        lists = check_settings(n, settings.lists)
+        seed, num_threads, probes = settings.seed, settings.num_threads, settings.ef_search
+        rescore = DEFAULT_IVF_RESCORE if settings.rescore is None else settings.rescore
         faiss = _faiss()
         index = faiss.index_factory(dim, _spec(lists, dim), faiss.METRIC_INNER_PRODUCT)
         index.cp.min_points_per_centroid = 1  # small samples are fine: no warning per training

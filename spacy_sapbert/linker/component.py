@@ -27,7 +27,7 @@ from ..encoding.torch_encoder import DEFAULT_MODEL, CachedEncoder, Encoder
 from ..errors import ConfigError, Errors, IncompatibleError, MissingExtraError, MissingInputError, Warnings
 from ..base.extras import declare_extra, is_installed
 from .extension import has_alnum, register_kb_ents
-from ..index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
+from ..index import META_FILE, ConceptIndex, IndexSettings
 from ..index.hybrid import HybridScore, check_mode, check_weight, hybrid_search
 from ..index.query_variants import check_kinds, query_variants
 from ..index.sparse import SparseIndex, write_beside
@@ -293,13 +293,9 @@ class SapbertLinker(LinkerStorage, Pipe):
         nlp: Optional[Language] = None,
         kb_path: Optional[str] = None,
         index_path: Optional[str] = None,
-        exact: Optional[bool] = None,
-        M: int = DEFAULT_M,
-        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        index_settings: Optional[Dict[str, Any]] = None,
         work_dir: Optional[str] = None,
-        num_threads: int = 1,
         show_progress: bool = True,
-        kind: str = "auto",
         prototypes_path: Optional[str] = None,
         calibration_path: Optional[str] = None,
         reranker_path: Optional[str] = None,
@@ -308,15 +304,19 @@ class SapbertLinker(LinkerStorage, Pipe):
         or build it (and save it there, when given, so the next run reuses it); load the prototype
         store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking, and the
         calibration at ``calibration_path`` (from ``spacy-sapbert calibrate``), the cross-encoder re-ranker at
-        ``reranker_path`` (``spacy-sapbert train-reranker``'s ``OUTPUT/model``). ``kind``
-        picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``ivf``: see
-        :mod:`spacy_sapbert.index`)."""
+        ``reranker_path`` (``spacy-sapbert train-reranker``'s ``OUTPUT/model``). ``index_settings``: how a new
+        index is built, the fields of :class:`~spacy_sapbert.index.IndexSettings` as a dict (in a config:
+        ``[initialize.components.sapbert_linker.index_settings]``, e.g. ``kind = "ivf"``) or the object itself;
+        its ``ef_search`` defaults to the component's ``ef_search``."""
         from ..kb import KnowledgeBase
 
         if kb_path is None:
             raise ConfigError(Errors.E115.format(name=self.name))
         if nlp is not None and self.cfg["resolve_abbreviations"]:  # its package then installs scispaCy too
             declare_extra(nlp.meta, "abbreviations")
+        settings = IndexSettings.of(index_settings)  # E124 / E833 / E834 before any loading
+        if settings.ef_search is None and self.cfg["ef_search"] is not None:
+            settings = settings.replace(ef_search=self.cfg["ef_search"])
         encoder = self._load_encoder(self.cfg["model"])
         kb = KnowledgeBase.from_disk(kb_path)
         if index_path is not None and (ensure_path(index_path) / META_FILE).exists():
@@ -325,9 +325,8 @@ class SapbertLinker(LinkerStorage, Pipe):
             if index_path is None and work_dir is None:
                 logger.info("building the index of %d names on first use (save it with index_path to reuse it)",
                             len(kb.names))
-            index = ConceptIndex.build(kb, encoder, kind=kind, exact=exact, M=M, ef_construction=ef_construction,
-                                       ef_search=self.cfg["ef_search"], batch_size=self.cfg["batch_size"],
-                                       work_dir=work_dir, num_threads=num_threads, show_progress=show_progress)
+            index = ConceptIndex.build(kb, encoder, settings, batch_size=self.cfg["batch_size"], work_dir=work_dir,
+                                       show_progress=show_progress)
             if index_path is not None:  # recorded as build-index does: `spacy-sapbert link INDEX` can use it alone
                 index.meta.update(model=encoder.name, kb_path=str(ensure_path(kb_path).resolve()))
                 index.to_disk(index_path)
