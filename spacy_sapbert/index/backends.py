@@ -25,6 +25,7 @@ from ..base.integrity import NPY_READ_ERRORS, unit_norm_problem
 from .files import link_or_copy
 from .graph_search import exact_topk, masked_search
 from .hnsw_file import check_hnsw_file
+from .settings import HNSW_EF_SEARCH
 from .threads import search_threads
 
 HNSW_FILE = "names.hnsw"
@@ -166,7 +167,7 @@ class HnswBackend:
         if hnsw.get_current_count() != n:
             raise MissingInputError(Errors.E107.format(
                 path=path, reason=f"{hnsw.get_current_count()} vectors, expected {n}"))
-        return cls(hnsw, int(meta.get("ef_search", 200)), source=path)
+        return cls(hnsw, int(meta.get("ef_search", HNSW_EF_SEARCH)), source=path)
 
 
 __all__ = ["ExactBackend", "HnswBackend", "exact_topk", "HNSW_FILE", "VECTORS_FILE"]
