@@ -61,7 +61,7 @@ def command_line() -> str:
 
 
 def train_mentions() -> List[Any]:
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_dataset
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
 
     ncbi = [m for m in iter_mentions(read_dataset(NCBI["train"])) if m.ids]
     bc5 = [m for m in iter_mentions(read_dataset(BC5CDR["train"], types=["Disease"])) if m.ids]
@@ -71,7 +71,7 @@ def train_mentions() -> List[Any]:
 def finetune_name(base: str, kb: Any, work: Path, epochs: int, device: str, max_steps: int = 0,
                   max_minutes: float = 0) -> Dict[str, Any]:
     """The fine-tuned name encoder (reused when its summary exists); returns its path and run figures."""
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_dataset
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
     from spacy_sapbert.training import finetune
     from spacy_sapbert.training.config import load_config
     from spacy_sapbert.training.run import dev_set

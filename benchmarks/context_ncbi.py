@@ -36,11 +36,11 @@ from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.evaluation.baselines import DenseEncoder, Dictionary
 from spacy_sapbert.evaluation.context import (ambiguity_mask, context_rankings, context_vectors, mention_keys,
                                               prototype_masks)
-from spacy_sapbert.evaluation.datasets import read_pubtator
-from spacy_sapbert.evaluation.metrics import resolve_gold, score
 from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries
 from spacy_sapbert.evaluation.run import select_mentions
 from spacy_sapbert.kb.build import build_kb
+from spacy_sapbert.mentions.datasets import read_pubtator
+from spacy_sapbert.mentions.metrics import resolve_gold, score
 
 OUT = OUTPUT
 K = 10

@@ -26,7 +26,7 @@ from typing import Any, Dict, List
 
 from common import DATA, OUTPUT, ROOT, dir_mb, medic_file
 from results_io import table, write_results
-from spacy_sapbert.util import peak_rss_mb
+from spacy_sapbert.base.util import peak_rss_mb
 
 OUT = OUTPUT / "kb_build"
 

@@ -34,7 +34,7 @@ from common import OUTPUT, dir_mb, minilm_path
 from kb_build import make_synthetic, run_step, step_load
 from results_io import table, write_results
 
-from spacy_sapbert.util import peak_rss_mb
+from spacy_sapbert.base.util import peak_rss_mb
 
 OUT = OUTPUT / "umls_data_scale"
 

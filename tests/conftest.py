@@ -182,7 +182,7 @@ def corpus_pipeline(tiny_bert_path, tmp_path_factory) -> Path:
     import spacy
 
     from spacy_sapbert.kb import Concept, KnowledgeBase
-    from spacy_sapbert.linking import create_pipeline
+    from spacy_sapbert.commands.pipeline import create_pipeline
 
     root = tmp_path_factory.mktemp("corpus_pipeline")
     KnowledgeBase.from_concepts([Concept(*c) for c in CORPUS_CONCEPTS]).to_disk(root / "kb")
