@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from common import BC5CDR, MEDIC, NCBI, ROOT, minilm_path, timed
-from context_ncbi import DATA, OUT, load_set, pivot_lines, splice_docs, start, throughput
+from context_ncbi import OUT, load_set, pivot_lines, splice_docs, start, throughput
 from context_train import EXAMPLE_NAMES, ONE_SENSE, kept_rows, rerank_share, score_encoder, train_variants
 from results_io import table, write_results
 
@@ -103,12 +103,11 @@ def finetune_name(base: str, kb: Any, work: Path, epochs: int, device: str, max_
 
 
 def evaluation_sets(limit: Any = None) -> Dict[str, Any]:
-    ncbi, bc5 = DATA / "ncbi_disease", DATA / "bc5cdr"
-    return {"ncbi_protos": load_set(ncbi / "NCBItrainset_corpus.txt", limit=limit),
-            "ncbi_dev": load_set(ncbi / "NCBIdevelopset_corpus.txt", limit=limit),
-            "ncbi_test": load_set(ncbi / "NCBItestset_corpus.txt", limit=limit),
-            "bc5_protos": load_set(bc5 / "train_corpus.txt", types=["Disease"], limit=limit),
-            "bc5_dev": load_set(bc5 / "dev_corpus.txt", types=["Disease"], limit=limit)}
+    return {"ncbi_protos": load_set(NCBI["train"], limit=limit),
+            "ncbi_dev": load_set(NCBI["dev"], limit=limit),
+            "ncbi_test": load_set(NCBI["test"], limit=limit),
+            "bc5_protos": load_set(BC5CDR["train"], types=["Disease"], limit=limit),
+            "bc5_dev": load_set(BC5CDR["dev"], types=["Disease"], limit=limit)}
 
 
 def evaluate_encoder(label: str, load: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,

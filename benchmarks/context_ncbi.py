@@ -28,7 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-from common import DATA, MEDIC, OUTPUT, ROOT, minilm_path
+from common import BC5CDR, MEDIC, NCBI, OUTPUT, ROOT, minilm_path
 from results_io import table, write_results
 
 from spacy_sapbert.context import ContextEncoder, ContextWeights, build_prototypes, tune_weights
@@ -227,7 +227,6 @@ def main() -> None:
     if not start(args.render_only, "context_ncbi", render_docs):
         return
     limit = 20 if args.quick else None
-    ncbi = DATA / "ncbi_disease"
     kb = build_kb([(MEDIC, "medic")])
     dictionary = Dictionary.from_kb(kb)
     cache = OUT / "cache"
@@ -238,27 +237,26 @@ def main() -> None:
     figures: Dict[str, Any] = {}
 
     t = time.time()
-    ncbi_store = build_prototypes(load_set(ncbi / "NCBItrainset_corpus.txt", limit=limit and 5 * limit), kb, ctx_enc,
+    ncbi_store = build_prototypes(load_set(NCBI["train"], limit=limit and 5 * limit), kb, ctx_enc,
                                   name_encoder=name_enc)
     figures["ncbi_prototypes"] = {k: ncbi_store.meta[k] for k in ("n_prototypes", "n_concepts", "counts")}
     figures["ncbi_prototypes"]["seconds"] = round(time.time() - t, 1)
 
-    tuned, figures["tuning"] = tune_on_dev(load_set(ncbi / "NCBIdevelopset_corpus.txt", limit=limit), kb, dense,
+    tuned, figures["tuning"] = tune_on_dev(load_set(NCBI["dev"], limit=limit), kb, dense,
                                            ctx_enc, ncbi_store)
     print("tuned on NCBI dev:", tuned.to_dict(), flush=True)
     weights = {"tuned on NCBI dev": tuned, "default 0.5": ContextWeights(),
                EXAMPLE_NAMES: ContextWeights(context=0.0, fallback=0.0, example_names=True)}
 
-    evaluate_set("NCBI-disease test", load_set(ncbi / "NCBItestset_corpus.txt", limit=limit), kb, dictionary, dense,
+    evaluate_set("NCBI-disease test", load_set(NCBI["test"], limit=limit), kb, dictionary, dense,
                  ctx_enc, ncbi_store, weights, rows, figures)
-    bc5 = DATA / "bc5cdr"
-    bc5_store = build_prototypes(load_set(bc5 / "train_corpus.txt", types=["Disease"], limit=limit and 5 * limit),
+    bc5_store = build_prototypes(load_set(BC5CDR["train"], types=["Disease"], limit=limit and 5 * limit),
                                  kb, ctx_enc, name_encoder=name_enc)
     figures["bc5cdr_prototypes"] = {k: bc5_store.meta[k] for k in ("n_prototypes", "n_concepts", "counts")}
-    evaluate_set("BC5CDR-disease dev", load_set(bc5 / "dev_corpus.txt", types=["Disease"], limit=limit), kb,
+    evaluate_set("BC5CDR-disease dev", load_set(BC5CDR["dev"], types=["Disease"], limit=limit), kb,
                  dictionary, dense, ctx_enc, bc5_store, weights, rows, figures)
     figures["throughput_mentions_per_s"] = throughput(args.model, kb, cache, ncbi_store,
-                                                      load_set(ncbi / "NCBItestset_corpus.txt", limit=limit), tuned)
+                                                      load_set(NCBI["test"], limit=limit), tuned)
     print("throughput:", figures["throughput_mentions_per_s"], flush=True)
     path = write_results("context_ncbi" + ("_quick" if args.quick else ""),
                   {"strict_acc": table(["dataset", "setting", "system", "subset", "n", "strict acc@1", "strict acc@5"],

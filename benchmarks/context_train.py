@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from common import MEDIC, minilm_path
-from context_ncbi import (DATA, EXAMPLE_NAMES, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs,
+from common import BC5CDR, MEDIC, NCBI, minilm_path
+from context_ncbi import (EXAMPLE_NAMES, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs,
                           start, throughput, tune_on_dev)
 from results_io import table, write_results
 
@@ -47,8 +47,7 @@ ONE_SENSE = "margin 0.0, one sense per document"
 
 
 def train_docs() -> List[Any]:
-    ncbi, bc5 = DATA / "ncbi_disease", DATA / "bc5cdr"
-    return load_set(ncbi / "NCBItrainset_corpus.txt") + load_set(bc5 / "train_corpus.txt", types=["Disease"])
+    return load_set(NCBI["train"]) + load_set(BC5CDR["train"], types=["Disease"])
 
 
 def train_variants(base_model: str, kb: Any, only: Sequence[str], overrides: Dict[str, Any], *,
@@ -254,13 +253,12 @@ def main() -> None:
     dictionary = Dictionary.from_kb(kb)
     name_enc = Encoder.load(args.model, pooling="mean", max_length=25, device="cpu")
     dense = DenseEncoder(name_enc, dictionary, name="base MiniLM mean", batch_size=256, cache_dir=OUT / "cache")
-    ncbi, bc5 = DATA / "ncbi_disease", DATA / "bc5cdr"
     cap = args.prototypes_per_concept
-    sets = {"ncbi_protos": cap_mentions(load_set(ncbi / "NCBItrainset_corpus.txt"), kb, cap),
-            "ncbi_dev": load_set(ncbi / "NCBIdevelopset_corpus.txt"),
-            "ncbi_test": load_set(ncbi / "NCBItestset_corpus.txt"),
-            "bc5_protos": cap_mentions(load_set(bc5 / "train_corpus.txt", types=["Disease"]), kb, cap),
-            "bc5_dev": load_set(bc5 / "dev_corpus.txt", types=["Disease"], limit=args.bc5cdr_docs)}
+    sets = {"ncbi_protos": cap_mentions(load_set(NCBI["train"]), kb, cap),
+            "ncbi_dev": load_set(NCBI["dev"]),
+            "ncbi_test": load_set(NCBI["test"]),
+            "bc5_protos": cap_mentions(load_set(BC5CDR["train"], types=["Disease"]), kb, cap),
+            "bc5_dev": load_set(BC5CDR["dev"], types=["Disease"], limit=args.bc5cdr_docs)}
     margins = [float(m) for m in args.margins.split(",") if m.strip()]
     figures: Dict[str, Any] = {"training": {k: {kk: vv for kk, vv in v.items() if kk != "model"}
                                             for k, v in trained.items()}}

@@ -36,21 +36,20 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from common import DATA, OUTPUT, ROOT, medic_file, minilm_path
+from common import DATA, OUTPUT, ROOT, bc5cdr_file, medic_file, minilm_path, ncbi_file
 from results_io import table, write_results  # noqa: E402
 
 MAX_ALIASES = 3
 OUT = OUTPUT / "corpus_link"
-CORPORA = [("ncbi_disease", "NCBItrainset_corpus.txt"), ("ncbi_disease", "NCBIdevelopset_corpus.txt"),
-           ("ncbi_disease", "NCBItestset_corpus.txt"), ("bc5cdr", "train_corpus.txt"), ("bc5cdr", "dev_corpus.txt")]
 
 
 def read_corpora(data: Path, limit: int):
     from spacy_sapbert.mentions.datasets import read_pubtator
 
     docs = []
-    for folder, name in CORPORA:
-        docs.extend(read_pubtator(data / folder / name))
+    paths = [ncbi_file(s, data) for s in ("train", "dev", "test")] + [bc5cdr_file(s, data) for s in ("train", "dev")]
+    for path in paths:
+        docs.extend(read_pubtator(path))
     if limit and limit < len(docs):  # evenly spaced, so that both corpora stay in
         docs = [docs[i * len(docs) // limit] for i in range(limit)]
     return docs

@@ -40,7 +40,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from common import BC5CDR, DATA, NCBI, OUTPUT, medic_kb, minilm_path
+from common import BC5CDR, DATA, NCBI, OUTPUT, bc5cdr_file, medic_kb, minilm_path, ncbi_file
 from results_io import table, write_results  # noqa: E402
 
 SETS = ("NCBI-disease test", "BC5CDR-disease dev")
@@ -56,10 +56,9 @@ def eval_sets(data: Path) -> Dict[str, Tuple[List[Any], List[str]]]:
         return [m for m in iter_mentions(read_dataset(path, types=["Disease", "SpecificDisease", "DiseaseClass",
                                                                    "Modifier", "CompositeMention"])) if m.ids]
 
-    ncbi, bc5 = data / "ncbi_disease", data / "bc5cdr"
     out = {}
-    for name, test, train in ((SETS[0], ncbi / "NCBItestset_corpus.txt", ncbi / "NCBItrainset_corpus.txt"),
-                              (SETS[1], bc5 / "dev_corpus.txt", bc5 / "train_corpus.txt")):
+    for name, test, train in ((SETS[0], ncbi_file("test", data), ncbi_file("train", data)),
+                              (SETS[1], bc5cdr_file("dev", data), bc5cdr_file("train", data))):
         out[name] = (mentions(test), [normalize_name(m.text) for m in mentions(train)])
     return out
 

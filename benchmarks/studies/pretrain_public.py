@@ -45,7 +45,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io
 
-from common import DATA, OUTPUT, medic_kb, minilm_path  # noqa: E402
+from common import DATA, NCBI, OUTPUT, medic_kb, minilm_path  # noqa: E402
 from results_io import table, write_results  # noqa: E402
 
 
@@ -290,18 +290,14 @@ def main() -> None:
     t0 = time.time()
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]
     medic, kb = build_kbs(DATA, sources, link=bool(args.link_sources))
-    ncbi = DATA / "ncbi_disease"
-    splits = {name: iter_mentions(read_pubtator(ncbi / f"NCBI{name}set_corpus.txt"))
-              for name in ("train", "develop", "test")}
-    splits = {"train": splits["train"], "dev": splits["develop"], "test": splits["test"]}
-    splits = {k: [m for m in v if m.ids] for k, v in splits.items()}
+    splits = {name: [m for m in iter_mentions(read_pubtator(NCBI[name])) if m.ids] for name in ("train", "dev", "test")}
     print(f"pretraining KB: {len(kb)} concepts, {len(kb.names)} names ({'+'.join(sources)}); "
           f"MEDIC: {len(medic)} concepts, {len(medic.names)} names; NCBI mentions "
           + ", ".join(f"{k} {len(v)}" for k, v in splits.items()) + f" ({time.time() - t0:.0f} s)", flush=True)
     # the linker's default setting: a short form is linked through its long form in the same abstract
     from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries
 
-    test_docs = [d for d in read_pubtator(ncbi / "NCBItestset_corpus.txt")]
+    test_docs = [d for d in read_pubtator(NCBI["test"])]
     abbr = [q for (q, _), m in zip(mention_queries(test_docs, InputOptions(resolve_abbreviations=True)),
                                    iter_mentions(test_docs)) if m.ids]
     ev = Evaluator(medic, {"dev": splits["dev"], "test": splits["test"], "test_abbr": splits["test"]},

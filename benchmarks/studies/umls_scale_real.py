@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Tuple
 import numpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
-from common import DATA, OUTPUT, medic_file, minilm_path  # noqa: E402
+from common import DATA, OUTPUT, bc5cdr_file, medic_file, minilm_path, ncbi_file  # noqa: E402
 
 OUT = OUTPUT / "umls_scale_real"
 CHUNK = 8192
@@ -114,8 +114,7 @@ def query_texts(data: Path, kb: Any, n_perturbed: int, seed: int) -> Tuple[List[
 
     known = set(kb.names)
     seen, texts, source = set(), [], []
-    files = [data / "ncbi_disease" / f"NCBI{s}set_corpus.txt" for s in ("train", "develop", "test")]
-    files += [data / "bc5cdr" / f"{s}_corpus.txt" for s in ("train", "dev")]
+    files = [ncbi_file(s, data) for s in ("train", "dev", "test")] + [bc5cdr_file(s, data) for s in ("train", "dev")]
     for path in files:
         for doc in read_pubtator(path):
             for m in doc.mentions:
