@@ -11,7 +11,7 @@ It imports nothing beyond the standard library at module level.
   :data:`NCBI`, :data:`BC5CDR`, or :func:`medic_file` & co. under another data folder); :func:`minilm_path`
   (the offline all-MiniLM-L6-v2); :func:`medic_kb`;
 - timing: :func:`timed`, :func:`best_of` (systems alternated, the best round of each kept: the machine is
-  shared), :func:`median_of`;
+  shared), :func:`median_of`, :func:`timed_search` (an index's searches in batches, after warm-up passes);
 - memory and files: :func:`memory_mb` (resident memory split into anonymous and file-backed pages, and the
   peak), :class:`AnonPeak` (the highest anonymous memory while a block runs), :func:`dir_mb`,
   :func:`drop_page_cache`.
@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # this checkout's package, not an installed one
@@ -90,6 +90,20 @@ def best_of(systems: Mapping[str, Callable[[], Any]], rounds: int) -> Dict[str, 
     return best
 
 
+def timed_search(index: Any, queries: Any, k: int = 5, batch: int = 256, passes: int = 1,
+                 **options: Any) -> Tuple[List[Any], float]:
+    """``index.search`` over ``queries``, ``batch`` queries a call (``options`` passed on): the top ``k`` of every
+    query and the seconds of the last of ``passes`` passes (those before it bring the rows a search reads into
+    the page cache)."""
+    for _ in range(max(1, passes)):
+        found: List[Any] = []
+        start = time.perf_counter()
+        for first in range(0, len(queries), batch):
+            found += index.search(queries[first:first + batch], k, **options)
+        seconds = time.perf_counter() - start
+    return found, seconds
+
+
 def median_of(fn: Callable[[], Any], repeats: int) -> float:
     """The median of ``repeats`` timed calls of ``fn``, in seconds."""
     import statistics
@@ -153,4 +167,4 @@ def drop_page_cache(folder: Path) -> None:
 
 __all__ = ["AnonPeak", "BC5CDR", "DATA", "MEDIC", "NCBI", "OUTPUT", "ROOT", "UNSEEN_SETS", "bc5cdr_file", "best_of",
            "dir_mb", "drop_page_cache", "medic_file", "medic_kb", "median_of", "memory_mb", "minilm_path", "ncbi_file",
-           "timed"]
+           "timed", "timed_search"]

@@ -40,7 +40,7 @@ from typing import Any, Dict, List
 
 import numpy
 
-from common import OUTPUT, AnonPeak, dir_mb, drop_page_cache, memory_mb, minilm_path
+from common import OUTPUT, AnonPeak, dir_mb, drop_page_cache, memory_mb, minilm_path, timed_search
 from scale_diagnose import concepts_of, diagnose, exact_rows, recall
 
 OUT = OUTPUT / "umls_scale"
@@ -237,20 +237,12 @@ def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline:
                            "file_load_mb": round(after_load["file"], 0), "rss_python_mb": round(base["rss"], 0)}
     if cold:
         return out
-    t0 = time.perf_counter()
-    results = []
-    for start in range(0, len(q), 256):
-        results += index.search(q[start:start + 256], 5)
-    out["qps_b256"] = round(len(q) / (time.perf_counter() - t0), 1)
-    t0 = time.perf_counter()  # the same queries again: the rows they re-score are in the page cache now
-    for start in range(0, len(q), 256):
-        index.search(q[start:start + 256], 5)
-    out["qps_b256_again"] = round(len(q) / (time.perf_counter() - t0), 1)
+    results, seconds = timed_search(index, q)
+    out["qps_b256"] = round(len(q) / seconds, 1)
+    _, seconds = timed_search(index, q)  # the same queries again: the rows they re-score are in the page cache now
+    out["qps_b256_again"] = round(len(q) / seconds, 1)
     n1 = min(1000, len(q))
-    t0 = time.perf_counter()
-    for i in range(n1):
-        index.search(q[i:i + 1], 5)
-    out["qps_b1"] = round(n1 / (time.perf_counter() - t0), 1)
+    out["qps_b1"] = round(n1 / timed_search(index, q[:n1], batch=1)[1], 1)
     after = memory_mb()
     out.update(rss_queries_mb=round(after["rss"], 0), anon_queries_mb=round(after["anon"], 0),
                file_queries_mb=round(after["file"], 0))
@@ -260,11 +252,8 @@ def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline:
         X = numpy.load(work / info["vectors_file"], mmap_mode="r")
         rows, scores = exact_rows(X, q[:n_recall], GT_ROWS)
         out.update(diagnose(index, index.kb, q[:n_recall], results[:n_recall], rows, scores, gt["all"], X))
-    t0 = time.perf_counter()
-    filtered = []
-    for start in range(0, n_recall, 256):
-        filtered += index.search(q[start:min(n_recall, start + 256)], 5, semantic_types=[FILTER_TYPE])
-    out["filter_qps_b256"] = round(n_recall / (time.perf_counter() - t0), 1)
+    filtered, seconds = timed_search(index, q[:n_recall], semantic_types=[FILTER_TYPE])
+    out["filter_qps_b256"] = round(n_recall / seconds, 1)
     out.update({f"filter_{k}": v for k, v in recall(filtered, gt["filtered"]).items()})
     return out
 

@@ -32,6 +32,7 @@ import numpy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
 
 import umls_scale  # noqa: E402
+from common import timed_search  # noqa: E402
 from scale_diagnose import recall  # noqa: E402
 
 TRAIN = 100_000
@@ -107,12 +108,7 @@ class Bench:
                 for start in range(0, len(self.q), 256):
                     candidates(self.q[start:start + 256], rescore)
             scan = len(self.q) / (time.perf_counter() - t0)
-            for _ in range(2):  # the first pass brings the re-scored rows into the page cache
-                found: List[Any] = []
-                t0 = time.perf_counter()
-                for start in range(0, len(self.q), 256):
-                    found += self.index.search(self.q[start:start + 256], 5)
-                seconds = time.perf_counter() - t0
+            found, seconds = timed_search(self.index, self.q, passes=2)  # pass 1 brings the re-scored rows in
         finally:
             be.__dict__.pop("_candidates", None)
             be._ivf, be.lists, be.rescore = self.built, int(self.built.nlist), before

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -25,6 +24,7 @@ import numpy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
 
 import umls_scale  # noqa: E402
+from common import timed_search  # noqa: E402
 from scale_diagnose import recall  # noqa: E402
 
 
@@ -42,12 +42,7 @@ def sweep(work: Path, kind: str, efs: List[int], n_queries: int) -> List[Dict[st
     out = []
     for ef in [default] + [e for e in efs if e != default]:
         index.set_ef(ef)
-        for _ in range(2):  # the first pass reads the rows into the page cache; the second is timed
-            t0 = time.perf_counter()
-            found: List[Any] = []
-            for start in range(0, len(q), 256):
-                found += index.search(q[start:start + 256], 5)
-            seconds = time.perf_counter() - t0
+        found, seconds = timed_search(index, q, passes=2)  # the first pass reads the rows into the page cache
         row = {"ef_search": ef, "default": ef == default, "qps_b256": round(len(q) / seconds, 1)}
         row.update(recall(found, truth))
         print(row, flush=True)

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Tuple
 import numpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
-from common import DATA, OUTPUT, bc5cdr_file, medic_file, minilm_path, ncbi_file  # noqa: E402
+from common import DATA, OUTPUT, bc5cdr_file, medic_file, minilm_path, ncbi_file, timed_search  # noqa: E402
 
 OUT = OUTPUT / "umls_scale_real"
 CHUNK = 8192
@@ -177,16 +177,9 @@ def knn_sample(X: numpy.ndarray, n: int, k: int = 20) -> numpy.ndarray:
 
 
 def time_search(index: Any, Q: numpy.ndarray) -> Tuple[List[List[Any]], float, float]:
-    t0 = time.perf_counter()
-    results: List[List[Any]] = []
-    for s in range(0, len(Q), 256):
-        results += index.search(Q[s:s + 256], 5)
-    qps256 = len(Q) / (time.perf_counter() - t0)
+    results, seconds = timed_search(index, Q)
     n1 = min(500, len(Q))
-    t0 = time.perf_counter()
-    for i in range(n1):
-        index.search(Q[i:i + 1], 5)
-    return results, round(qps256, 1), round(n1 / (time.perf_counter() - t0), 1)
+    return results, round(len(Q) / seconds, 1), round(n1 / timed_search(index, Q[:n1], batch=1)[1], 1)
 
 
 class Fields:

@@ -36,7 +36,7 @@ import numpy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
 
 import umls_scale  # noqa: E402
-from common import dir_mb, memory_mb  # noqa: E402
+from common import dir_mb, memory_mb, timed_search  # noqa: E402
 from scale_diagnose import concepts_of, diagnose, exact_rows, recall  # noqa: E402
 
 
@@ -105,15 +105,8 @@ def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs:
 
 def _timed(index: Any, Q: numpy.ndarray, n_single: int) -> Any:
     """Top-5 concepts of every query (batches of 256), q/s at batch 256, q/s of the first ``n_single`` one by one."""
-    t0 = time.perf_counter()
-    results: List[List[Any]] = []
-    for start in range(0, len(Q), 256):
-        results += index.search(Q[start:start + 256], 5)
-    qps256 = len(Q) / (time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    for i in range(n_single):
-        index.search(Q[i:i + 1], 5)
-    return results, qps256, n_single / (time.perf_counter() - t0)
+    results, seconds = timed_search(index, Q)
+    return results, len(Q) / seconds, n_single / timed_search(index, Q[:n_single], batch=1)[1]
 
 
 def _truth(work: Path, kb: Any, n_recall: int) -> Any:
