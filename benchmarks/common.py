@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # this checkout's package, not an installed one
+if sys.path[:1] != [str(ROOT)]:  # this checkout's package first, before an installed one
     sys.path.insert(0, str(ROOT))
 OUTPUT = ROOT / "benchmarks" / "output"
 DATA = Path(os.environ.get("SPACY_SAPBERT_DATA", ROOT.parent / "shared" / "data"))
