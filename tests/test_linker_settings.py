@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
+import re
 import typing
 from pathlib import Path
 
@@ -111,3 +113,27 @@ def test_the_config_round_trips(tmp_path):
     assert loaded.config["components"]["sapbert_linker"] == nlp.config["components"]["sapbert_linker"]
     override = spacy.load(tmp_path / "pipeline", config={"components": {"sapbert_linker": {"k": 7}}})
     assert override.get_pipe("sapbert_linker").cfg["k"] == 7
+
+
+def _docs_table() -> dict:
+    """``{key: default}`` of the config table in docs/linker.md (a row may list several keys and defaults)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "linker.md").read_text(encoding="utf-8")
+    table = text.split("## `sapbert_linker` config", 1)[1].split("\n\n", 2)[1]
+    out = {}
+    for row in table.splitlines()[2:]:
+        keys, defaults = (cell.strip() for cell in row.strip("|").split("|")[:2])
+        names = re.findall(r"`(\w+)`", keys)
+        values = [v.strip().strip("`") for v in re.split(r" / |, ", defaults)]
+        assert len(names) == len(values), row
+        for name, value in zip(names, values):
+            try:
+                out[name] = json.loads(value)
+            except ValueError:
+                out[name] = value
+    return out
+
+
+def test_the_docs_table_lists_every_key_with_its_default():
+    table = _docs_table()
+    assert sorted(table) == sorted(setting_names())
+    assert {key: value for key, value in table.items() if value != DEFAULT_CONFIG[key]} == {}
