@@ -17,7 +17,7 @@ from ..errors import ConfigError, EmptyResultError, Errors
 from ..base.util import PathLike
 from .rerank import Candidates, ContextWeights, first_of_each, needs_context, tune_weights, with_example_names_many
 
-# the linker's defaults (linker.py DEFAULT_CONFIG): re-rank the mentions whose best names tie, one sense per document
+# the linker's defaults (LinkerSettings): re-rank the mentions whose best names tie, one sense per document
 LINKER_MARGIN: Optional[float] = 0.0
 LINKER_ONE_SENSE = True
 

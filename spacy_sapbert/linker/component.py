@@ -12,7 +12,6 @@ are truncated by the encoder; empty or whitespace-only spans get ``[]`` and ``kb
 """
 from __future__ import annotations
 
-import inspect
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -282,9 +281,7 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
 
 
 @Language.factory("sapbert_linker", default_config=DEFAULT_CONFIG)
-@settings_signature(inspect.Parameter("nlp", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Language),
-                    inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
-                    returns=SapbertLinker)
+@settings_signature(returns=SapbertLinker, nlp=Language, name=str)
 def make_sapbert_linker(nlp: Language, name: str, **settings: Any) -> SapbertLinker:
     """Create the linker. Its keyword arguments are the settings of
     :class:`~spacy_sapbert.linker.settings.LinkerSettings` (every key of the config, with its type: the signature

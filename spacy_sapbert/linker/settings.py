@@ -190,14 +190,17 @@ def default_config() -> Dict[str, Any]:
 DEFAULT_CONFIG: Dict[str, Any] = default_config()
 
 
-def settings_signature(*leading: inspect.Parameter, returns: Any) -> Callable[[F], F]:
+def settings_signature(*, returns: Any, **leading: Any) -> Callable[[F], F]:
     """Decorator for a factory ``(nlp, name, **settings)``: gives it the signature ``(<leading>, *, <every setting
-    with its type>) -> returns`` (``__signature__`` and ``__annotations__``), which spaCy (confection) reads to
-    build the config schema of the component (type checks, unknown keys refused). No defaults in the signature:
-    they come from ``DEFAULT_CONFIG``, as in spaCy's own factories."""
+    with its type>) -> returns`` (``__signature__`` and ``__annotations__``; ``leading`` maps the first parameters'
+    names to their types), which spaCy (confection) reads to build the component's config schema: a value of the
+    wrong type or an unknown key is refused there. No defaults in the signature: they come from ``DEFAULT_CONFIG``,
+    as in spaCy's own factories."""
     hints = typing.get_type_hints(LinkerSettings)
-    params = list(leading) + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[name])
-                              for name in setting_names()]
+    params = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind)
+              for name, kind in leading.items()]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[name])
+               for name in setting_names()]
 
     def decorate(func: F) -> F:
         func.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
