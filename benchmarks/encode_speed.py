@@ -83,7 +83,8 @@ def ncbi_mentions(data: Path) -> List[str]:
 
 def full_token_rows(data: Path, model: str) -> Dict[str, int]:
     """Names of the whole MEDIC KB and their distinct token rows (what the token-row de-duplication saves)."""
-    from spacy_sapbert.encoding.torch_encoder import Encoder, unique_rows
+    from spacy_sapbert.encoding.cached import unique_rows
+    from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.readers.medic import read_medic
 
@@ -108,7 +109,7 @@ def unsorted_encode(enc: Any, texts: Sequence[str], batch_size: int) -> numpy.nd
 
 def padding_share(enc: Any, texts: Sequence[str], batch_size: int, sort: bool) -> float:
     """Padded positions / real tokens of the batches (sorted as the encoder sorts, or in input order)."""
-    from spacy_sapbert.encoding.torch_encoder import length_order
+    from spacy_sapbert.encoding.cached import length_order
 
     rows = enc._token_rows(list(texts))
     order = length_order(rows) if sort else list(range(len(rows)))
@@ -130,7 +131,8 @@ def run_levers(label: str, model: str, names: List[str], mentions: List[str], op
     import torch
 
     from spacy_sapbert.encoding.bulk import bulk_encoder
-    from spacy_sapbert.encoding.torch_encoder import Encoder, unique_rows
+    from spacy_sapbert.encoding.cached import unique_rows
+    from spacy_sapbert.encoding.torch_encoder import Encoder
 
     device = opts.device
     base = Encoder.load(model, pooling="mean", max_length=25, device=device, precision="fp32", cache_size=0)

@@ -151,7 +151,7 @@ def main() -> None:
 def full_evaluate(out: Path, kb_dir: Path, train_path: Path, dev_path: Path, model: str, base: str) -> dict:
     """``evaluate`` over every MEDIC name, base and fine-tuned: overall / seen / unseen strict acc@1."""
     from spacy_sapbert.evaluation.run import evaluate
-    from spacy_sapbert.evaluation.settings import load_config as load_eval_config, settings_from_config
+    from spacy_sapbert.evaluation.settings import load_evaluate_config, settings_from_config
 
     overrides = {
         "evaluate.name": "BC5CDR-disease dev", "evaluate.dataset.path": str(dev_path),
@@ -162,7 +162,7 @@ def full_evaluate(out: Path, kb_dir: Path, train_path: Path, dev_path: Path, mod
         "evaluate.systems.tfidf": False, "evaluate.systems.scispacy": False, "evaluate.systems.device": "cpu",
         "evaluate.cache_dir": str(out / "cache"), "evaluate.show_progress": False,
     }
-    config = load_eval_config(ROOT / "configs" / "evaluate.cfg", overrides)
+    config = load_evaluate_config(ROOT / "configs" / "evaluate.cfg", overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         report = evaluate(settings_from_config(config, "configs/evaluate.cfg"), config_text=config.to_str(),

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 from common import MEDIC, NCBI, OUTPUT, ROOT, minilm_path  # noqa: E402
 from results_io import table, write_results  # noqa: E402
 from spacy_sapbert.evaluation.run import evaluate  # noqa: E402
-from spacy_sapbert.evaluation.settings import load_config, settings_from_config  # noqa: E402
+from spacy_sapbert.evaluation.settings import load_evaluate_config, settings_from_config  # noqa: E402
 
 REFERENCE = {  # from the issue: NCBI test, non-composite, raw lowercased, MEDIC 2012
     "reference": {"exact match": (52.0, None, None), "char-3gram tf-idf": (66.5, 75.1, None),
@@ -48,7 +48,7 @@ SETTINGS = {
 
 
 def run(name: str, overrides: dict, out_root: Path) -> dict:
-    config = load_config(ROOT / "configs" / "evaluate.cfg", overrides)
+    config = load_evaluate_config(ROOT / "configs" / "evaluate.cfg", overrides)
     settings = settings_from_config(config, "configs/evaluate.cfg")
     t = time.time()
     with warnings.catch_warnings():

@@ -103,8 +103,10 @@ def default_config():
     return _config_cls()().from_str(DEFAULT_CONFIG)
 
 
-def load_config(path: PathLike, overrides: Optional[Mapping[str, Any]] = None):
-    """Defaults, then the file, then ``overrides`` (``{"evaluate.dataset.path": ...}``)."""
+def load_evaluate_config(path: PathLike, overrides: Optional[Mapping[str, Any]] = None):
+    """An evaluation config (``configs/evaluate.cfg``) as a thinc ``Config``: the defaults, then the file, then
+    ``overrides`` (``{"evaluate.dataset.path": ...}``). Training configs are read by
+    :func:`spacy_sapbert.training.config.load_config` instead (a typed ``TrainConfig``)."""
     path = ensure_path(path)
     if not path.is_file():
         raise MissingInputError(Errors.E001.format(what="Evaluation config", path=path,
@@ -225,4 +227,4 @@ def _bins(value: Any, where: Any) -> int:
     return value
 
 
-__all__ = ["DEFAULT_CONFIG", "MODES", "default_config", "load_config", "merge_config", "settings_from_config"]
+__all__ = ["DEFAULT_CONFIG", "MODES", "default_config", "load_evaluate_config", "merge_config", "settings_from_config"]

@@ -13,7 +13,8 @@ from typing import List, Sequence, Tuple
 
 import torch
 
-from ..encoding.torch_encoder import length_order, pad_token_rows, pool
+from ..encoding.cached import length_order
+from ..encoding.torch_encoder import pad_token_rows, pool
 
 Part = Tuple[torch.Tensor, torch.Tensor]
 
