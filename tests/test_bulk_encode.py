@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from spacy_sapbert.cli import app
 from spacy_sapbert.encoding.bulk import (ONNX_AUTO_MIN_NAMES, check_bulk_options, names_precision,
                                          resolve_runtime)
-from spacy_sapbert.encoding.torch_encoder import Encoder, unique_rows
+from spacy_sapbert.encoding.cached import unique_rows
+from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, IncompatibleError
 from spacy_sapbert.index import ConceptIndex
 from spacy_sapbert.kb import Concept, KnowledgeBase

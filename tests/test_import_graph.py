@@ -8,6 +8,7 @@ are still dependencies), except those under ``if TYPE_CHECKING:`` (annotations o
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -242,3 +243,25 @@ def test_upward_import_is_found(tmp_path):
     })
     assert upward_imports(import_graph(package)) == [
         "spacy_sapbert.base.util -> spacy_sapbert.linker.component"]
+
+
+def drawn_floors(page: str) -> List[Tuple[str, ...]]:
+    """The floors the first ``text`` block of docs/development.md draws, bottom first: a numbered line starts a
+    floor; the names stand left of the description column (where the first line's description begins) and may go
+    on in the next lines."""
+    lines = page.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    column = re.match(r"\s*\d+\s+\S.*?\s{2,}(?=\S)", lines[0]).end()  # type: ignore[union-attr]
+    floors: List[List[str]] = []
+    for line in lines:
+        names = line[:column].strip()
+        head, _, rest = names.partition(" ")
+        if head.isdigit():
+            floors.append([])
+            names = rest
+        floors[-1].extend(n.strip().rstrip("/") for n in names.split(",") if n.strip())
+    return [tuple(f) for f in floors]
+
+
+def test_the_development_page_draws_the_floors():
+    page = (PACKAGE.parent / "docs" / "development.md").read_text(encoding="utf8")
+    assert drawn_floors(page) == LAYERS

@@ -8,7 +8,8 @@ from typer.testing import CliRunner
 
 from spacy_sapbert.cli import app
 from spacy_sapbert.errors import ConfigError, EmptyResultError, MissingInputError
-from spacy_sapbert.ner import convert_pubtator, pubtator_to_docs, read_docbin
+from spacy_sapbert.mentions.docbin import load_docbin
+from spacy_sapbert.ner import convert_pubtator, pubtator_to_docs
 
 PROJECT = Path(__file__).parent / "fixtures" / "project"
 
@@ -33,7 +34,7 @@ def test_ncbi_types_become_disease_entities():
 def test_bc5cdr_chemicals_and_relation_lines(tmp_path):
     out = tmp_path / "dev.spacy"
     stats = convert_pubtator([PROJECT / "bc5cdr_dev.txt"], out)
-    docs = read_docbin(out)
+    docs = load_docbin(out)
     assert len(docs) == 1 and docs[0].user_data["doc_id"] == "5001"
     assert [(e.text, e.label_) for e in docs[0].ents] == [
         ("Lithium", "Chemical"), ("Lithium", "Chemical"), ("hearing loss", "Disease"),
@@ -44,7 +45,7 @@ def test_bc5cdr_chemicals_and_relation_lines(tmp_path):
 def test_several_files_go_into_one_docbin(tmp_path):
     out = tmp_path / "train.spacy"
     stats = convert_pubtator([PROJECT / "bc5cdr_train.txt", PROJECT / "ncbi_train.txt"], out)
-    assert stats.docs == 5 and len(read_docbin(out)) == 5
+    assert stats.docs == 5 and len(load_docbin(out)) == 5
     assert stats.labels == {"Chemical": 6, "Disease": 16}  # counted by hand in the fixtures
 
 
@@ -96,7 +97,7 @@ def test_bad_arguments_raise_coded_errors(tmp_path):
         convert_pubtator([PROJECT / "bc5cdr_dev.txt"], tmp_path / "x.spacy", label_map={"Gene": "GENE"})
     assert not (tmp_path / "x.spacy").exists()
     with pytest.raises(MissingInputError, match="SB-E001.*DocBin file"):
-        read_docbin(tmp_path / "missing.spacy")
+        load_docbin(tmp_path / "missing.spacy")
 
 
 def test_cli_convert_ner(tmp_path):
@@ -105,7 +106,7 @@ def test_cli_convert_ner(tmp_path):
                                       "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert "2 docs, 8 entities (Chemical 3, Disease 5) from 8 mentions" in result.output
-    assert len(read_docbin(out)) == 2
+    assert len(load_docbin(out)) == 2
 
 
 def test_cli_convert_ner_label_option(tmp_path):
@@ -113,6 +114,6 @@ def test_cli_convert_ner_label_option(tmp_path):
     result = CliRunner().invoke(app, ["convert-ner", str(PROJECT / "ncbi_dev.txt"), "-o", str(out),
                                       "--label", "SpecificDisease=DIS"])
     assert result.exit_code == 0, result.output
-    assert {e.label_ for d in read_docbin(out) for e in d.ents} == {"DIS"}
+    assert {e.label_ for d in load_docbin(out) for e in d.ents} == {"DIS"}
     bad = CliRunner().invoke(app, ["convert-ner", str(PROJECT / "ncbi_dev.txt"), "-o", str(out), "--label", "nolabel"])
     assert bad.exit_code != 0 and "SB-E443" in str(bad.exception)

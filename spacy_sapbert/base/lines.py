@@ -1,5 +1,5 @@
-"""Line reading shared by the readers: coded errors for missing files and bad UTF-8, a byte
-progress bar, line numbers for error messages."""
+"""Text reading shared by every reader (KB sources, mention files, corpus shards): coded errors for missing files
+and bad UTF-8 (E004 naming the line), a byte progress bar, line numbers for error messages."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,13 +16,25 @@ def as_set(values: Union[str, Iterable[str]]) -> Set[str]:
     return {values} if isinstance(values, str) else set(values)
 
 
-def require_file(path: PathLike, what: str, hint: str) -> Path:
+def require_file(path: PathLike, what: str, hint: str, *, folder: bool = False) -> Path:
+    """``path`` as a ``Path`` when it is a file (or, with ``folder``, a folder): E001 when nothing is there, E511
+    when it is a folder and a file was asked for. ``what`` names the input and ``hint`` says where to find it."""
     path = ensure_path(path)
-    if path.is_dir():
+    if path.is_dir() and not folder:
         raise MissingInputError(Errors.E511.format(what=what, path=path, files=folder_contents(path), hint=hint))
-    if not path.is_file():
+    if not (path.is_file() or (folder and path.is_dir())):
         raise MissingInputError(Errors.E001.format(what=what, path=path, hint=hint))
     return path
+
+
+def read_text(path: PathLike) -> str:
+    """A whole UTF-8 text file; bad UTF-8 is E004 naming the line."""
+    path = ensure_path(path)
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf8")
+    except UnicodeDecodeError as err:
+        raise DataFormatError(Errors.E004.format(path=path, line=raw[: err.start].count(b"\n") + 1)) from None
 
 
 def iter_lines(path: PathLike, *, show_progress: bool = False, desc: str = "") -> Iterator[Tuple[int, str]]:
@@ -49,4 +61,4 @@ def iter_lines(path: PathLike, *, show_progress: bool = False, desc: str = "") -
         bar.close()
 
 
-__all__ = ["as_set", "iter_lines", "require_file"]
+__all__ = ["as_set", "iter_lines", "read_text", "require_file"]

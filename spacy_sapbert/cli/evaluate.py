@@ -56,7 +56,7 @@ def evaluate_command(
     from ..errors import ConfigError, Errors
     from ..evaluation.run import evaluate
     from ..mentions.datasets import FORMATS
-    from ..evaluation.settings import MODES, default_config, load_config, merge_config, settings_from_config
+    from ..evaluation.settings import MODES, default_config, load_evaluate_config, merge_config, settings_from_config
     from ..base.outputs import check_output
     from ._options import check_choice, check_pooling
 
@@ -74,7 +74,7 @@ def evaluate_command(
         if value is not None:
             overrides[f"evaluate.systems.{key}"] = value
     if config_or_data.suffix == ".cfg":
-        config = load_config(config_or_data, overrides)
+        config = load_evaluate_config(config_or_data, overrides)
         where: Any = config_or_data
     else:
         try:

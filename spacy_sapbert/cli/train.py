@@ -6,7 +6,7 @@ built-in defaults) and extra arguments in spaCy's override style: ``--training.b
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import typer
 
@@ -52,29 +52,44 @@ def _summary(result: Any) -> None:
         typer.echo(line)
 
 
+# The options pretrain and finetune share (typer copies an option's settings for each command).
+_OUTPUT = typer.Option(..., "--output", "-o", help="Run folder: pairs, checkpoints, metrics, model/.")
+_RESUME = typer.Option(False, "--resume", help="Continue the run in OUTPUT from its last checkpoint.")
+_AMP = typer.Option(None, "--amp", help="Mixed precision: none, bf16 (CUDA, or CPU autocast), fp16 (CUDA).")
+_DEVICE = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N.")
+_DISTRIBUTED = typer.Option(False, "--distributed", help="DDP (also on when launched by torchrun).")
+
+
+def _start(ctx: typer.Context, task: str, kb_dir: Path, output: Path, config_path: Optional[Path], amp: Optional[str],
+           device: Optional[str], distributed: bool) -> Tuple[Any, Any]:
+    """``(config, kb)`` of a training command, after the checks that need no loading (device, output folder)."""
+    from ..kb import KnowledgeBase
+    from ._options import check_device
+
+    check_device("--device", device)
+    check_parent(output / "model")
+    config = _config(ctx, config_path, task, amp, device, distributed)
+    return config, KnowledgeBase.from_disk(kb_dir)
+
+
 @app.command("pretrain", context_settings=_EXTRA, help="Self-alignment pretraining (SapBERT) on a KB's synonyms. " + _OVERRIDES_HELP)
 def pretrain_command(
     ctx: typer.Context,
     kb_dir: Path = typer.Argument(..., help="Knowledge base folder (from `spacy-sapbert build-kb`)."),
     base_model: str = typer.Option(..., "--base-model", "-m", help="Hugging Face model folder or hub id to start from."),
-    output: Path = typer.Option(..., "--output", "-o", help="Run folder: pairs, checkpoints, metrics, model/."),
+    output: Path = _OUTPUT,
     config_path: Optional[Path] = typer.Option(None, "--config", "-c", help="Config file (default: built-in, = configs/pretrain.cfg)."),
     dev: Optional[Path] = typer.Option(None, "--dev", help="Dev mentions (PubTator/TSV/JSONL/BioSyn) for acc@1 during training."),
     dev_kb: Optional[Path] = typer.Option(None, "--dev-kb", help="KB to search for the dev mentions (default: KB_DIR)."),
     types: Optional[str] = typer.Option(None, "--types", help="Only dev mentions of these types (comma-separated)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in OUTPUT from its last checkpoint."),
-    amp: Optional[str] = typer.Option(None, "--amp", help="Mixed precision: none, bf16 (CUDA, or CPU autocast), fp16 (CUDA)."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N."),
-    distributed: bool = typer.Option(False, "--distributed", help="DDP (also on when launched by torchrun)."),
+    resume: bool = _RESUME,
+    amp: Optional[str] = _AMP,
+    device: Optional[str] = _DEVICE,
+    distributed: bool = _DISTRIBUTED,
 ) -> None:
-    from ..kb import KnowledgeBase
     from ..training.run import pretrain
-    from ._options import check_device
 
-    check_device("--device", device)
-    check_parent(output / "model")
-    config = _config(ctx, config_path, "pretrain", amp, device, distributed)
-    kb = KnowledgeBase.from_disk(kb_dir)
+    config, kb = _start(ctx, "pretrain", kb_dir, output, config_path, amp, device, distributed)
     result = pretrain(kb, base_model, output, config=config, dev=_dev(dev, dev_kb, kb, types), resume=resume)
     _summary(result)
 
@@ -85,24 +100,19 @@ def finetune_command(
     kb_dir: Path = typer.Argument(..., help="Knowledge base folder (the task's dictionary)."),
     train_file: Path = typer.Argument(..., help="Training mentions (PubTator/TSV/JSONL/BioSyn). Never the test set."),
     base_model: str = typer.Option(..., "--base-model", "-m", help="Model folder to start from (e.g. a pretrain run's model/)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Run folder: pairs, checkpoints, metrics, model/."),
+    output: Path = _OUTPUT,
     config_path: Optional[Path] = typer.Option(None, "--config", "-c", help="Config file (default: built-in, = configs/finetune.cfg)."),
     dev: Optional[Path] = typer.Option(None, "--dev", help="Dev mentions for early stopping / keeping the best model."),
     types: Optional[str] = typer.Option(None, "--types", help="Only mentions of these types (comma-separated)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in OUTPUT from its last checkpoint."),
-    amp: Optional[str] = typer.Option(None, "--amp", help="Mixed precision: none, bf16 (CUDA, or CPU autocast), fp16 (CUDA)."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N."),
-    distributed: bool = typer.Option(False, "--distributed", help="DDP (also on when launched by torchrun)."),
+    resume: bool = _RESUME,
+    amp: Optional[str] = _AMP,
+    device: Optional[str] = _DEVICE,
+    distributed: bool = _DISTRIBUTED,
 ) -> None:
     from ..mentions.datasets import iter_mentions, read_dataset
-    from ..kb import KnowledgeBase
     from ..training.run import finetune
-    from ._options import check_device
 
-    check_device("--device", device)
-    check_parent(output / "model")
-    config = _config(ctx, config_path, "finetune", amp, device, distributed)
-    kb = KnowledgeBase.from_disk(kb_dir)
+    config, kb = _start(ctx, "finetune", kb_dir, output, config_path, amp, device, distributed)
     wanted: Optional[List[str]] = [t.strip() for t in types.split(",")] if types else None
     mentions = iter_mentions(read_dataset(train_file, types=wanted))
     result = finetune(kb, mentions, base_model, output, config=config, dev=_dev(dev, None, kb, types), resume=resume)

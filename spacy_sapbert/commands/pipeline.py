@@ -14,11 +14,12 @@ import json
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from ..errors import DataFormatError, Errors, MissingInputError
 from ..base.defaults import MAX_LENGTH
+from ..errors import DataFormatError, Errors, MissingInputError
 from ..index import META_FILE, ConceptIndex, IndexSettings
 from ..index.settings import DEFAULTS
-from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, folder_contents, get_logger
+from ..base.lines import require_file
+from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 
 logger = get_logger("linking")
 
@@ -323,13 +324,8 @@ def read_texts(paths: Sequence[PathLike], stdin: BinaryIO) -> List[Tuple[str, st
     if not paths:
         return [(str(i), _decode(line, "<stdin>", i).rstrip("\r\n")) for i, line in enumerate(stdin, start=1)]
     texts = []
-    hint = "give text files (one document each), or lines on stdin."
-    for path in map(ensure_path, paths):
-        if path.is_dir():
-            raise MissingInputError(Errors.E511.format(what="Input text file", path=path, files=folder_contents(path),
-                                                       hint=hint))
-        if not path.is_file():
-            raise MissingInputError(Errors.E001.format(what="Input text file", path=path, hint=hint))
+    for path in paths:
+        path = require_file(path, "Input text file", "give text files (one document each), or lines on stdin.")
         data = path.read_bytes()
         texts.append((str(path), _decode(data, str(path), 1)))
     return texts

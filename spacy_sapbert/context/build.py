@@ -1,8 +1,8 @@
 """Build a :class:`PrototypeStore` from annotated documents (and, optionally, KB definitions).
 
 Documents come as :class:`~spacy_sapbert.mentions.datasets.Document` lists: PubTator and JSONL
-(``{"context", "start", "end", "mention", "ids"}``) through the evaluation readers, spaCy DocBins
-(``doc.ents`` or ``doc.spans[key]`` with ``kb_id_``) through :func:`read_docbin`. Every mention
+(``{"context", "start", "end", "mention", "ids"}``) through the mention readers, spaCy DocBins
+(``doc.ents`` or ``doc.spans[key]`` with ``kb_id_``) through :func:`~spacy_sapbert.mentions.docbin.read_docbin`. Every mention
 with one id in the KB becomes one prototype (its context vector); composite mentions are skipped
 (W601); a few ids missing from the KB are skipped with a warning (W600), all of them missing is
 an error (E604), documents without any id are an error (E603).
@@ -22,8 +22,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
-from ..errors import ConfigError, DataFormatError, EmptyResultError, Errors, Warnings
+from ..errors import ConfigError, EmptyResultError, Errors, Warnings
 from ..base.util import PathLike, ensure_path, get_logger
+from ..mentions.datasets import read_dataset
+from ..mentions.docbin import read_docbin
 from .context_encoder import ContextEncoder, MentionInText
 from .store import DEFINITION, EXAMPLE, PrototypeStore
 
@@ -33,43 +35,12 @@ DOC_FORMATS = ("auto", "pubtator", "jsonl", "docbin")
 DEFINITION_MODES = ("none", "missing", "all")
 
 
-def read_docbin(path: PathLike, *, spans_key: Optional[str] = None, types: Optional[Sequence[str]] = None) -> List[Any]:
-    """A DocBin's docs as evaluation ``Document`` s: ``doc.ents`` (or ``doc.spans[spans_key]``)
-    with their ``kb_id_`` (``A|B`` composite, empty = no id) and label as type."""
-    import spacy
-    from spacy.tokens import DocBin
-
-    from ..mentions.datasets import Document, Mention, split_ids
-
-    path = ensure_path(path)
-    try:
-        docs = list(DocBin().from_disk(path).get_docs(spacy.blank("xx").vocab))
-    except Exception as err:  # srsly/zlib raise several types on a foreign file
-        raise DataFormatError(Errors.E613.format(path=path, reason=" ".join(str(err).split())[:200])) from None
-    out = []
-    for n, doc in enumerate(docs):
-        spans = doc.ents if spans_key is None else doc.spans.get(spans_key, [])
-        mentions = []
-        for span in spans:
-            if types and span.label_ not in types:
-                continue
-            ids, composite = split_ids(span.kb_id_)
-            mentions.append(Mention(text=span.text, ids=ids, start=span.start_char, end=span.end_char,
-                                    type=span.label_, doc_id=str(n), composite=composite))
-        out.append(Document(doc_id=str(n), text=doc.text, mentions=mentions))
-    return out
-
-
 def read_documents(path: PathLike, *, format: str = "auto", types: Optional[Sequence[str]] = None) -> List[Any]:
     """Annotated documents from a PubTator file, a JSONL mention file or a spaCy DocBin."""
-    from ..mentions.datasets import read_dataset
-
     path = ensure_path(path)
     if format not in DOC_FORMATS:
         raise ConfigError(Errors.E612.format(value=format, path=path, choices=", ".join(DOC_FORMATS)))
     if format == "docbin" or (format == "auto" and path.suffix == ".spacy"):
-        if not path.exists():
-            raise DataFormatError(Errors.E613.format(path=path, reason="the file does not exist"))
         return read_docbin(path, types=types)
     if format == "auto":
         format = "jsonl" if path.suffix in (".jsonl", ".json") else "pubtator"
@@ -166,5 +137,5 @@ def build_prototypes(docs: Sequence[Any], kb: Any, encoder: ContextEncoder, *, d
                                     extra={"counts": counts, "definitions": definitions})
 
 
-__all__ = ["build_prototypes", "read_documents", "read_docbin", "collect_examples", "definition_mentions",
+__all__ = ["build_prototypes", "read_documents", "collect_examples", "definition_mentions",
            "DOC_FORMATS", "DEFINITION_MODES"]

@@ -24,7 +24,8 @@ from typing import Any, List, Sequence, Tuple
 import numpy
 
 from ..encoding.onnx_encoder import OnnxEncoder, quantized_copy
-from ..encoding.torch_encoder import CachedEncoder, Encoder, weights_fingerprint
+from ..encoding.cached import CachedEncoder
+from ..encoding.torch_encoder import Encoder, weights_fingerprint
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
 from ..base.util import PathLike, ensure_path
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError, SapbertError, Warnings
+from ..base.lines import iter_lines, read_text
 from ..base.util import PathLike, ensure_path, file_sha256, get_logger
 
 logger = get_logger("corpus")
@@ -205,8 +206,6 @@ def iter_documents(shard: Shard, *, id_field: str = "id",
 def _documents(shard: Shard, id_field: str, text_field: str) -> Iterator[Tuple[str, str, str]]:
     path = Path(shard.path)
     if shard.fmt == "jsonl":
-        from ..base.lines import iter_lines
-
         for n, line in iter_lines(path):
             if not line.strip():
                 continue
@@ -232,11 +231,7 @@ def _documents(shard: Shard, id_field: str, text_field: str) -> Iterator[Tuple[s
             yield f"{shard.path}: document {n}", doc.doc_id, doc.text
     else:
         for doc_id, file in _txt_files(path):
-            raw = file.read_bytes()
-            try:
-                yield str(file), doc_id, raw.decode("utf8")
-            except UnicodeDecodeError as err:
-                raise DataFormatError(Errors.E004.format(path=file, line=raw[: err.start].count(b"\n") + 1)) from None
+            yield str(file), doc_id, read_text(file)
 
 
 def _read_parquet(path: Path, id_field: str, text_field: str) -> Iterator[Tuple[str, str]]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 import numpy
 
-from .torch_encoder import CachedEncoder
+from .cached import CachedEncoder
 from .files import check_recorded, read_settings
 from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, MissingExtraError, MissingInputError
 from ..base.extras import is_installed, missing_message

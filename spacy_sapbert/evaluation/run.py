@@ -21,7 +21,7 @@ from .preprocess import InputOptions, make_preprocessor, mention_queries
 from .protocol import (AMBIGUOUS, AMBIGUOUS_NO_REFERENCE, CANDIDATE_KS, CANDIDATE_RECALL, CLASSES, SPEED,
                        MentionClasses, candidate_recall, cold, link_speed)
 from .report import write_report
-from .settings import DEFAULT_CONFIG, MODES, load_config, settings_from_config
+from .settings import DEFAULT_CONFIG, MODES, load_evaluate_config, settings_from_config
 
 logger = get_logger("evaluation.run")
 
@@ -313,7 +313,7 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
 def evaluate_config(config_path: PathLike, output: Optional[PathLike] = None, *,
                     overrides: Optional[Dict[str, Any]] = None, overwrite: bool = False) -> Dict[str, Any]:
     """Load a ``.cfg`` (with dotted ``overrides``), run it, write the report with the resolved config."""
-    config = load_config(config_path, overrides or {})
+    config = load_evaluate_config(config_path, overrides or {})
     settings = settings_from_config(config, config_path)
     return evaluate(settings, config_text=config.to_str(), output=output, overwrite=overwrite)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
+from ..base.defaults import MAX_LENGTH
 from ..errors import ConfigError, Errors, MissingInputError
 from ..base.util import PathLike, ensure_path
 from ..mentions.datasets import FORMATS
@@ -17,7 +18,7 @@ from ..mentions.records import check_language
 
 MODES = ("mention_only", "end_to_end")
 
-DEFAULT_CONFIG = """
+DEFAULT_CONFIG = f"""
 [evaluate]
 name = "evaluation"
 seed = 0
@@ -60,7 +61,7 @@ base_encoder_name = "base encoder"
 pooling = "auto"
 model_pooling = null
 base_pooling = null
-max_length = 25
+max_length = {MAX_LENGTH}
 device = "auto"
 exact_match = true
 tfidf = true
@@ -102,8 +103,10 @@ def default_config():
     return _config_cls()().from_str(DEFAULT_CONFIG)
 
 
-def load_config(path: PathLike, overrides: Optional[Mapping[str, Any]] = None):
-    """Defaults, then the file, then ``overrides`` (``{"evaluate.dataset.path": ...}``)."""
+def load_evaluate_config(path: PathLike, overrides: Optional[Mapping[str, Any]] = None):
+    """An evaluation config (``configs/evaluate.cfg``) as a thinc ``Config``: the defaults, then the file, then
+    ``overrides`` (``{"evaluate.dataset.path": ...}``). Training configs are read by
+    :func:`spacy_sapbert.training.config.load_config` instead (a typed ``TrainConfig``)."""
     path = ensure_path(path)
     if not path.is_file():
         raise MissingInputError(Errors.E001.format(what="Evaluation config", path=path,
@@ -224,4 +227,4 @@ def _bins(value: Any, where: Any) -> int:
     return value
 
 
-__all__ = ["DEFAULT_CONFIG", "MODES", "default_config", "load_config", "merge_config", "settings_from_config"]
+__all__ = ["DEFAULT_CONFIG", "MODES", "default_config", "load_evaluate_config", "merge_config", "settings_from_config"]

@@ -14,7 +14,8 @@ from ..calibration.model import FILE_NAME as CALIBRATION_FILE
 from ..calibration.model import Calibration
 from ..context.store import PrototypeStore
 from ..encoding.onnx_encoder import INT8, ensure_int8, load_saved_encoder, write_export_for
-from ..encoding.torch_encoder import CachedEncoder, Encoder
+from ..encoding.cached import CachedEncoder
+from ..encoding.torch_encoder import Encoder
 from ..errors import ConfigError, Errors
 from ..index import ConceptIndex
 from ..base.util import ensure_path

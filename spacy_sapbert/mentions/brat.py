@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Collection, Dict, List, Optional, Tuple
 
 from ..errors import DataFormatError, Errors, MissingInputError
+from ..base.lines import iter_lines, read_text, require_file
 from ..base.util import PathLike
-from .records import Document, Mention, match_fragments, read_lines, read_text, require_file, split_ids, type_ok
+from .records import DATA_HINT, Document, Mention, match_fragments, split_ids, type_ok
 
 _NOTE_SPLIT = re.compile(r"[\s,;|+]+")
 _ENTITY = re.compile(r"^(\S+) (\d+ \d+(?:;\d+ \d+)*)$")
@@ -65,7 +66,7 @@ def read_ann(ann: Path, *, doc_id: str, types: Optional[Collection[str]] = None)
     entities: Dict[str, Tuple[int, str, List[Tuple[int, int]], str]] = {}
     ids: Dict[str, List[str]] = {}
     note_lines: Dict[str, int] = {}
-    for n, line in read_lines(ann):
+    for n, line in iter_lines(ann):
         if not line.strip():
             continue
         cols = line.split("\t")
@@ -105,7 +106,7 @@ def read_ann(ann: Path, *, doc_id: str, types: Optional[Collection[str]] = None)
 def read_brat(path: PathLike, *, types: Optional[Collection[str]] = None) -> List[Document]:
     """Read brat standoff: one ``.ann`` file or a folder searched recursively for them (Mantra GSC, CANTEMIST).
     Documents are named by their path under the folder without ``.ann`` and come in path order."""
-    path = require_file(path, "brat file or folder")
+    path = require_file(path, "brat file or folder", DATA_HINT, folder=True)
     files = sorted(path.rglob("*.ann")) if path.is_dir() else [path]
     if not files:
         raise MissingInputError(Errors.E726.format(path=path, what=".ann files"))

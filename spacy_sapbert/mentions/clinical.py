@@ -19,15 +19,14 @@ are refused (E723): use the X file of the same split.
 """
 from __future__ import annotations
 
-import csv
 import re
 from pathlib import Path
 from typing import Collection, Dict, List, Optional, Tuple
 
 from ..errors import DataFormatError, Errors
+from ..base.lines import iter_lines, read_text, require_file
 from ..base.util import PathLike
-from .records import (Document, Mention, match_fragments, read_lines, read_text, require_file, span_text,
-                      split_ids, type_ok)
+from .records import DATA_HINT, Document, Mention, match_fragments, span_text, split_ids, type_ok
 
 _TGT = re.compile(r"<tgt>(.*?)</tgt>", re.S)
 CODIESP_COLUMNS: Dict[str, Tuple[str, ...]] = {
@@ -44,9 +43,9 @@ _XLBEL_FIX = "An XL-BEL line is 'CUI||mention' or 'CUI||mention||sentence with <
 def read_xlbel(path: PathLike, *, types: Optional[Collection[str]] = None) -> List[Document]:
     """Read an XL-BEL query file (v0.0 without or v1.0 with context; see the module docstring). ``types`` is
     accepted for a uniform reader signature; XL-BEL mentions have no type, so a type filter keeps none."""
-    path = require_file(path, "XL-BEL query file")
+    path = require_file(path, "XL-BEL query file", DATA_HINT)
     docs: List[Document] = []
-    for n, line in read_lines(path):
+    for n, line in iter_lines(path):
         if not line.strip():
             continue
         cols = line.split("||")
@@ -111,28 +110,23 @@ def _positions(path: Path, n: int, raw: str) -> List[Tuple[int, int]]:
 
 def read_codiesp(path: PathLike, *, types: Optional[Collection[str]] = None) -> List[Document]:
     """Read a CodiEsp-X TSV (see the module docstring); ``types`` filters on the label column."""
-    path = require_file(path, "CodiEsp TSV")
+    path = require_file(path, "CodiEsp TSV", DATA_HINT)
     texts_dir = path.parent / "text_files"
     texts: Dict[str, Optional[str]] = {}
     docs: Dict[str, Document] = {}
-    with path.open("r", encoding="utf8", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        index: Optional[Dict[str, int]] = None
-        try:
-            for cols in reader:
-                n = reader.line_num
-                if not cols or not any(c.strip() for c in cols):
-                    continue
-                if index is None:
-                    index, header = _codiesp_columns(path, cols)
-                    if header:
-                        continue
-                if len(cols) <= max(index.values()):
-                    raise DataFormatError(Errors.E723.format(path=path, line=n, what=f"{len(cols)} columns, the "
-                                                             f"header has {max(index.values()) + 1}", fix="Fix the line."))
-                _codiesp_row(path, n, cols, index, texts_dir, texts, docs, types)
-        except UnicodeDecodeError:
-            raise DataFormatError(Errors.E004.format(path=path, line=reader.line_num + 1)) from None
+    index: Optional[Dict[str, int]] = None
+    for n, line in iter_lines(path):
+        cols = line.split("\t")
+        if not any(c.strip() for c in cols):
+            continue
+        if index is None:
+            index, header = _codiesp_columns(path, cols)
+            if header:
+                continue
+        if len(cols) <= max(index.values()):
+            raise DataFormatError(Errors.E723.format(path=path, line=n, what=f"{len(cols)} columns, the "
+                                                     f"header has {max(index.values()) + 1}", fix="Fix the line."))
+        _codiesp_row(path, n, cols, index, texts_dir, texts, docs, types)
     return list(docs.values())
 
 

@@ -15,18 +15,17 @@ naming file and line; offsets that do not match the document text are errors, ne
 """
 from __future__ import annotations
 
-import csv
 import json
 import re
 from pathlib import Path
 from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataFormatError, Errors, MissingInputError, ConfigError
+from ..base.lines import iter_lines, read_text, require_file
 from ..base.util import PathLike, get_logger
 from .brat import read_brat
 from .clinical import CODIESP_COLUMNS, read_codiesp, read_xlbel
-from .records import (Document, Mention, read_lines, read_text, require_file, span_text, split_ids, type_ok,
-                      with_language)
+from .records import DATA_HINT, Document, Mention, span_text, split_ids, type_ok, with_language
 
 logger = get_logger("evaluation.datasets")
 
@@ -50,12 +49,12 @@ def read_pubtator(path: PathLike, *, types: Optional[Collection[str]] = None) ->
     mentions; relation lines (``pmid<TAB>CID<TAB>...``) are skipped; blank lines end a document.
     ``types`` keeps only mentions of those types (e.g. ``{"Disease"}`` for BC5CDR).
     """
-    path = require_file(path, "PubTator file")
+    path = require_file(path, "PubTator file", DATA_HINT)
     docs: List[Document] = []
     by_id: Dict[str, Document] = {}
     title: Dict[str, str] = {}
     current: Optional[Document] = None
-    for n, line in read_lines(path):
+    for n, line in iter_lines(path):
         if not line.strip():
             current = None
             continue
@@ -105,7 +104,7 @@ def read_biosyn(path: PathLike, *, types: Optional[Collection[str]] = None) -> L
     """Read BioSyn's processed data: a folder of ``*.concept`` files (or one file), each line
     ``pmid||start|end||type||mention||ids``. A ``<stem>.txt`` beside a concept file, when present,
     is the document text and the offsets are checked against it."""
-    path = require_file(path, "BioSyn concept file or folder")
+    path = require_file(path, "BioSyn concept file or folder", DATA_HINT, folder=True)
     files = sorted(path.glob("*.concept")) if path.is_dir() else [path]
     if not files:
         raise MissingInputError(Errors.E001.format(what="*.concept files", path=path, hint="a BioSyn folder holds <pmid>.concept files."))
@@ -113,7 +112,7 @@ def read_biosyn(path: PathLike, *, types: Optional[Collection[str]] = None) -> L
     for file in files:
         txt = file.with_suffix(".txt")
         text = read_text(txt) if txt.exists() else ""
-        for n, line in read_lines(file):
+        for n, line in iter_lines(file):
             if not line.strip():
                 continue
             cols = line.split("||")
@@ -177,36 +176,31 @@ def read_mentions_tsv(path: PathLike, *, types: Optional[Collection[str]] = None
     ``mention, ids, context, doc_id, start, end, type``); otherwise columns are positional.
     Rows sharing ``doc_id`` and ``context`` form one :class:`Document`.
     """
-    path = require_file(path, "mentions TSV")
+    path = require_file(path, "mentions TSV", DATA_HINT)
     docs: Dict[Tuple[str, str], Document] = {}
     header: Tuple[str, ...] = _COLUMNS
-    with path.open("r", encoding="utf8", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        try:
-            for cols in reader:
-                n = reader.line_num
-                if not cols or not any(c.strip() for c in cols):
-                    continue
-                if n == 1 and cols[0].strip().lower() == "mention":
-                    header = tuple(c.strip().lower() for c in cols)
-                    unknown = [c for c in header if c not in _COLUMNS]
-                    if unknown or "ids" not in header:
-                        raise DataFormatError(Errors.E301.format(path=path, line=n, what=f"header columns must be among {', '.join(_COLUMNS)} and include 'ids'; got {', '.join(header)}"))
-                    continue
-                if len(cols) < 2 or len(cols) > len(header):
-                    raise DataFormatError(Errors.E301.format(path=path, line=n, what=f"expected 2 to {len(header)} tab-separated columns, found {len(cols)}"))
-                _row_to_mention(path, n, dict(zip(header, cols)), docs, types)
-        except UnicodeDecodeError:
-            raise DataFormatError(Errors.E004.format(path=path, line=reader.line_num + 1)) from None
+    for n, line in iter_lines(path):
+        cols = line.split("\t")
+        if not any(c.strip() for c in cols):
+            continue
+        if n == 1 and cols[0].strip().lower() == "mention":
+            header = tuple(c.strip().lower() for c in cols)
+            unknown = [c for c in header if c not in _COLUMNS]
+            if unknown or "ids" not in header:
+                raise DataFormatError(Errors.E301.format(path=path, line=n, what=f"header columns must be among {', '.join(_COLUMNS)} and include 'ids'; got {', '.join(header)}"))
+            continue
+        if len(cols) < 2 or len(cols) > len(header):
+            raise DataFormatError(Errors.E301.format(path=path, line=n, what=f"expected 2 to {len(header)} tab-separated columns, found {len(cols)}"))
+        _row_to_mention(path, n, dict(zip(header, cols)), docs, types)
     return list(docs.values())
 
 
 def read_mentions_jsonl(path: PathLike, *, types: Optional[Collection[str]] = None) -> List[Document]:
     """Read JSON lines ``{"mention": ..., "ids": "A|B" or [...], "context"?, "doc_id"?, "start"?,
     "end"?, "type"?}``."""
-    path = require_file(path, "mentions JSONL")
+    path = require_file(path, "mentions JSONL", DATA_HINT)
     docs: Dict[Tuple[str, str], Document] = {}
-    for n, line in read_lines(path):
+    for n, line in iter_lines(path):
         if not line.strip():
             continue
         try:
@@ -245,7 +239,7 @@ def detect_format(path: PathLike) -> str:
     ``.concept`` → biosyn, ``.jsonl`` → jsonl, ``.tsv`` → codiesp when its header names ``articleID`` or its 5th column is a position
     ``START END``, else tsv;
     otherwise the first line decides (``pmid|t|`` → pubtator, ``CUI||mention`` → xlbel)."""
-    path = require_file(path, "dataset")
+    path = require_file(path, "dataset", DATA_HINT, folder=True)
     if path.suffix == ".ann" or (path.is_dir() and next(path.rglob("*.ann"), None) is not None):
         return "brat"
     if path.is_dir() or path.suffix == ".concept":

@@ -1,7 +1,8 @@
 """The records every benchmark reader returns (:class:`Mention`, :class:`Document`) and the helpers the readers
-share: gold-id splitting, UTF-8 line reading, offset checks and the language code of a mention.
+share: gold-id splitting, offset checks and the language code of a mention (files are read with
+:mod:`spacy_sapbert.base.lines`, as the KB readers read theirs).
 
-A leaf of :mod:`spacy_sapbert.evaluation`: :mod:`~spacy_sapbert.mentions.datasets` (PubTator, BioSyn, TSV,
+A leaf of :mod:`spacy_sapbert.mentions`: :mod:`~spacy_sapbert.mentions.datasets` (PubTator, BioSyn, TSV,
 JSONL and the format registry) and the multilingual readers (:mod:`~spacy_sapbert.mentions.brat`,
 :mod:`~spacy_sapbert.mentions.clinical`) all import it, and it imports none of them.
 """
@@ -10,11 +11,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Collection, Iterator, List, Optional, Sequence, Tuple
+from typing import Collection, List, Optional, Sequence, Tuple
 
-from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
-from ..base.util import PathLike, ensure_path
+from ..errors import ConfigError, Errors
 
 _ID_SPLIT = re.compile(r"[|+]")
 NO_ID = "-1"
@@ -59,30 +58,8 @@ def split_ids(raw: str) -> Tuple[Tuple[str, ...], bool]:
     return tuple(parts), len(parts) > 1
 
 
-def read_lines(path: Path) -> Iterator[Tuple[int, str]]:
-    """``(line number, line)``; bad UTF-8 is E004 naming the line (the KB readers' line reader)."""
-    from ..base.lines import iter_lines
-
-    return iter_lines(path)
-
-
-def read_text(path: Path) -> str:
-    """A whole text file; bad UTF-8 is E004 naming the line."""
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf8")
-    except UnicodeDecodeError as err:
-        raise DataFormatError(Errors.E004.format(path=path, line=raw[: err.start].count(b"\n") + 1)) from None
-
-
-def require_file(path: PathLike, what: str) -> Path:
-    """``path`` as a ``Path``; E001 when it does not exist."""
-    path = ensure_path(path)
-    if not path.exists():
-        raise MissingInputError(
-            Errors.E001.format(what=what, path=path, hint="see the README for where benchmark files live.")
-        )
-    return path
+#: Where a missing benchmark file is looked for (the hint of the readers' E001 / E511).
+DATA_HINT = "see the README for where benchmark files live."
 
 
 _WS = re.compile(r"\s+")
@@ -133,5 +110,5 @@ def with_language(docs: Sequence[Document], language: Optional[str]) -> List[Doc
     return list(docs)
 
 
-__all__ = ["Mention", "Document", "NO_ID", "split_ids", "read_lines", "read_text", "require_file", "span_text", "match_fragments",
+__all__ = ["Mention", "Document", "NO_ID", "split_ids", "DATA_HINT", "span_text", "match_fragments",
            "type_ok", "check_language", "with_language"]

@@ -5,7 +5,6 @@ from .convert import (
     ConversionStats,
     convert_pubtator,
     pubtator_to_docs,
-    read_docbin,
 )
 from .train import train_ner, ner_scores
 
@@ -15,7 +14,6 @@ __all__ = [
     "ConversionStats",
     "convert_pubtator",
     "pubtator_to_docs",
-    "read_docbin",
     "train_ner",
     "ner_scores",
 ]

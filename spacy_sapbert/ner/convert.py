@@ -198,24 +198,10 @@ def convert_pubtator(
     return total
 
 
-def read_docbin(path: PathLike, nlp=None, *, lang: str = "en") -> list:
-    """Load the docs of a ``.spacy`` file (for tests and inspection)."""
-    from spacy.tokens import DocBin
-
-    from ..errors import MissingInputError
-
-    path = ensure_path(path)
-    if not path.exists():
-        raise MissingInputError(Errors.E001.format(what="DocBin file", path=path, hint="run `spacy-sapbert convert-ner` first."))
-    nlp = _blank(lang) if nlp is None else nlp
-    return list(DocBin().from_disk(path).get_docs(nlp.vocab))
-
-
 __all__ = [
     "DEFAULT_LABEL_MAP",
     "MISALIGNED_CHOICES",
     "ConversionStats",
     "pubtator_to_docs",
     "convert_pubtator",
-    "read_docbin",
 ]
