@@ -170,22 +170,35 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-CORPUS_CONCEPTS = [("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-                   ("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-                   ("C005", "Ibuprofen", (), ("Chemical",))]
+@pytest.fixture(scope="module")
+def toy_kb():
+    """The toy KnowledgeBase of ``helpers.TOY_CONCEPTS`` (five concepts, "MI" shared by D001 and D002), one per
+    test module (``kb.add_alias`` changes it: build your own with ``helpers.make_toy_kb`` to do that)."""
+    from helpers import make_toy_kb
+
+    return make_toy_kb()
+
+
+@pytest.fixture(scope="module")
+def toy_kb_path(tmp_path_factory) -> Path:
+    """The toy KB of ``toy_kb`` saved to a folder, one per test module. Read-only."""
+    from helpers import write_toy_kb
+
+    return write_toy_kb(tmp_path_factory.mktemp("toy_kb") / "kb")
 
 
 @pytest.fixture(scope="session")
 def corpus_pipeline(tiny_bert_path, tmp_path_factory) -> Path:
     """A saved pipeline: an entity ruler (flu, grippe → DISEASE; aspirin, ibuprofen → CHEMICAL) + a
-    sapbert_linker (tiny BERT, mean pooling, CPU, threshold -1) over a 3-concept KB. Read-only."""
+    sapbert_linker (tiny BERT, mean pooling, CPU, threshold -1) over the toy KB's D003, C004, C005. Read-only."""
     import spacy
 
-    from spacy_sapbert.kb import Concept, KnowledgeBase
+    from helpers import write_toy_kb
+
     from spacy_sapbert.linking import create_pipeline
 
     root = tmp_path_factory.mktemp("corpus_pipeline")
-    KnowledgeBase.from_concepts([Concept(*c) for c in CORPUS_CONCEPTS]).to_disk(root / "kb")
+    write_toy_kb(root / "kb", "D003", "C004", "C005")
     base = spacy.blank("en")
     base.add_pipe("entity_ruler").add_patterns(
         [{"label": "DISEASE", "pattern": p} for p in ("flu", "grippe")]

@@ -1,0 +1,59 @@
+"""Builders the test modules share: the toy KB and the tiny linker pipeline.
+
+Plain functions, importable from any test module (``from helpers import toy_concepts, linker_nlp``; pytest puts
+``tests/`` on ``sys.path``); ``conftest.py`` wraps the common cases as fixtures (``toy_kb``, ``toy_kb_path``).
+Everything is built locally: nothing here reaches the model hub.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, List, Optional, Union
+
+from spacy_sapbert.kb import Concept, KnowledgeBase
+
+# The toy KB: "MI" is a name of two concepts (D001, D002), D001 and D003 have definitions, D00x are
+# diseases and C00x chemicals. Tests that need fewer concepts pick them by id; tests that need more add them.
+TOY_CONCEPTS = (
+    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",), "Death of heart muscle."),
+    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
+    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",), "A viral infection."),
+    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
+    Concept("C005", "Ibuprofen", (), ("Chemical",)),
+)
+_TOY_BY_ID = {c.concept_id: c for c in TOY_CONCEPTS}
+
+# The linker settings every tiny pipeline starts from: the tiny random BERT gives nearly identical [CLS]
+# vectors for every input, mean pooling tells names apart; threshold -1 keeps every candidate.
+LINKER_DEFAULTS = {"device": "cpu", "threshold": -1.0, "pooling": "mean"}
+
+
+def toy_concepts(*ids: str, extra: Iterable[Concept] = ()) -> List[Concept]:
+    """The toy concepts with these ids in the order given (all of :data:`TOY_CONCEPTS` when none), then
+    ``extra``. An unknown id is a mistake in the test: KeyError."""
+    picked = [_TOY_BY_ID[i] for i in ids] if ids else list(TOY_CONCEPTS)
+    return picked + list(extra)
+
+
+def make_toy_kb(*ids: str, extra: Iterable[Concept] = ()) -> KnowledgeBase:
+    """A KnowledgeBase of :func:`toy_concepts` ``(*ids, extra=extra)``."""
+    return KnowledgeBase.from_concepts(toy_concepts(*ids, extra=extra))
+
+
+def write_toy_kb(path: Path, *ids: str, extra: Iterable[Concept] = ()) -> Path:
+    """:func:`make_toy_kb` saved to the folder ``path``; returns ``path``."""
+    make_toy_kb(*ids, extra=extra).to_disk(path)
+    return path
+
+
+def linker_nlp(model: Union[str, Path], kb_path: Union[str, Path], *, index_path: Optional[Path] = None,
+               prototypes_path: Optional[Path] = None, **config):
+    """A blank English pipeline with one ``sapbert_linker`` (:data:`LINKER_DEFAULTS` updated by ``config``)
+    initialised on the KB folder ``kb_path`` (and an index / prototype folder when given)."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    linker = nlp.add_pipe("sapbert_linker", config={"model": str(model), **LINKER_DEFAULTS, **config})
+    linker.initialize(kb_path=str(kb_path), show_progress=False,
+                      index_path=None if index_path is None else str(index_path),
+                      prototypes_path=None if prototypes_path is None else str(prototypes_path))
+    return nlp
