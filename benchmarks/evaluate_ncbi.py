@@ -60,8 +60,8 @@ def run(name: str, overrides: dict, out_root: Path) -> dict:
 
 def tie_analysis(out_root: Path) -> str:
     """Exact match, reference setting: how ambiguous exact hits are resolved moves strict acc@1."""
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_pubtator
-    from spacy_sapbert.evaluation.metrics import resolve_gold
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_pubtator
+    from spacy_sapbert.mentions.metrics import resolve_gold
     from spacy_sapbert.kb import normalize_name
     from spacy_sapbert.kb.build import build_kb
 

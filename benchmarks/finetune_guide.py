@@ -30,7 +30,7 @@ from results_io import table, write_results  # noqa: E402
 
 
 def disease_mentions(path: Path) -> list:
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_dataset
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
 
     return [m for m in iter_mentions(read_dataset(path, types=["Disease"])) if m.ids]
 

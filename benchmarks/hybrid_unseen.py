@@ -3,7 +3,7 @@ MEDIC 2012 as the dictionary, the base all-MiniLM-L6-v2 (mean pooling) as the na
 
 Rows: name-only (dense, w = 0), sparse only (the char n-gram tf-idf of the MEDIC names), hybrid
 ((dense + w * sparse) / (1 + w), the linker's ``sparse_weight``). Columns: strict acc@1 overall, per
-class of :func:`~spacy_sapbert.evaluation.metrics.mention_classes` (a dictionary name / a train mention /
+class of :func:`~spacy_sapbert.mentions.metrics.mention_classes` (a dictionary name / a train mention /
 neither = the refined subset), on the mentions unseen in train, and candidate recall@1/5/16/64 (a gold
 concept among the top k). Mentions as written, normalised as the linker does (``normalize_name``; no
 abbreviation expansion), composite mentions kept (right if any part is predicted at rank 1).
@@ -41,13 +41,13 @@ K = 64
 
 
 def mentions(path: Path, types) -> List[Any]:
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_dataset
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
 
     return [m for m in iter_mentions(read_dataset(path, types=types)) if m.ids]
 
 
 def queries_golds(kb, found: Sequence[Any]) -> Tuple[List[str], List[Any]]:
-    from spacy_sapbert.evaluation.metrics import resolve_gold
+    from spacy_sapbert.mentions.metrics import resolve_gold
     from spacy_sapbert.kb.concept import normalize_name
 
     pairs = [(normalize_name(m.text), resolve_gold(kb, m.ids)) for m in found]
@@ -56,7 +56,7 @@ def queries_golds(kb, found: Sequence[Any]) -> Tuple[List[str], List[Any]]:
 
 
 def scores(golds, rankings, classes, unseen) -> List[Any]:
-    from spacy_sapbert.evaluation.metrics import class_split, first_hit_strict
+    from spacy_sapbert.mentions.metrics import class_split, first_hit_strict
 
     first = [first_hit_strict(g, r) for g, r in zip(golds, rankings)]
     top1 = [f == 1 for f in first]
@@ -84,7 +84,7 @@ def run_part(args, corpus: str, ngrams: Tuple[int, int]) -> Dict[str, Any]:
 
     from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.evaluation.hybrid import HybridSetup, tune_weight
-    from spacy_sapbert.evaluation.metrics import mention_classes
+    from spacy_sapbert.mentions.metrics import mention_classes
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.concept import normalize_name
     from spacy_sapbert.kb.readers.medic import read_medic

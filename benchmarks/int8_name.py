@@ -52,7 +52,7 @@ VARIANTS: Dict[str, Dict[str, Any]] = {
 
 
 def corpora() -> Dict[str, Any]:
-    from spacy_sapbert.evaluation.datasets import read_dataset
+    from spacy_sapbert.mentions.datasets import read_dataset
 
     return {"NCBI-disease test": read_dataset(DATA / "ncbi_disease" / "NCBItestset_corpus.txt"),
             "BC5CDR-disease dev": read_dataset(DATA / "bc5cdr" / "dev_corpus.txt", types=["Disease"])}
@@ -114,8 +114,8 @@ def gold_sets(kb: Any, sets: Dict[str, Any]) -> Dict[str, Tuple[List[Any], List[
     """Per corpus: spaCy docs with the gold spans, where each mention's span is, its gold ids."""
     import spacy
 
-    from spacy_sapbert.evaluation.datasets import iter_mentions
-    from spacy_sapbert.evaluation.metrics import resolve_gold
+    from spacy_sapbert.mentions.datasets import iter_mentions
+    from spacy_sapbert.mentions.metrics import resolve_gold
     from spacy_sapbert.evaluation.pipeline import gold_docs
 
     blank = spacy.blank("en")

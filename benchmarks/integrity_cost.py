@@ -62,7 +62,7 @@ def norm_costs(repeats: int) -> None:
     import numpy
 
     from spacy_sapbert.index.guards import check_scores
-    from spacy_sapbert.integrity import unit_norm_problem
+    from spacy_sapbert.base.integrity import unit_norm_problem
 
     rng = numpy.random.default_rng(0)
 
@@ -103,7 +103,7 @@ def main() -> None:
     from results_io import table, write_results  # benchmarks/ is on sys.path when run as a script
     from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.encoding.files import read_settings
-    from spacy_sapbert.integrity import check_files
+    from spacy_sapbert.base.integrity import check_files
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.readers import read_medic
 

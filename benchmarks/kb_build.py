@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from results_io import table, write_results
-from spacy_sapbert.util import peak_rss_mb
+from spacy_sapbert.base.util import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

@@ -62,7 +62,7 @@ def worker(work: Path, abbreviations: bool) -> None:
     t2 = time.perf_counter()
     docs = list(nlp.get_pipe("sapbert_linker").pipe(docs, batch_size=128))
     link_s = time.perf_counter() - t2
-    from spacy_sapbert.util import peak_rss_mb
+    from spacy_sapbert.base.util import peak_rss_mb
 
     ids = [e.kb_id_ for d in docs for e in d.ents]
     print("RESULT " + json.dumps({

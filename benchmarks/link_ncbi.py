@@ -50,7 +50,7 @@ from typing import Any, Dict, List, Optional
 
 import spacy
 from results_io import table, write_results
-from spacy_sapbert.util import peak_rss_mb
+from spacy_sapbert.base.util import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -271,8 +271,8 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     from spacy_sapbert.encoding.torch_encoder import Encoder
-    from spacy_sapbert.evaluation.datasets import read_pubtator
-    from spacy_sapbert.evaluation.metrics import resolve_gold
+    from spacy_sapbert.mentions.datasets import read_pubtator
+    from spacy_sapbert.mentions.metrics import resolve_gold
     from spacy_sapbert.index import ConceptIndex, _build_hnsw, _encode_names
     from spacy_sapbert.kb import KnowledgeBase, normalize_name
     from spacy_sapbert.kb.readers.jsonl import write_jsonl

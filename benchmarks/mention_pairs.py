@@ -19,7 +19,7 @@ NCBI-disease test and BC5CDR-disease dev split by the protocol's three mention c
   shortlist: a seeded sample of names, up to 5 names of each gold concept, each mention's 10 nearest names by
   char-3gram tf-idf; optimistic against the full search, which ``--candidates all`` runs when the CPU allows),
   strict acc@1 (a prediction is one concept; composite gold: any part). Classes
-  (``spacy_sapbert.evaluation.metrics.mention_classes``): "dictionary" (a MEDIC name), "train" (a
+  (``spacy_sapbert.mentions.metrics.mention_classes``): "dictionary" (a MEDIC name), "train" (a
   mention of the set's train split, not a name), "neither".
 
 Models go to ``benchmarks/output/mention_pairs/`` (git-ignored); dictionary vectors to ``--cache``.
@@ -50,7 +50,7 @@ CLASSES = ("overall", "dictionary", "train", "neither")
 
 def eval_sets(data: Path) -> Dict[str, Tuple[List[Any], List[str]]]:
     """Set name → (mentions with gold ids, normalised train-split mention texts)."""
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_dataset
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
     from spacy_sapbert.kb import normalize_name
 
     def mentions(path: Path) -> List[Any]:
@@ -89,7 +89,7 @@ def split_scores(model: str, medic: Any, sets: Dict[str, Tuple[List[Any], List[s
     """Strict acc@1 per set and mention class of ``model`` (mean pooling) over the ``dictionary``'s names."""
     from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.evaluation.baselines import DenseEncoder
-    from spacy_sapbert.evaluation.metrics import class_split, first_hit_strict, mention_classes, resolve_gold
+    from spacy_sapbert.mentions.metrics import class_split, first_hit_strict, mention_classes, resolve_gold
     from spacy_sapbert.kb import normalize_name
 
     enc = Encoder.load(model, pooling="mean", max_length=25, device="cpu", cache_size=0)

@@ -52,8 +52,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from spacy_sapbert.evaluation.baselines import Dictionary
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_pubtator
-    from spacy_sapbert.evaluation.metrics import resolve_gold
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_pubtator
+    from spacy_sapbert.mentions.metrics import resolve_gold
     from spacy_sapbert.kb import KnowledgeBase, normalize_name
     from spacy_sapbert.kb.readers import read_medic
 

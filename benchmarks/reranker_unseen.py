@@ -55,7 +55,7 @@ def _pct(value: Any) -> Any:
 
 def split_docs(key: str, train_path: Path, tune_path: Any, types: Any) -> Tuple[List[Any], List[Any]]:
     """Training documents and tuning documents of a set (never its test file)."""
-    from spacy_sapbert.evaluation.datasets import read_dataset
+    from spacy_sapbert.mentions.datasets import read_dataset
 
     docs = read_dataset(train_path, types=types)
     if tune_path is not None:
@@ -66,8 +66,8 @@ def split_docs(key: str, train_path: Path, tune_path: Any, types: Any) -> Tuple[
 
 def mentions_of(docs: Sequence[Any], kb: Any) -> List[Any]:
     """``(normalised text, gold ids)`` of the non-composite mentions whose gold the KB resolves."""
-    from spacy_sapbert.evaluation.datasets import select_mentions
-    from spacy_sapbert.evaluation.metrics import resolve_gold
+    from spacy_sapbert.mentions.datasets import select_mentions
+    from spacy_sapbert.mentions.metrics import resolve_gold
     from spacy_sapbert.kb.concept import normalize_name
 
     chosen, _ = select_mentions(list(docs), exclude_composite=True)
@@ -196,7 +196,7 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
                  types: Any, args: Any) -> Tuple[List[List[Any]], Dict[str, Any]]:
     import numpy
 
-    from spacy_sapbert.evaluation.datasets import read_dataset
+    from spacy_sapbert.mentions.datasets import read_dataset
     from spacy_sapbert.evaluation.protocol import MentionClasses
     from spacy_sapbert.kb.concept import normalize_name
     from spacy_sapbert.rerank.apply import DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from kb_build import du_mb, make_synthetic, run_step, step_load  # noqa: E402
 from results_io import table, write_results  # noqa: E402
 
-from spacy_sapbert.util import peak_rss_mb  # noqa: E402
+from spacy_sapbert.base.util import peak_rss_mb  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "output" / "umls_data_scale"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from results_io import table, write_results
 from spacy_sapbert.assets.umls import download_umls
 from spacy_sapbert.errors import DownloadError
-from spacy_sapbert.util import file_sha256, peak_rss_mb
+from spacy_sapbert.base.util import file_sha256, peak_rss_mb
 
 KEY = "benchmark-key-0000"
 

@@ -109,7 +109,7 @@ def perturb(name: str, rng: random.Random) -> str:
 
 def query_texts(data: Path, kb: Any, n_perturbed: int, seed: int) -> Tuple[List[str], List[str]]:
     """Mention texts (NCBI, BC5CDR) not in the dictionary, then perturbed dictionary names; with their source."""
-    from spacy_sapbert.evaluation.datasets import read_pubtator
+    from spacy_sapbert.mentions.datasets import read_pubtator
     from spacy_sapbert.kb.concept import normalize_name
 
     known = set(kb.names)

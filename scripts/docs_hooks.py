@@ -4,7 +4,7 @@ A page holds a placeholder line, ``<!-- GENERATED: errors -->`` or ``<!-- GENERA
 hook replaces it with Markdown made from the code itself:
 
 - ``errors``: every code of :class:`spacy_sapbert.errors.Errors` and ``Warnings``, grouped by the
-  ``# ---- ... ----`` section comments of ``errors.py``, so a code added later gets its entry with no edit
+  ``# ---- ... ----`` section comments of the ``errors`` package's files, so a code added later gets its entry with no edit
   here;
 - ``cli``: every command of the ``spacy-sapbert`` typer app, with its help, usage and every argument and
   option (type, default, help).
@@ -72,8 +72,15 @@ def _message_markdown(template: str) -> str:
     return "".join(out)
 
 
-def error_sections(source: Path) -> Dict[str, str]:
-    """``code -> section title`` read from the ``# ---- title ----`` comments of ``errors.py``."""
+def error_sections(package: Path) -> Dict[str, str]:
+    """``code -> section title`` read from the ``# ---- title ----`` comments of the ``errors`` package's files."""
+    out: Dict[str, str] = {}
+    for source in sorted(package.glob("*.py")):
+        out.update(_file_sections(source))
+    return out
+
+
+def _file_sections(source: Path) -> Dict[str, str]:
     section, out = "Other", {}
     for line in source.read_text(encoding="utf8").splitlines():
         m = _SECTION.match(line)
@@ -87,17 +94,18 @@ def error_sections(source: Path) -> Dict[str, str]:
 
 
 def catalogue(cls: type) -> Iterator[Tuple[str, str]]:
-    """``(code, raw template)`` of a catalogue class, in definition order."""
-    for name, value in vars(cls).items():
-        if name[:1] in ("E", "W") and name[1:].isdigit() and isinstance(value, str):
-            yield name, value
+    """``(code, raw template)`` of a catalogue class (and the classes it is made of), in definition order."""
+    for part in cls.__mro__[:-1]:
+        for name, value in vars(part).items():
+            if name[:1] in ("E", "W") and name[1:].isdigit() and isinstance(value, str):
+                yield name, value
 
 
 def errors_markdown() -> str:
     """The error and warning catalogue as Markdown tables, one per section."""
     from spacy_sapbert import errors
 
-    sections = error_sections(Path(errors.__file__))
+    sections = error_sections(Path(errors.__file__).parent)
     out: List[str] = []
     for title, cls in (("Errors", errors.Errors), ("Warnings", errors.Warnings)):
         out += [f"## {title}", ""]

@@ -44,8 +44,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from spacy.scorer import Scorer
     from spacy.training import Example
 
-    from spacy_sapbert.evaluation.datasets import read_pubtator
-    from spacy_sapbert.util import atomic_write
+    from spacy_sapbert.mentions.datasets import read_pubtator
+    from spacy_sapbert.base.util import atomic_write
 
     nlp = spacy.load(args.name)
     kb = nlp.get_pipe("sapbert_linker").kb

@@ -33,7 +33,7 @@ from typing import Dict, List, Optional
 import srsly
 
 from spacy_sapbert.errors import Errors
-from spacy_sapbert.util import atomic_write
+from spacy_sapbert.base.util import atomic_write
 
 TIMEOUT_S = 60
 

@@ -26,7 +26,7 @@ def main(argv=None) -> int:
         return 1
     import spacy
 
-    from spacy_sapbert.util import atomic_write
+    from spacy_sapbert.base.util import atomic_write
 
     if not spacy.util.is_package(args.name):
         print(f"No installed package '{args.name}': run the package and install steps first.", file=sys.stderr)

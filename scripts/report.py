@@ -29,7 +29,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--sample", type=Path, help="scripts/link_sample.py JSON")
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
-    from spacy_sapbert.util import atomic_write
+    from spacy_sapbert.base.util import atomic_write
 
     report_md = args.evaluation / "report.md"
     if not report_md.exists():

@@ -17,7 +17,7 @@ _LAZY = {
     "ConceptIndex": ".index",
     "SapbertLinker": ".linker",
     "make_sapbert_linker": ".linker",
-    "create_pipeline": ".linking",
+    "create_pipeline": ".commands.pipeline",
     # training
     "pretrain": ".training",
     "finetune": ".training",
@@ -25,13 +25,13 @@ _LAZY = {
     "Trainer": ".training",
     "MultiSimilarityLoss": ".training",
     "TripletMarginMiner": ".training",
-    # evaluation
+    # evaluation and mentions
     "evaluate": ".evaluation",
     "evaluate_config": ".evaluation",
-    "read_pubtator": ".evaluation",
-    "read_dataset": ".evaluation",
-    "Mention": ".evaluation",
-    "Document": ".evaluation",
+    "read_pubtator": ".mentions",
+    "read_dataset": ".mentions",
+    "Mention": ".mentions",
+    "Document": ".mentions",
     # assets
     "download_umls": ".assets",
     "UmlsDownload": ".assets",

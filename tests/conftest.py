@@ -195,7 +195,7 @@ def corpus_pipeline(tiny_bert_path, tmp_path_factory) -> Path:
 
     from helpers import write_toy_kb
 
-    from spacy_sapbert.linking import create_pipeline
+    from spacy_sapbert.commands.pipeline import create_pipeline
 
     root = tmp_path_factory.mktemp("corpus_pipeline")
     write_toy_kb(root / "kb", "D003", "C004", "C005")

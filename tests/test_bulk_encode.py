@@ -16,7 +16,7 @@ from spacy_sapbert.encoding.torch_encoder import Encoder, unique_rows
 from spacy_sapbert.errors import ConfigError, IncompatibleError
 from spacy_sapbert.index import ConceptIndex
 from spacy_sapbert.kb import Concept, KnowledgeBase
-from spacy_sapbert.linking import build_index_dir
+from spacy_sapbert.commands.pipeline import build_index_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -10,7 +10,7 @@ import numpy
 import pytest
 
 from spacy_sapbert.calibration import Evidence, feature_matrix, fit
-from spacy_sapbert.calibration.dev import DevMentions
+from spacy_sapbert.evaluation.calibration_fit import DevMentions
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ from spacy.tokens import Span
 from helpers import linker_nlp
 
 from spacy_sapbert.calibration import Calibration
-from spacy_sapbert.calibration.dev import calibrate, dev_mentions, fit_dev, split_documents
+from spacy_sapbert.evaluation.calibration_fit import calibrate, dev_mentions, fit_dev, split_documents
 from spacy_sapbert.errors import ConfigError, DataFormatError, IncompatibleError
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
@@ -252,7 +252,7 @@ def test_changed_linker_settings_warn(pipeline, fitted):
 
 
 def test_dev_mentions_follow_the_linkers_labels(pipeline, dev_path):
-    from spacy_sapbert.evaluation.datasets import read_dataset
+    from spacy_sapbert.mentions.datasets import read_dataset
 
     nlp = spacy.load(pipeline, config={"components": {"sapbert_linker": {"labels": ["DISEASE_X"]}}})
     linker = nlp.get_pipe("sapbert_linker")

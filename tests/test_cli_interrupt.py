@@ -102,7 +102,7 @@ def test_a_keyboard_interrupt_raised_by_a_library_also_exits_130(monkeypatch, ca
     def raises(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("spacy_sapbert.linking.build_index_dir", raises)
+    monkeypatch.setattr("spacy_sapbert.commands.pipeline.build_index_dir", raises)
     code, err = _run_main(monkeypatch, capsys, "build-index", str(tmp_path), "-m", "x", "-o", str(tmp_path / "index"))
     assert code == 130
     assert err.strip() == ("[SB-E500] Interrupted by SIGINT; no index written; the encoded chunks are kept in the "
@@ -115,7 +115,7 @@ def test_a_signal_the_caller_ignores_stays_ignored(monkeypatch, capsys, tmp_path
         time.sleep(0.2)
         return [tmp_path]
 
-    monkeypatch.setattr("spacy_sapbert.linking.export_onnx_dir", ignored_signal)
+    monkeypatch.setattr("spacy_sapbert.commands.pipeline.export_onnx_dir", ignored_signal)
     monkeypatch.setattr("sys.argv", ["spacy-sapbert", "export-onnx", str(tmp_path)])
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as for `spacy-sapbert ... &` in a script
     try:
@@ -133,7 +133,7 @@ def test_an_interrupted_link_says_whether_its_output_is_partial(monkeypatch, cap
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(10)
 
-    monkeypatch.setattr("spacy_sapbert.linking.load_linking_nlp", interrupted_load)
+    monkeypatch.setattr("spacy_sapbert.commands.pipeline.load_linking_nlp", interrupted_load)
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"flu\n")))
     monkeypatch.chdir(tmp_path)
     code, err = _run_main(monkeypatch, capsys, "link", str(tmp_path), *output)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from spacy_sapbert.context import ContextEncoder, ContextWeights, PrototypeStore, TypePriors, build_prototypes
-from spacy_sapbert.context.encoding import MARKERS, split_budget
+from spacy_sapbert.context.context_encoder import MARKERS, split_budget
 from spacy_sapbert.context.priors import search_with_prior
 from spacy_sapbert.context.rerank import combine, rerank, tune_weights
 from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError, IncompatibleError
-from spacy_sapbert.evaluation.datasets import Document, Mention
+from spacy_sapbert.mentions.datasets import Document, Mention
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -288,7 +288,7 @@ def test_search_with_prior_types_and_prefixes(kb, tiny_bert_path):
 def test_ambiguity_mask_and_context_rankings_by_hand():
     from spacy_sapbert.evaluation.baselines import Dictionary
     from spacy_sapbert.evaluation.context import ambiguity_mask, context_rankings, prototype_masks
-    from spacy_sapbert.evaluation.metrics import Gold, Ranking
+    from spacy_sapbert.mentions.metrics import Gold, Ranking
 
     dictionary = Dictionary(["mi", "flu"], [("A", "B"), ("C",)])
     tie = Ranking(concepts=[("A", 0.7), ("C", 0.7)])

@@ -18,8 +18,8 @@ from spacy_sapbert.context.rerank import tune_weights, with_example_names
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, DataFormatError, IncompatibleError, IntegrityError
 from spacy_sapbert.evaluation.context import context_rankings
-from spacy_sapbert.evaluation.datasets import Document, Mention
-from spacy_sapbert.evaluation.metrics import Ranking
+from spacy_sapbert.mentions.datasets import Document, Mention
+from spacy_sapbert.mentions.metrics import Ranking
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

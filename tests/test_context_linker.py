@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from spacy_sapbert.cli import app
 from spacy_sapbert.context import ContextEncoder, PrototypeStore, build_prototypes
 from spacy_sapbert.errors import ConfigError, IncompatibleError
-from spacy_sapbert.evaluation.datasets import Document, Mention
+from spacy_sapbert.mentions.datasets import Document, Mention
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

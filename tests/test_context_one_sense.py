@@ -13,8 +13,8 @@ from spacy_sapbert.context.ranker import context_settings
 from spacy_sapbert.context.rerank import ContextWeights, first_of_each
 from spacy_sapbert.errors import ConfigError
 from spacy_sapbert.evaluation.context import context_rankings, mention_keys
-from spacy_sapbert.evaluation.datasets import Document, Mention
-from spacy_sapbert.evaluation.metrics import Ranking
+from spacy_sapbert.mentions.datasets import Document, Mention
+from spacy_sapbert.mentions.metrics import Ranking
 
 from spacy_sapbert.context import ContextEncoder, build_prototypes
 from spacy_sapbert.kb import KnowledgeBase

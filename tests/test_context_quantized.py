@@ -17,7 +17,7 @@ from spacy_sapbert.context import ContextEncoder, PrototypeStore, build_prototyp
 from spacy_sapbert.encoding.onnx_encoder import INT8_FILE, OnnxEncoder, export_onnx, quantize_export
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, DataFormatError, IntegrityError, MissingInputError
-from spacy_sapbert.evaluation.datasets import Document, Mention
+from spacy_sapbert.mentions.datasets import Document, Mention
 from spacy_sapbert.kb import KnowledgeBase
 
 from test_context_linker import CONCEPTS, T1, T2, linked

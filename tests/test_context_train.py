@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from spacy_sapbert.context import ContextEncoder, PrototypeStore
-from spacy_sapbert.context.encoding import MARKERS, context_token_rows
+from spacy_sapbert.context.context_encoder import MARKERS, context_token_rows
 from spacy_sapbert.context.train import ContextTokens, context_config, train_context
 from spacy_sapbert.context.train_pairs import (context_mentions, dictionary_mentions, make_context_pairs,
                                                pack_context, unpack_context, write_context_pairs)
 from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError
-from spacy_sapbert.evaluation.datasets import Document, Mention
+from spacy_sapbert.mentions.datasets import Document, Mention
 from spacy_sapbert.kb import Concept, KnowledgeBase
 from spacy_sapbert.training import PairSet
 

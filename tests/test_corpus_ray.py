@@ -18,7 +18,7 @@ from spacy_sapbert.corpus import MANIFEST_FILE, link_corpus  # noqa: E402
 from spacy_sapbert.errors import ConfigError, DataFormatError  # noqa: E402
 from spacy_sapbert.index import ConceptIndex  # noqa: E402
 from spacy_sapbert.kb import Concept, KnowledgeBase  # noqa: E402
-from spacy_sapbert.linking import build_index_dir  # noqa: E402
+from spacy_sapbert.commands.pipeline import build_index_dir  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("one_torch_thread")]
 

@@ -356,7 +356,8 @@ def test_errors_page_lists_every_code():
 
     page = docs_hooks.errors_markdown()
     codes = [c for cls in (Errors, Warnings) for c, _ in docs_hooks.catalogue(cls)]
-    in_source = re.findall(r"^\s{4}([EW]\d{3})\s*=", (ROOT / "spacy_sapbert" / "errors.py").read_text(encoding="utf8"),
+    in_source = re.findall(r"^\s{4}([EW]\d{3})\s*=", "".join(
+        p.read_text(encoding="utf8") for p in sorted((ROOT / "spacy_sapbert" / "errors").glob("*.py"))),
                            re.MULTILINE)
     assert sorted(codes) == sorted(in_source) and "E650" in codes
     for code in codes:

@@ -18,7 +18,7 @@ from spacy_sapbert.evaluation.preprocess import (
     make_preprocessor,
     mention_queries,
 )
-from spacy_sapbert.evaluation.datasets import Document, Mention
+from spacy_sapbert.mentions.datasets import Document, Mention
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from spacy_sapbert.errors import ConfigError, DataFormatError, MissingInputError
-from spacy_sapbert.evaluation.datasets import (
+from spacy_sapbert.mentions.datasets import (
     Document,
     Mention,
     detect_format,

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from spacy_sapbert.errors import ConfigError
-from spacy_sapbert.evaluation.metrics import (
+from spacy_sapbert.mentions.metrics import (
     Gold,
     Ranking,
     acc_at_k,
@@ -134,7 +134,7 @@ def test_subset_masks_by_hand():
 
 
 def test_mention_classes_and_split():
-    from spacy_sapbert.evaluation.metrics import class_split, mention_classes
+    from spacy_sapbert.mentions.metrics import class_split, mention_classes
 
     classes = mention_classes(["a", "b", "c", "d"], ["a", "x"], ["b", "a"])
     assert classes == ["dictionary", "train", "neither", "neither"]

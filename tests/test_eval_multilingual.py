@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_sapbert.errors import ConfigError, DataFormatError, MissingInputError
-from spacy_sapbert.evaluation.datasets import detect_format, iter_mentions, read_dataset
-from spacy_sapbert.evaluation.records import Mention, check_language
+from spacy_sapbert.mentions.datasets import detect_format, iter_mentions, read_dataset
+from spacy_sapbert.mentions.records import Mention, check_language
 
 
 @pytest.fixture()

@@ -6,7 +6,7 @@ import warnings
 import pytest
 from thinc.api import Config
 
-from spacy_sapbert.evaluation.datasets import iter_mentions, read_pubtator
+from spacy_sapbert.mentions.datasets import iter_mentions, read_pubtator
 from spacy_sapbert.evaluation.run import evaluate
 from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
 

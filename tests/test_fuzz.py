@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from spacy_sapbert.corpus import find_shards, read_shard
 from spacy_sapbert.corpus.checks import scan_shards
 from spacy_sapbert.errors import SapbertError
-from spacy_sapbert.evaluation.datasets import read_biosyn, read_mentions_jsonl, read_mentions_tsv, read_pubtator
+from spacy_sapbert.mentions.datasets import read_biosyn, read_mentions_jsonl, read_mentions_tsv, read_pubtator
 from spacy_sapbert.kb import KnowledgeBase
 from spacy_sapbert.kb.readers import read_jsonl, read_medic, read_obo, read_tsv, read_umls
 
@@ -221,7 +221,7 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80) | st.te
 @example(texts=["⒜"])
 def test_link_input_text(linking_nlp, texts):
     from spacy_sapbert.kb.concept import normalize_name
-    from spacy_sapbert.linking import link_records
+    from spacy_sapbert.commands.pipeline import link_records
 
     pairs = [(str(i), t) for i, t in enumerate(texts)]
     for whole_text in (False, True):
@@ -240,7 +240,7 @@ def test_link_input_text(linking_nlp, texts):
 def test_a_document_over_max_length_is_a_coded_error_before_any_record(linking_nlp):
     """spaCy's E088 (a ValueError from inside nlp.pipe) for a 1M-character document: E560 naming it, up front."""
     from spacy_sapbert.errors import DataFormatError
-    from spacy_sapbert.linking import link_records
+    from spacy_sapbert.commands.pipeline import link_records
 
     for whole_text, nlp in linking_nlp.items():
         pairs = [("small", "flu"), ("big.txt", "flu " * (nlp.max_length // 4 + 1))]
@@ -311,7 +311,7 @@ def test_overwritten_vector_bytes_with_recomputed_hashes(index_folders, tmp_path
     import json
 
     from spacy_sapbert.index import META_FILE
-    from spacy_sapbert.integrity import file_records
+    from spacy_sapbert.base.integrity import file_records
 
     root, kb, vectors = index_folders
     folder = tmp_path_factory.mktemp("bytes") / "exact"

@@ -1,4 +1,5 @@
-"""The package's import graph has no cycles: data and imports flow one way.
+"""The package's import graph has no cycles and no package imports a package above it: data and imports
+flow one way, up the floors of :data:`LAYERS`.
 
 The graph is read from the source with ``ast`` (nothing is imported): every ``import`` and
 ``from ... import`` of a ``spacy_sapbert`` module, at module level or inside a function (lazy imports
@@ -8,12 +9,29 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spacy_sapbert"
 ROOT = PACKAGE.name
+
+#: The floors of the package, bottom first (docs/development.md draws them). A module may import modules of its
+#: own floor and of the floors below, never of a floor above. The package root (``spacy_sapbert/__init__.py``) is
+#: the front door: it may import anything (lazily).
+LAYERS: List[Tuple[str, ...]] = [
+    ("about", "errors", "base"),
+    ("kb", "assets"),
+    ("mentions",),
+    ("encoding",),
+    ("index", "rerank", "calibration"),
+    ("training",),
+    ("context",),
+    ("linker",),
+    ("commands",),
+    ("corpus", "ner", "evaluation"),
+    ("cli", "__main__"),
+]
 
 
 def module_names(package: Path) -> Dict[str, Path]:
@@ -182,14 +200,45 @@ def test_type_checking_imports_make_no_cycle(tmp_path, guard):
     assert find_cycles(import_graph(package)) == []
 
 
-def test_old_encoder_paths_still_import_with_a_warning():
-    import importlib
+def floor_of(module: str) -> Optional[int]:
+    """The floor (index into :data:`LAYERS`) of a module, or None for the package root."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None
+    for level, names in enumerate(LAYERS):
+        if parts[1] in names:
+            return level
+    raise AssertionError(f"{module} is on no floor: add its top-level name to LAYERS (and to docs/development.md)")
 
-    import spacy_sapbert.encoding as encoding
-    for old, name in [("spacy_sapbert.encoder", "Encoder"), ("spacy_sapbert.onnx_encoder", "OnnxEncoder"),
-                      ("spacy_sapbert.index_build", "_encode_names")]:
-        module = importlib.import_module(old)
-        with pytest.warns(DeprecationWarning, match="moved to"):
-            value = getattr(module, name)
-        assert value is getattr(importlib.import_module(module._NEW), name)
-    assert encoding.Encoder.__module__ == "spacy_sapbert.encoding.torch_encoder"
+
+def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
+    """``a -> b`` for every import of a module on a higher floor than the importer's."""
+    found = []
+    for name in sorted(graph):
+        here = floor_of(name)
+        if here is None:
+            continue
+        for target in sorted(graph[name]):
+            there = floor_of(target)
+            if there is not None and there > here:
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def test_no_package_imports_a_package_above_it():
+    graph = import_graph(PACKAGE)
+    assert {floor_of(m) for m in graph} - {None} == set(range(len(LAYERS))), "a floor in LAYERS holds no module"
+    upward = upward_imports(graph)
+    assert not upward, "imports from a floor above: " + "; ".join(upward)
+
+
+def test_upward_import_is_found(tmp_path):
+    package = _write_package(tmp_path, {
+        "__init__.py": "",
+        "base/__init__.py": "",
+        "base/util.py": "def f():\n    from ..linker.component import X\n",
+        "linker/__init__.py": "",
+        "linker/component.py": "from ..base.util import f\n",
+    })
+    assert upward_imports(import_graph(package)) == [
+        "spacy_sapbert.base.util -> spacy_sapbert.linker.component"]

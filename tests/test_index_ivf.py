@@ -12,7 +12,7 @@ from spacy_sapbert.errors import ConfigError, IntegrityError, MissingInputError
 from spacy_sapbert.index import META_FILE, ConceptIndex
 from spacy_sapbert.index.ivf import (CENTROIDS_FILE, CODES_FILE, IDS_FILE, OFFSETS_FILE, default_lists,
                                      default_probes)
-from spacy_sapbert.integrity import file_records
+from spacy_sapbert.base.integrity import file_records
 
 from test_index_compact import _Enc, clustered  # noqa: F401  (clustered: the module's fixture)
 

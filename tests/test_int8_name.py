@@ -131,7 +131,7 @@ def test_a_bad_int8_file_is_a_coded_error_at_load(int8_pipeline, damage):
     assert f"export-onnx --quantize {int8_pipeline}" in message
     assert {"missing": "is missing", "truncated": "truncated", "unrecorded": "not recorded",
             "bytes": "bytes changed"}[damage] in message
-    from spacy_sapbert.verify import verify_folder
+    from spacy_sapbert.commands.verify import verify_folder
 
     bad = [c for c in verify_folder(int8_pipeline) if c.status != "ok"]
     assert INT8_FILE in [c.path.name for c in bad]  # verify reports it too

@@ -1,4 +1,4 @@
-"""Checksums of saved folders (spacy_sapbert.integrity), damaged files giving coded errors, and `verify`."""
+"""Checksums of saved folders (spacy_sapbert.base.integrity), damaged files giving coded errors, and `verify`."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from spacy_sapbert.cli import app
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import DataFormatError, IntegrityError, SapbertError
-from spacy_sapbert.integrity import SAMPLE_BLOCK, SAMPLE_BLOCKS, check_files, file_records
+from spacy_sapbert.base.integrity import SAMPLE_BLOCK, SAMPLE_BLOCKS, check_files, file_records
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -376,7 +376,7 @@ def test_set_ef_and_k_have_an_upper_bound(small_kb):
 # ---- records naming paths outside the folder (issue 30, item 7) ------------------------------------
 @pytest.mark.parametrize("name", ["/etc/passwd", "../outside.bin", "a/../../outside.bin"])
 def test_verify_never_reads_a_path_outside_the_folder(kb_dir, tmp_path, monkeypatch, name):
-    import spacy_sapbert.integrity as integrity
+    import spacy_sapbert.base.integrity as integrity
 
     (tmp_path / "outside.bin").write_bytes(b"secret")
     meta = json.loads((kb_dir / "kb.json").read_text())
@@ -482,7 +482,7 @@ def test_pickle_bearing_prototype_array_is_a_coded_error(tmp_path, name):
 def test_hints_say_what_is_wrong(tmp_path):
     from spacy_sapbert.corpus.readers import find_shards, read_shard
     from spacy_sapbert.errors import ConfigError
-    from spacy_sapbert.outputs import check_output
+    from spacy_sapbert.base.outputs import check_output
 
     (tmp_path / "a_file").write_text("x")
     with pytest.raises(ConfigError, match=r"\[SB-E502\]") as refused:

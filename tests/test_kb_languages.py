@@ -72,7 +72,7 @@ def test_kb_rows_carry_languages_and_survive_disk_and_merge(tmp_path):
     # languages are part of the checksum; a KB without any keeps the checksum it had before languages
     plain = KnowledgeBase.from_concepts([Concept("C1", "Heart attack", ("Infarctus", "Infarto"))])
     assert plain.checksum != KnowledgeBase.from_concepts([kb.cui_to_entity["C1"]]).checksum
-    from spacy_sapbert.kb._build import ARRAY_NAMES, checksum_arrays
+    from spacy_sapbert.kb.assemble import ARRAY_NAMES, checksum_arrays
 
     assert plain.checksum == checksum_arrays({k: plain._a[k] for k in ARRAY_NAMES})
     # add_alias: a new name is of unknown language
@@ -81,7 +81,7 @@ def test_kb_rows_carry_languages_and_survive_disk_and_merge(tmp_path):
 
 
 def test_format_1_kb_loads_with_unknown_languages_and_no_warning(tmp_path):
-    from spacy_sapbert.integrity import file_records
+    from spacy_sapbert.base.integrity import file_records
 
     path = tmp_path / "old"
     KnowledgeBase.from_concepts([Concept("C1", "Fever", ("Pyrexia",))]).to_disk(path)

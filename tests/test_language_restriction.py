@@ -126,7 +126,7 @@ def test_build_index_languages_default_and_link_in_index_mode(tiny_bert_path, tm
     from typer.testing import CliRunner
 
     from spacy_sapbert.cli import app
-    from spacy_sapbert.linking import load_linking_nlp
+    from spacy_sapbert.commands.pipeline import load_linking_nlp
 
     kb_path = tmp_path / "kb"
     KnowledgeBase.from_concepts([Concept("C1", "fever", ("fiebre",), languages=(("en",), ("es",))),

@@ -19,7 +19,7 @@ import spacy
 
 from spacy_sapbert.errors import MissingExtraError
 from spacy_sapbert.about import __version__
-from spacy_sapbert.extras import declare_extra, extra_for, missing_message, require
+from spacy_sapbert.base.extras import declare_extra, extra_for, missing_message, require
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytest.importorskip("onnx", reason="the ONNX export needs the [train] extra (requirements-dev.txt installs it)")
@@ -162,7 +162,7 @@ def test_link_command_runs_in_the_runtime_install(saved, tmp_path):
 
 def test_require_and_the_command_line_fallback_name_the_extra(monkeypatch):
     require("Nothing", "json")  # installed: no error
-    import spacy_sapbert.extras as extras
+    import spacy_sapbert.base.extras as extras
 
     monkeypatch.setattr(extras, "is_installed", lambda module: module != "faiss")
     with pytest.raises(MissingExtraError, match=r"\[SB-E820\] The ivf index needs faiss-cpu.*spacy-sapbert\[faiss\]"):

@@ -113,7 +113,7 @@ def test_abbreviations_from_scispacy_pipeline_component(tiny_bert_path, toy_kb_p
 
 def test_abbreviation_inside_a_longer_mention(nlp):
     doc = link(nlp, with_ents(nlp, "Heart attack ( HA ) is common . Acute HA kills .", [(8, 10)]))
-    from spacy_sapbert.linker import _mention_text
+    from spacy_sapbert.mentions.abbreviations import mention_text as _mention_text
 
     long_forms = nlp.get_pipe("sapbert_linker")._long_forms(doc)
     assert _mention_text(doc.ents[0], long_forms) == "Acute Heart attack "

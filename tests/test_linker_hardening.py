@@ -66,7 +66,7 @@ def test_from_bytes_round_trip_still_works(nlp, every_token_ents):
 
 @pytest.mark.parametrize("crafted", ["newline", "too_many", "too_large"])
 def test_from_bytes_refuses_names_with_a_newline_and_oversized_blobs(nlp, monkeypatch, crafted):
-    from spacy_sapbert import linker_bytes
+    from spacy_sapbert.linker import packing as linker_bytes
 
     good = srsly.msgpack_loads(nlp.get_pipe("sapbert_linker").to_bytes())
     if crafted == "newline":  # "$" also matched before a final "\n"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from spacy_sapbert.errors import ConfigError
-from spacy_sapbert.outputs import MARKER_FILE, check_output, exchange, output_lock
-from spacy_sapbert.util import atomic_dir, atomic_write
+from spacy_sapbert.base.outputs import MARKER_FILE, check_output, exchange, output_lock
+from spacy_sapbert.base.util import atomic_dir, atomic_write
 
 
 def _write(path: Path, text: str, overwrite: bool = True) -> None:
@@ -89,7 +89,7 @@ WRITER = """
 import sys, time
 from pathlib import Path
 from spacy_sapbert.errors import ConfigError
-from spacy_sapbert.util import atomic_dir
+from spacy_sapbert.base.util import atomic_dir
 try:
     with atomic_dir(Path(sys.argv[1]), overwrite=True) as tmp:
         for i in range(20):  # slow enough for the writers to meet
@@ -143,7 +143,7 @@ def test_a_kill_between_the_two_renames_is_recovered_at_the_next_run(tmp_path, c
 def test_an_error_in_the_second_rename_puts_the_old_output_back(tmp_path, monkeypatch):
     import os
 
-    monkeypatch.setattr("spacy_sapbert.outputs.exchange", lambda a, b: False)  # the two-rename way
+    monkeypatch.setattr("spacy_sapbert.base.outputs.exchange", lambda a, b: False)  # the two-rename way
     target = tmp_path / "out"
     _write(target, "old")
     real_replace = os.replace
@@ -170,7 +170,7 @@ def test_replacing_swaps_in_one_step_where_the_system_can(tmp_path, monkeypatch)
     assert (a / "name.txt").read_text() == ("b" if swapped else "a")
     assert (b / "name.txt").read_text() == ("a" if swapped else "b")
     calls = []
-    monkeypatch.setattr("spacy_sapbert.outputs.exchange", lambda x, y: calls.append((x, y)) or exchange(x, y))
+    monkeypatch.setattr("spacy_sapbert.base.outputs.exchange", lambda x, y: calls.append((x, y)) or exchange(x, y))
     target = tmp_path / "out"
     _write(target, "old")
     _write(target, "new")

@@ -13,7 +13,7 @@ from spacy_sapbert.encoding.pooling import declared_pooling, resolve_pooling
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError
 from spacy_sapbert.kb import Concept, KnowledgeBase
-from spacy_sapbert.linking import build_index_dir
+from spacy_sapbert.commands.pipeline import build_index_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

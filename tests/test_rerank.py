@@ -9,7 +9,7 @@ import pytest
 
 from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError, IncompatibleError, IntegrityError, \
     MissingInputError
-from spacy_sapbert.evaluation.records import Document, Mention
+from spacy_sapbert.mentions.records import Document, Mention
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
 CONCEPTS = [

@@ -12,8 +12,8 @@ from spacy.tokens import Span
 
 from spacy_sapbert.errors import ConfigError, MissingInputError
 from spacy_sapbert.kb import Concept, KnowledgeBase
-from spacy_sapbert.linking import create_pipeline
-from spacy_sapbert.resources import ENV_VAR, POINTER_FILE
+from spacy_sapbert.commands.pipeline import create_pipeline
+from spacy_sapbert.linker.resources import ENV_VAR, POINTER_FILE
 
 CONCEPTS = [Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
             Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",))]

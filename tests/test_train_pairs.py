@@ -87,7 +87,7 @@ def test_task_pairs_pair_mentions_with_every_gold_name(tmp_path):
 
 
 def test_task_pairs_accept_mention_objects_and_refuse_no_match(tmp_path):
-    from spacy_sapbert.evaluation.datasets import Mention
+    from spacy_sapbert.mentions.datasets import Mention
 
     kb = _kb()
     ps = write_task_pairs(kb, [Mention(text="Fever!", ids=("C2",))], tmp_path / "m")

@@ -4,7 +4,7 @@ import pytest
 
 from spacy_sapbert.errors import ConfigError, Errors
 from spacy_sapbert.kb.concept import Concept, normalize_name
-from spacy_sapbert.util import atomic_dir, atomic_write, resolve_device
+from spacy_sapbert.base.util import atomic_dir, atomic_write, resolve_device
 
 
 def test_errors_are_coded():
@@ -97,7 +97,7 @@ def test_device_is_cpu_reads_the_torch_build_without_importing_it(tmp_path, monk
     import importlib.util
     import sys
 
-    from spacy_sapbert import util
+    from spacy_sapbert.base import util
 
     fake = tmp_path / "torch"
     fake.mkdir()

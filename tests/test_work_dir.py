@@ -12,7 +12,7 @@ from spacy_sapbert.errors import ConfigError, IncompatibleError
 from spacy_sapbert.index import ConceptIndex
 from spacy_sapbert.index.build import LOCK_FILE, WORK_FILE
 from spacy_sapbert.kb import Concept, KnowledgeBase
-from spacy_sapbert.outputs import FileLock
+from spacy_sapbert.base.outputs import FileLock
 
 NAMES = [("D1", "Influenza", ("flu", "grippe")), ("C2", "Aspirin", ("acetylsalicylic acid",)), ("C3", "Ibuprofen", ())]
 

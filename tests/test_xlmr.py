@@ -69,7 +69,7 @@ def test_encoder_pools_s_and_pads_with_the_pad_id(tiny_xlmr_path, tmp_path, pool
 
 
 def test_context_encoder_marks_mentions_with_xlmr_special_tokens(tiny_xlmr_path):
-    from spacy_sapbert.context.encoding import MARKERS, ContextEncoder
+    from spacy_sapbert.context.context_encoder import MARKERS, ContextEncoder
 
     ctx = ContextEncoder.load(str(tiny_xlmr_path), max_length=16, device="cpu")
     text = "El paciente tiene gripe y fiebre alta desde ayer por la tarde"

@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Dict, List, Sequence
 
 from ..errors import DownloadError, Errors, Warnings
-from ..util import atomic_write, get_logger
+from ..base.util import atomic_write, get_logger
 
 logger = get_logger("assets.archive")
 

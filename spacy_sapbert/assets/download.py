@@ -30,7 +30,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 from ..about import __version__
 from ..errors import ConfigError, DownloadError, Errors, Warnings
-from ..util import get_logger
+from ..base.util import get_logger
 
 logger = get_logger("assets.download")
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigError, DownloadError, Errors, SapbertError
-from ..util import atomic_write, ensure_path, get_logger
+from ..base.util import atomic_write, ensure_path, get_logger
 from .archive import extract_files, file_digests
 from .download import Redactor, check_url, download_resumable, safe_location
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Sequence
 import numpy
 
 from ..errors import ConfigError, Errors
-from ..util import atomic_write
+from ..base.util import atomic_write
 
 
 def _check_bins(bins: int) -> int:

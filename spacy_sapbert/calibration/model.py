@@ -18,7 +18,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import numpy
 
 from ..errors import ConfigError, DataFormatError, EmptyResultError, Errors, IncompatibleError
-from ..util import PathLike, atomic_write, ensure_path
+from ..base.util import PathLike, atomic_write, ensure_path
 from .features import Evidence, check_features, feature_matrix
 
 FORMAT = "spacy_sapbert.calibration"

@@ -33,7 +33,7 @@ def check_device(option: str, value: Optional[str]) -> None:
         return
     if not _DEVICE.fullmatch(name):
         raise ConfigError(Errors.E012.format(option=option, value=value, why="choose auto, cpu, cuda or cuda:N"))
-    from ..util import resolve_device
+    from ..base.util import resolve_device
 
     resolve_device(name)  # E002 when no CUDA GPU is visible
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from ..assets.umls import API_KEY_ENV, UMLS_FILES, UTS_DOWNLOAD_URL, download_umls
-from ..outputs import check_parent
+from ..base.outputs import check_parent
 from ._app import app
 
 

@@ -101,7 +101,7 @@ def tune_context_command(
     from ..context import read_documents
     from ..context.tune import tune_on_documents
     from ..errors import ConfigError, Errors
-    from ..util import atomic_write
+    from ..base.util import atomic_write
     from ._options import check_device, check_pooling
 
     check_pooling("--pooling", pooling)

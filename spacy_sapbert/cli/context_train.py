@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
-from ..outputs import check_parent
+from ..base.outputs import check_parent
 from ._app import app
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}

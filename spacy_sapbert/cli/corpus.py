@@ -37,7 +37,7 @@ def link_corpus_command(
 ) -> None:
     """Link a whole corpus: one row per entity (doc id, offsets, label, kb_id, kb_ents), resumable per shard."""
     from ..corpus import link_corpus
-    from ..outputs import check_parent
+    from ..base.outputs import check_parent
 
     check_parent(output)
     result = link_corpus(inputs, pipeline, output, input_format=input_format, id_field=id_field,

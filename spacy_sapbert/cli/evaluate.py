@@ -55,9 +55,9 @@ def evaluate_command(
     """Score linkers side by side (strict and lenient acc@k, filtered subsets) and write a report."""
     from ..errors import ConfigError, Errors
     from ..evaluation.run import evaluate
-    from ..evaluation.datasets import FORMATS
+    from ..mentions.datasets import FORMATS
     from ..evaluation.settings import MODES, default_config, load_config, merge_config, settings_from_config
-    from ..outputs import check_output
+    from ..base.outputs import check_output
     from ._options import check_choice, check_pooling
 
     for option, value in (("--pooling", pooling), ("--model-pooling", model_pooling), ("--base-pooling", base_pooling)):

@@ -31,7 +31,7 @@ def tune_hybrid_command(
     from ..encoding.torch_encoder import Encoder
     from ..evaluation.hybrid import tune_on_file
     from ..kb import KnowledgeBase
-    from ..util import atomic_write
+    from ..base.util import atomic_write
     from .index import _ngrams
 
     ranges = [_ngrams(value) for value in ngrams]

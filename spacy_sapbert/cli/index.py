@@ -65,8 +65,8 @@ def build_index_command(
     """Encode every KB name and build the nearest-name index the linker searches."""
     from ..encoding.bulk import BULK_PRECISIONS, BULK_RUNTIMES, check_bulk_options
     from ..index.concept_index import KINDS
-    from ..linking import build_index_dir
-    from ..outputs import check_output, check_parent
+    from ..commands.pipeline import build_index_dir
+    from ..base.outputs import check_output, check_parent
     from ._options import check_choice, check_device, check_pooling
 
     check_pooling("--pooling", pooling)

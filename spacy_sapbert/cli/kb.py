@@ -43,7 +43,7 @@ def build_kb_command(
     tables (babelon) that add names in other languages to the concepts of those sources."""
     from ..kb.build import build_kb
     from ..kb.readers import SCOPES_ALL, write_jsonl
-    from ..outputs import check_output
+    from ..base.outputs import check_output
 
     read = [("the source", source) for source in sources]
     check_output(output, overwrite=overwrite, inputs=read)

@@ -46,9 +46,9 @@ def link_command(
     """Link texts and write one JSON line per document: its entities with kb_id and kb_ents (candidates
     best first, each with its canonical name)."""
     from ..errors import ConfigError, Errors
-    from ..linking import link_records, load_linking_nlp, read_texts, write_jsonl
-    from ..outputs import check_output
-    from ..util import atomic_write
+    from ..commands.pipeline import link_records, load_linking_nlp, read_texts, write_jsonl
+    from ..base.outputs import check_output
+    from ..base.util import atomic_write
     from ._options import check_device
 
     check_device("--device", device)
@@ -107,8 +107,8 @@ def create_pipeline_command(
     """Write a ready pipeline folder: a blank or given NER pipeline + an initialised sapbert_linker."""
     from ..encoding.onnx_encoder import RUNTIMES
     from ..index.concept_index import KINDS
-    from ..linking import create_pipeline
-    from ..outputs import check_output
+    from ..commands.pipeline import create_pipeline
+    from ..base.outputs import check_output
     from ._options import check_choice, check_device, check_pooling
 
     check_pooling("--pooling", pooling)
@@ -134,7 +134,7 @@ def export_onnx_command(
                                        "precision to int8 so that the pipeline runs it (the index is kept)."),
 ) -> None:
     """Write (or refresh) the ONNX export that runtime auto/onnx runs, next to the encoder's weights."""
-    from ..linking import export_onnx_dir
+    from ..commands.pipeline import export_onnx_dir
 
     for folder in export_onnx_dir(path, quantize=quantize):
         typer.echo(f"ONNX export{' and its int8 copy' if quantize else ''} written to {folder}")

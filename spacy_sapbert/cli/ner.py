@@ -48,7 +48,7 @@ def convert_ner_cli(
 ) -> None:
     """Convert PubTator training data into a spaCy DocBin with Disease/Chemical entities."""
     from ..ner.convert import MISALIGNED_CHOICES, convert_pubtator
-    from ..outputs import check_output
+    from ..base.outputs import check_output
     from ._options import check_choice
 
     check_choice("--misaligned", misaligned, MISALIGNED_CHOICES)
@@ -73,7 +73,7 @@ def train_ner_cli(
 ) -> None:
     """Train the NER with spaCy's own `spacy train`, then report per-label F1 on the dev set."""
     from ..ner.train import ner_scores, train_ner
-    from ..outputs import check_output, check_parent
+    from ..base.outputs import check_output, check_parent
 
     check_parent(output / "model-best")
     if metrics is not None:

@@ -42,10 +42,10 @@ def train_reranker_command(
 ) -> None:
     """Train a cross-encoder that re-orders the linker's best candidates (mention and name read together)."""
     from ..encoding.torch_encoder import Encoder
-    from ..evaluation.datasets import read_dataset
+    from ..mentions.datasets import read_dataset
     from ..index import ConceptIndex
     from ..kb import KnowledgeBase
-    from ..outputs import check_parent
+    from ..base.outputs import check_parent
     from ..rerank import RerankerSettings, train_reranker
 
     settings = RerankerSettings(k=k, pseudo_mentions=pseudo_mentions, epochs=epochs, batch_mentions=batch_mentions,

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
-from ..outputs import check_parent
+from ..base.outputs import check_parent
 from ._app import app
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -36,7 +36,7 @@ def _config(ctx: typer.Context, config_path: Optional[Path], task: str, amp: Opt
 def _dev(dev: Optional[Path], dev_kb: Optional[Path], kb: Any, types: Optional[str]) -> Any:
     if dev is None:
         return None
-    from ..evaluation.datasets import iter_mentions, read_dataset
+    from ..mentions.datasets import iter_mentions, read_dataset
     from ..kb import KnowledgeBase
     from ..training.run import dev_set
 
@@ -94,7 +94,7 @@ def finetune_command(
     device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N."),
     distributed: bool = typer.Option(False, "--distributed", help="DDP (also on when launched by torchrun)."),
 ) -> None:
-    from ..evaluation.datasets import iter_mentions, read_dataset
+    from ..mentions.datasets import iter_mentions, read_dataset
     from ..kb import KnowledgeBase
     from ..training.run import finetune
     from ._options import check_device

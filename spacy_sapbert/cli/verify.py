@@ -15,7 +15,7 @@ def verify_command(
 ) -> None:
     """Check every file of a saved folder against the checksums recorded when it was written (full sha256).
     Prints one line per file; exits with status 1 when a file is damaged."""
-    from ..verify import summary, verify_folder
+    from ..commands.verify import summary, verify_folder
 
     checks = verify_folder(path)
     for check in checks:

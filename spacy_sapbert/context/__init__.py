@@ -5,7 +5,7 @@ annotated documents; the linker re-ranks its name candidates with it (``prototyp
 ``[initialize.components.sapbert_linker]``, weights in the component config). See docs/context.md.
 """
 from .build import build_prototypes, read_documents
-from .encoding import ContextEncoder
+from .context_encoder import ContextEncoder
 from .priors import TypePriors, search_with_prior
 from .ranker import ContextRanker
 from .rerank import ContextWeights, rerank, tune_weights

@@ -1,6 +1,6 @@
 """Build a :class:`PrototypeStore` from annotated documents (and, optionally, KB definitions).
 
-Documents come as :class:`~spacy_sapbert.evaluation.datasets.Document` lists: PubTator and JSONL
+Documents come as :class:`~spacy_sapbert.mentions.datasets.Document` lists: PubTator and JSONL
 (``{"context", "start", "end", "mention", "ids"}``) through the evaluation readers, spaCy DocBins
 (``doc.ents`` or ``doc.spans[key]`` with ``kb_id_``) through :func:`read_docbin`. Every mention
 with one id in the KB becomes one prototype (its context vector); composite mentions are skipped
@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy
 
 from ..errors import ConfigError, DataFormatError, EmptyResultError, Errors, Warnings
-from ..util import PathLike, ensure_path, get_logger
-from .encoding import ContextEncoder, MentionInText
+from ..base.util import PathLike, ensure_path, get_logger
+from .context_encoder import ContextEncoder, MentionInText
 from .store import DEFINITION, EXAMPLE, PrototypeStore
 
 logger = get_logger("context.build")
@@ -39,7 +39,7 @@ def read_docbin(path: PathLike, *, spans_key: Optional[str] = None, types: Optio
     import spacy
     from spacy.tokens import DocBin
 
-    from ..evaluation.datasets import Document, Mention, split_ids
+    from ..mentions.datasets import Document, Mention, split_ids
 
     path = ensure_path(path)
     try:
@@ -62,7 +62,7 @@ def read_docbin(path: PathLike, *, spans_key: Optional[str] = None, types: Optio
 
 def read_documents(path: PathLike, *, format: str = "auto", types: Optional[Sequence[str]] = None) -> List[Any]:
     """Annotated documents from a PubTator file, a JSONL mention file or a spaCy DocBin."""
-    from ..evaluation.datasets import read_dataset
+    from ..mentions.datasets import read_dataset
 
     path = ensure_path(path)
     if format not in DOC_FORMATS:
@@ -79,7 +79,7 @@ def read_documents(path: PathLike, *, format: str = "auto", types: Optional[Sequ
 def collect_examples(docs: Sequence[Any], kb: Any, *, what: str = "the documents"
                      ) -> Tuple[List[MentionInText], List[str], Dict[str, int]]:
     """``(mentions in text, concept ids, counts)`` of the mentions usable as prototypes."""
-    from ..evaluation.metrics import resolve_gold_id
+    from ..mentions.metrics import resolve_gold_id
 
     counts = {"mentions": 0, "no_id": 0, "composite": 0, "unknown_id": 0, "no_offsets": 0, "used": 0}
     unknown: List[str] = []

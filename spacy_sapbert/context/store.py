@@ -34,8 +34,8 @@ import numpy
 
 from ..about import __version__
 from ..errors import DataFormatError, Errors, IncompatibleError, IntegrityError, Warnings
-from ..integrity import NORM_TOLERANCE, NPY_READ_ERRORS, check_files, file_records, unit_norm_problem
-from ..util import PathLike, atomic_dir, atomic_write, ensure_path
+from ..base.integrity import NORM_TOLERANCE, NPY_READ_ERRORS, check_files, file_records, unit_norm_problem
+from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path
 
 META_FILE = "prototypes_meta.json"
 ENCODER_DIR = "encoder"
@@ -253,7 +253,7 @@ class PrototypeStore:
                   load_encoder: bool = True) -> "PrototypeStore":
         """Open a store: vectors memory-mapped; the saved encoder loaded and checked against the
         fingerprint the vectors were made with; with ``kb``, the KB checksum is checked."""
-        from .encoding import ContextEncoder
+        from .context_encoder import ContextEncoder
 
         path = ensure_path(path)
         missing = [f for f in (META_FILE, *(f"{name}.npy" for name in _ARRAYS)) if not (path / f).is_file()]

@@ -9,10 +9,10 @@ tokenises KB names as names (``name_max_length``) and packed contexts as
 :class:`ContextTrainer` (a :class:`~spacy_sapbert.training.Trainer`) uses it.
 
 A run folder ``OUTPUT`` holds ``base/`` (the starting model with the ``<ENT>``/``</ENT>`` markers
-added, see :func:`~spacy_sapbert.context.encoding.add_markers`) and ``run/`` (the trainer's folder:
+added, see :func:`~spacy_sapbert.context.context_encoder.add_markers`) and ``run/`` (the trainer's folder:
 ``pairs/``, checkpoints, ``metrics.jsonl``, ``model/``). ``resume=True`` continues ``run/`` from its
 last checkpoint. ``OUTPUT/run/model`` loads with :meth:`ContextEncoder.from_disk
-<spacy_sapbert.context.encoding.ContextEncoder.from_disk>` and ``build-prototypes --model``.
+<spacy_sapbert.context.context_encoder.ContextEncoder.from_disk>` and ``build-prototypes --model``.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import numpy as np
 
 from ..errors import ConfigError, Errors
 from ..training import PairSet, TrainConfig, Trainer, TrainResult, load_config
-from ..util import PathLike, atomic_dir, ensure_path, get_logger
-from .encoding import DEFAULT_CONTEXT_LENGTH, ContextEncoder, context_token_rows
+from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
+from .context_encoder import DEFAULT_CONTEXT_LENGTH, ContextEncoder, context_token_rows
 from .train_pairs import META_FILE, check_context_pairs, make_context_pairs, unpack_context
 
 logger = get_logger("context.train")
@@ -170,7 +170,7 @@ def tune_trained(docs: Sequence[Any], kb_dir: PathLike, model_path: PathLike, na
     import json
 
     from ..kb import KnowledgeBase
-    from ..util import atomic_write
+    from ..base.util import atomic_write
     from .build import build_prototypes
     from .tune import tune_on_documents
 

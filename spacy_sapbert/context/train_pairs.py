@@ -31,8 +31,8 @@ import numpy as np
 
 from ..errors import ConfigError, DataFormatError, EmptyResultError, Errors, Warnings
 from ..kb.concept import normalize_name
-from ..util import PathLike, atomic_dir, ensure_path, get_logger
-from .encoding import _WINDOW_CHARS, MARKERS, MentionInText, check_mention
+from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
+from .context_encoder import _WINDOW_CHARS, MARKERS, MentionInText, check_mention
 
 logger = get_logger("context.train_pairs")
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, FrozenSet, Hashable, List, Optional, Seq
 import numpy
 
 from ..errors import ConfigError, EmptyResultError, Errors
-from ..util import PathLike
+from ..base.util import PathLike
 from .rerank import Candidates, ContextWeights, first_of_each, needs_context, tune_weights, with_example_names_many
 
 # the linker's defaults (linker.py DEFAULT_CONFIG): re-rank the mentions whose best names tie, one sense per document
@@ -73,7 +73,7 @@ def tune_on_documents(docs: Sequence[Any], kb_dir: PathLike, model: str, prototy
     the KB names' vectors, which ``encode_names(encoder, names)`` gives when set (e.g. ``evaluate``'s vector
     cache: ``tune-context --cache-dir``) instead of encoding them here."""
     from ..encoding.torch_encoder import Encoder
-    from ..evaluation.metrics import resolve_gold
+    from ..mentions.metrics import resolve_gold
     from ..index import ConceptIndex
     from ..kb import KnowledgeBase
     from ..kb.concept import normalize_name

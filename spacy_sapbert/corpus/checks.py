@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import numpy
 
 from ..errors import ConfigError, DataFormatError, Errors
-from ..util import PathLike
+from ..base.util import PathLike
 from .readers import Shard, iter_documents
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Errors
-from ..extras import is_installed
-from ..linking import linker_extension
-from ..util import get_logger
+from ..base.extras import is_installed
+from ..commands.pipeline import linker_extension
+from ..base.util import get_logger
 from .readers import Shard, read_shard
 from .rows import add_doc_rows, empty_columns
 from .shards import write_shard

@@ -15,7 +15,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import numpy
 
-from ..ray_session import ray_session, reraise_job_error
+from ..base.ray_session import ray_session, reraise_job_error
 from .local import link_shard_docs, load_pipeline
 from .readers import Shard, read_shard
 from .rows import from_ipc, to_ipc

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError, SapbertError, Warnings
-from ..util import PathLike, ensure_path, file_sha256, get_logger
+from ..base.util import PathLike, ensure_path, file_sha256, get_logger
 
 logger = get_logger("corpus")
 
@@ -205,7 +205,7 @@ def iter_documents(shard: Shard, *, id_field: str = "id",
 def _documents(shard: Shard, id_field: str, text_field: str) -> Iterator[Tuple[str, str, str]]:
     path = Path(shard.path)
     if shard.fmt == "jsonl":
-        from ..kb.readers._io import iter_lines
+        from ..base.lines import iter_lines
 
         for n, line in iter_lines(path):
             if not line.strip():
@@ -226,7 +226,7 @@ def _documents(shard: Shard, id_field: str, text_field: str) -> Iterator[Tuple[s
     elif shard.fmt == "parquet":
         yield from _read_parquet(path, id_field, text_field)
     elif shard.fmt == "pubtator":
-        from ..evaluation.datasets import read_pubtator
+        from ..mentions.datasets import read_pubtator
 
         for n, doc in enumerate(read_pubtator(path), 1):
             yield f"{shard.path}: document {n}", doc.doc_id, doc.text

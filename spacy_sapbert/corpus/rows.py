@@ -13,8 +13,8 @@ from typing import Any, Dict, List
 import numpy
 
 from ..errors import ConfigError, Errors
-from ..linking import doc_entities
-from ..util import PathLike, atomic_write
+from ..commands.pipeline import doc_entities
+from ..base.util import PathLike, atomic_write
 
 COLUMNS = ("doc_id", "start", "end", "text", "label", "kb_id", "kb_ents_ids", "kb_ents_scores",
            "pipeline", "pipeline_version", "kb_checksum")

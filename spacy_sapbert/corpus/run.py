@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Sequence
 from tqdm import tqdm
 
 from ..errors import ConfigError, DataFormatError, Errors
-from ..util import PathLike, ensure_path, get_logger
+from ..base.util import PathLike, ensure_path, get_logger
 from .local import link_local, load_pipeline, run_info, torch_threads
 from .checks import check_paths, scan_shards
 from .readers import find_shards, shard_fingerprint
@@ -86,7 +86,7 @@ def link_corpus(
     if output_format == "parquet":
         import_pyarrow()
     if backend == "ray":
-        from ..ray_session import check_address, import_ray
+        from ..base.ray_session import check_address, import_ray
 
         import_ray("link-corpus --backend ray")
         if address:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence
 
 from ..errors import ConfigError, Errors, SapbertError, Warnings
-from ..outputs import FileLock, check_parent, check_replaceable, output_lock, write_marker
-from ..util import PathLike, atomic_write, ensure_path, file_sha256, get_logger
+from ..base.outputs import FileLock, check_parent, check_replaceable, output_lock, write_marker
+from ..base.util import PathLike, atomic_write, ensure_path, file_sha256, get_logger
 from .readers import Shard
 from .rows import SUFFIX, count_rows, write_rows
 

@@ -24,7 +24,7 @@ from typing import Any, Dict, Optional
 
 from .torch_encoder import PRECISIONS
 from ..errors import ConfigError, Errors, Warnings
-from ..util import PathLike, ensure_path, get_logger
+from ..base.util import PathLike, ensure_path, get_logger
 
 logger = get_logger("encoding.bulk")
 
@@ -58,7 +58,7 @@ def warn_emulated_bf16(precision: str, device: str, cpuinfo: str = "/proc/cpuinf
     instructions: autocast then runs slower than float32. Silent where the flags cannot be read."""
     if precision != "bf16" or device.strip().lower() not in ("auto", "cpu"):
         return False
-    from ..util import device_is_cpu
+    from ..base.util import device_is_cpu
 
     if not device_is_cpu(device):
         return False
@@ -90,14 +90,14 @@ def resolve_runtime(runtime: str, precision: str, device: str, n_names: int, *, 
         return "onnx"
     if ray or precision not in ("auto", "fp32") or n_names < ONNX_AUTO_MIN_NAMES or not _onnx_export_possible():
         return "torch"
-    from ..util import device_is_cpu
+    from ..base.util import device_is_cpu
 
     return "onnx" if device_is_cpu(device) else "torch"
 
 
 def _onnx_export_possible() -> bool:
     """Whether ``onnx`` (torch's exporter needs it) and ``onnxruntime`` are installed, without importing them."""
-    from ..extras import is_installed
+    from ..base.extras import is_installed
 
     return is_installed("onnx") and is_installed("onnxruntime")
 

@@ -3,7 +3,7 @@ checks, and the checksums of weights, tokenizer and ONNX export recorded and che
 
 ``sapbert_encoder.json`` records the files :meth:`Encoder.to_disk` wrote (weights, config,
 tokenizer) under ``"files"``; ``onnx_export.json`` records ``model.onnx`` the same way. Loading
-checks them (sizes + sampled hashes, see :mod:`spacy_sapbert.integrity`); ``spacy-sapbert verify``
+checks them (sizes + sampled hashes, see :mod:`spacy_sapbert.base.integrity`); ``spacy-sapbert verify``
 checks them in full. A folder written before records were kept loads with warning W550.
 
 A model named by hub id rather than folder is checked first (:func:`check_hub_model`): one that is in
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Tuple
 
 from ..errors import DataFormatError, Errors, MissingInputError, Warnings
-from ..integrity import check_files, file_records
-from ..util import atomic_write
+from ..base.integrity import check_files, file_records
+from ..base.util import atomic_write
 
 SETTINGS_FILE = "sapbert_encoder.json"
 _FIX = ("Save the encoder again (Encoder.to_disk / nlp.to_disk) or re-download the pipeline; "

@@ -1,4 +1,4 @@
-"""The encoder run by ONNX Runtime: the same vectors as :class:`~spacy_sapbert.encoder.Encoder`
+"""The encoder run by ONNX Runtime: the same vectors as :class:`~spacy_sapbert.encoding.torch_encoder.Encoder`
 (float32, within ~1e-6), about twice as fast on a CPU, and loaded without importing torch or
 transformers.
 
@@ -25,10 +25,10 @@ import numpy
 from .torch_encoder import CachedEncoder
 from .files import check_recorded, read_settings
 from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, MissingExtraError, MissingInputError
-from ..extras import is_installed, missing_message
-from ..integrity import file_records
+from ..base.extras import is_installed, missing_message
+from ..base.integrity import file_records
 from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
-from ..util import PathLike, atomic_write, ensure_path, get_logger
+from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 
 if TYPE_CHECKING:  # for annotations only
     from .torch_encoder import Encoder
@@ -311,7 +311,7 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
     factory's docstring); ``auto`` decides without loading anything it then drops. ``precision="int8"``:
     the int8 copy of the export (:func:`quantize_export`), checked first (E826), never a float32 fallback."""
     from .torch_encoder import Encoder
-    from ..util import device_is_cpu
+    from ..base.util import device_is_cpu
 
     if precision == INT8:
         check_int8(folder)
@@ -336,7 +336,7 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
 def check_int8(folder: Path) -> None:
     """E826 unless ``folder`` holds the int8 copy of a current export, recorded in ``onnx_export.json`` with
     the size and hash it has (sampled; ``spacy-sapbert verify`` compares the whole file)."""
-    from ..integrity import file_problem
+    from ..base.integrity import file_problem
 
     recorded = recorded_export(folder)
     record = (recorded.get("files") or {}).get(INT8_FILE) if isinstance(recorded.get("files"), dict) else None

@@ -1,15 +1,15 @@
 """Where an encoder folder keeps its ONNX export, and whether that export is current.
 
-A leaf module shared by :mod:`spacy_sapbert.encoder` (which drops a stale export when it writes new
-weights) and :mod:`spacy_sapbert.onnx_encoder` (which writes and loads exports), so that neither
-imports the other both ways. The names are also importable from :mod:`spacy_sapbert.onnx_encoder`.
+A leaf module shared by :mod:`spacy_sapbert.encoding.torch_encoder` (which drops a stale export when it writes new
+weights) and :mod:`spacy_sapbert.encoding.onnx_encoder` (which writes and loads exports), so that neither
+imports the other both ways. The names are also importable from :mod:`spacy_sapbert.encoding.onnx_encoder`.
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Dict
 
-from ..util import PathLike, ensure_path
+from ..base.util import PathLike, ensure_path
 
 ONNX_FILE = "model.onnx"
 EXPORT_FILE = "onnx_export.json"
@@ -18,7 +18,7 @@ INT8_FILE = "model.int8.onnx"
 
 
 def has_export(folder: PathLike) -> bool:
-    """Whether an encoder folder holds an ONNX export (it may still be stale: see :class:`~spacy_sapbert.onnx_encoder.OnnxEncoder`)."""
+    """Whether an encoder folder holds an ONNX export (it may still be stale: see :class:`~spacy_sapbert.encoding.onnx_encoder.OnnxEncoder`)."""
     folder = ensure_path(folder)
     return (folder / ONNX_FILE).is_file() and (folder / EXPORT_FILE).is_file()
 

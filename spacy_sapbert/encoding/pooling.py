@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Optional, Tuple
 
 from ..errors import ConfigError, Errors, Warnings
-from ..util import get_logger
+from ..base.util import get_logger
 
 logger = get_logger("encoding.pooling")
 

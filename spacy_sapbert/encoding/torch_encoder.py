@@ -22,8 +22,10 @@ import numpy
 from .files import SETTINGS_FILE, check_hub_model, check_recorded, looks_local, read_settings, write_settings
 from .pooling import POOLINGS, resolve_pooling
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
-from ..extras import require
-from ..util import PathLike, ensure_path, get_logger, resolve_device
+from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
+from ..base.extras import require
+from ..base.processes import fork_guard
+from ..base.util import PathLike, ensure_path, get_logger, resolve_device
 
 if TYPE_CHECKING:  # for annotations only
     import torch
@@ -31,7 +33,6 @@ if TYPE_CHECKING:  # for annotations only
 logger = get_logger("encoder")
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
-DEFAULT_MODEL = "cambridgeltl/SapBERT-from-PubMedBERT-fulltext"
 # Any one of these in a folder means a tokenizer can be loaded from it.
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "spiece.model", "sentencepiece.bpe.model",
                     "vocab.json")
@@ -155,18 +156,6 @@ def weights_fingerprint(model: "torch.nn.Module") -> str:  # noqa: F821
     return digest.hexdigest()[:16]
 
 
-def fork_guard(owner_pid: int) -> int:
-    """Call before torch work; returns the current pid. In a process forked after torch ran its
-    OpenMP thread pool (``nlp.pipe(n_process=2)`` on Linux), OpenMP would wait forever for pool
-    threads that were not copied: such a child uses one intra-op thread instead."""
-    pid = os.getpid()
-    if pid != owner_pid:
-        import torch
-
-        torch.set_num_threads(1)
-    return pid
-
-
 def _drop_stale_export(folder: Path, fingerprint: str, pooling: str) -> None:
     """Delete an ONNX export in ``folder`` made from other weights than those about to be written."""
     from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current
@@ -182,7 +171,7 @@ class CachedEncoder:
 
     Subclasses set ``pooling``, ``max_length``, ``dim``, ``fingerprint``, ``name``,
     ``cache_size`` and ``_cache`` and implement :meth:`_encode_unique` (unique strings → vectors).
-    :class:`Encoder` runs PyTorch; :class:`~spacy_sapbert.onnx_encoder.OnnxEncoder` runs ONNX Runtime.
+    :class:`Encoder` runs PyTorch; :class:`~spacy_sapbert.encoding.onnx_encoder.OnnxEncoder` runs ONNX Runtime.
     """
 
     pooling: str
@@ -310,7 +299,7 @@ class Encoder(CachedEncoder):
         tokenizer: Any,
         *,
         pooling: str = "cls",
-        max_length: int = 25,
+        max_length: int = MAX_LENGTH,
         device: str = "auto",
         precision: str = "auto",
         cache_size: int = 50_000,
@@ -341,7 +330,7 @@ class Encoder(CachedEncoder):
         name_or_path: Union[str, Path],
         *,
         pooling: str = "auto",
-        max_length: int = 25,
+        max_length: int = MAX_LENGTH,
         device: str = "auto",
         precision: str = "auto",
         cache_size: int = 50_000,
@@ -464,4 +453,4 @@ class Encoder(CachedEncoder):
         )
 
 
-__all__ = ["Encoder", "CachedEncoder", "SETTINGS_FILE", "pool", "weights_fingerprint", "fork_guard", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]
+__all__ = ["Encoder", "CachedEncoder", "SETTINGS_FILE", "pool", "weights_fingerprint", "POOLINGS", "PRECISIONS", "DEFAULT_MODEL"]

@@ -13,9 +13,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..util import PathLike, get_logger
+from ..base.util import PathLike, get_logger
 from .cache import VectorCache, encoder_key
-from .metrics import Ranking
+from ..mentions.metrics import Ranking
 
 logger = get_logger("evaluation.baselines")
 

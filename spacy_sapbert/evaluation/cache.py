@@ -19,7 +19,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from ..errors import Warnings
-from ..util import PathLike, atomic_write, ensure_path
+from ..base.util import PathLike, atomic_write, ensure_path
 
 
 def encoder_key(encoder) -> str:

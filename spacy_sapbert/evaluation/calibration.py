@@ -5,7 +5,7 @@ and how well it knows when not to link.
 The run's documents with their gold spans go through the linker's :meth:`evidence` (its own text
 handling, all candidates with raw scores), so a mention's top concept is known even when the linker
 would decline it; the confidence and the decision come from the same functions the linker runs
-(:mod:`spacy_sapbert.calibration.features`, :func:`spacy_sapbert.linker_confidence.decide`). Gold ids are
+(:mod:`spacy_sapbert.calibration.features`, :func:`spacy_sapbert.linker.confidence.decide`). Gold ids are
 resolved in the *pipeline's* KB: a mention whose gold concepts it lacks (a concept removed on purpose,
 an id of another vocabulary) should not be linked. Reported per system: ``n``, the share of right top
 concepts, ECE over ``calibration_bins`` equal-width bins with their counts, and no-link precision /
@@ -18,8 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy
 
-from ..util import ensure_path, get_logger
-from .datasets import Document
+from ..base.util import ensure_path, get_logger
+from ..mentions.datasets import Document
 
 logger = get_logger("evaluation.calibration")
 
@@ -38,9 +38,9 @@ def _pipelines(settings: Dict[str, Any]) -> List[tuple]:
 
 def system_section(nlp: Any, linker: Any, docs: Sequence[Document], bins: int) -> Dict[str, Any]:
     """The section of one linker with a calibration (see the module docstring)."""
-    from ..calibration.dev import dev_mentions
+    from .calibration_fit import dev_mentions
     from ..calibration.metrics import calibration_report, no_link_scores
-    from ..linker_confidence import decide
+    from ..linker.confidence import decide
 
     dev = dev_mentions(nlp, linker, docs)
     usable = numpy.array([bool(ev.candidates) for ev in dev.evidence], dtype=bool)
@@ -63,7 +63,7 @@ def calibration_results(settings: Dict[str, Any], docs: Sequence[Document], bins
     named under ``"without calibration"``)."""
     import spacy
 
-    from ..calibration.dev import find_linker
+    from .calibration_fit import find_linker
 
     out: Dict[str, Any] = {}
     for name, path in _pipelines(settings):

@@ -16,9 +16,9 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from ..util import get_logger
-from .datasets import Document
-from .metrics import Gold, Ranking, resolve_gold
+from ..base.util import get_logger
+from ..mentions.datasets import Document
+from ..mentions.metrics import Gold, Ranking, resolve_gold
 
 logger = get_logger("evaluation.context")
 
@@ -127,8 +127,8 @@ def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: 
     from ..context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes
     from ..context.tune import tune_at_linker_settings
     from ..errors import ConfigError, Errors
-    from .datasets import read_dataset
-    from .datasets import select_mentions
+    from ..mentions.datasets import read_dataset
+    from ..mentions.datasets import select_mentions
 
     sy = settings["systems"]
     ds = settings["dataset"]

@@ -20,7 +20,7 @@ from ..index.hybrid import HybridCandidates, check_weight, gather, rank, top1
 from ..index.sparse import DEFAULT_NGRAM_RANGE, SparseIndex
 from .baselines import System
 from .cache import VectorCache, encoder_key
-from .metrics import Gold, Ranking
+from ..mentions.metrics import Gold, Ranking
 
 WEIGHT_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 
@@ -111,7 +111,7 @@ def hybrid_systems(settings: Dict[str, Any], kb: Any, dense: Any, train: Sequenc
     :class:`~.baselines.DenseEncoder`) + sparse, its weight ``sparse_weight`` or, with ``hybrid_tune``,
     tuned on the run's ``train`` mentions (never on the evaluated ones)."""
     from ..errors import ConfigError, Errors
-    from .metrics import resolve_gold
+    from ..mentions.metrics import resolve_gold
     from .preprocess import make_preprocessor
 
     sy = settings["systems"]
@@ -142,8 +142,8 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
     ``{"best": {"sparse_weight", "ngram_range", "acc@1"}, "name_only_acc@1", "mentions", "grid"}``."""
     from ..errors import EmptyResultError, Errors
     from ..kb.concept import normalize_name
-    from .datasets import iter_mentions, read_dataset
-    from .metrics import resolve_gold
+    from ..mentions.datasets import iter_mentions, read_dataset
+    from ..mentions.metrics import resolve_gold
 
     pairs = [(normalize_name(m.text), resolve_gold(kb, m.ids)) for m in iter_mentions(read_dataset(path, types=types))
              if m.ids]

@@ -17,9 +17,9 @@ import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Errors, Warnings
-from ..util import ensure_path, get_logger
-from .datasets import Document
-from .metrics import Gold, Ranking
+from ..base.util import ensure_path, get_logger
+from ..mentions.datasets import Document
+from ..mentions.metrics import Gold, Ranking
 
 logger = get_logger("evaluation.pipeline")
 

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from ..kb.concept import normalize_name
-from ..util import get_logger
-from .datasets import Document
+from ..base.util import get_logger
+from ..mentions.datasets import Document
 
 logger = get_logger("evaluation.preprocess")
 

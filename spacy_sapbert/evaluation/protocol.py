@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from ..kb.concept import normalize_name
-from .metrics import MENTION_CLASSES, Gold, Ranking, class_split, first_hit_strict, mention_classes
+from ..mentions.metrics import MENTION_CLASSES, Gold, Ranking, class_split, first_hit_strict, mention_classes
 from .preprocess import make_preprocessor
 
 CANDIDATE_KS = (1, 5, 16, 64)

@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from ..util import PathLike, atomic_write, ensure_path
+from ..base.util import PathLike, atomic_write, ensure_path
 from .calibration import plot_calibration, render_calibration
 from .protocol import CLASS_LABELS
 

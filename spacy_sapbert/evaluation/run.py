@@ -11,11 +11,11 @@ from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, EmptyResultError, Errors, MissingInputError, Warnings
-from ..util import PathLike, atomic_dir, ensure_path, get_logger
+from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
 from .baselines import Dictionary, System
-from .datasets import Document, Mention, read_dataset, select_mentions
+from ..mentions.datasets import Document, Mention, read_dataset, select_mentions
 from .context import ambiguity_mask
-from .metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, subset_masks
+from ..mentions.metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, subset_masks
 from .pipeline import load_encoder  # noqa: F401  (public here too: evaluation.run.load_encoder)
 from .preprocess import InputOptions, make_preprocessor, mention_queries
 from .protocol import (AMBIGUOUS, AMBIGUOUS_NO_REFERENCE, CANDIDATE_KS, CANDIDATE_RECALL, CLASSES, SPEED,

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from ..errors import ConfigError, Errors, MissingInputError
-from ..util import PathLike, ensure_path
-from .datasets import FORMATS
-from .metrics import check_ks
-from .records import check_language
+from ..base.util import PathLike, ensure_path
+from ..mentions.datasets import FORMATS
+from ..mentions.metrics import check_ks
+from ..mentions.records import check_language
 
 MODES = ("mention_only", "end_to_end")
 

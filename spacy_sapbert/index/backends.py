@@ -19,11 +19,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 
-from ..encoding.torch_encoder import fork_guard
+from ..base.processes import fork_guard
 from ..errors import Errors, MissingInputError
-from ..integrity import NPY_READ_ERRORS, unit_norm_problem
+from ..base.integrity import NPY_READ_ERRORS, unit_norm_problem
 from .files import link_or_copy
-from .filtered import exact_topk, masked_search
+from .graph_search import exact_topk, masked_search
 from .hnsw_file import check_hnsw_file
 from .threads import search_threads
 
@@ -53,7 +53,7 @@ class ExactBackend:
         pass
 
     def save(self, folder: Path) -> List[str]:
-        from ..util import atomic_write
+        from ..base.util import atomic_write
 
         with atomic_write(folder / VECTORS_FILE, "wb") as fh:
             numpy.save(fh, self._X.numpy())

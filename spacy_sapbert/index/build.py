@@ -10,8 +10,8 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import Errors, IncompatibleError, Warnings
-from ..outputs import FileLock, check_parent
-from ..util import PathLike, atomic_write, ensure_path, get_logger
+from ..base.outputs import FileLock, check_parent
+from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 
 WORK_FILE = "work.json"
 LOCK_FILE = "work.lock"

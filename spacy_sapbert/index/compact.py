@@ -24,9 +24,9 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import ConfigError, Errors, MissingInputError
-from ..integrity import NPY_READ_ERRORS, unit_norm_problem
+from ..base.integrity import NPY_READ_ERRORS, unit_norm_problem
 from .files import link_or_copy, write_npy
-from .filtered import masked_search, top_k
+from .graph_search import masked_search, top_k
 from .rescore import Rescorer
 from .threads import search_threads
 
@@ -292,7 +292,7 @@ class CompactBackend:
         self._graph.save(str(gtmp))
         gtmp.replace(folder / GRAPH_FILE)
         if self._P is not None:
-            from ..util import atomic_write
+            from ..base.util import atomic_write
 
             with atomic_write(folder / PROJECTION_FILE, "wb") as fh:
                 numpy.save(fh, self._P)

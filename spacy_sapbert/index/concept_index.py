@@ -29,8 +29,8 @@ from ..about import __version__
 from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError, Warnings
 from .aggregate import aggregate_batch
 from .build import _build_hnsw, _encode_names
-from ..integrity import check_files, file_records
-from ..util import PathLike, atomic_write, ensure_path, get_logger
+from ..base.integrity import check_files, file_records
+from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 from .filters import FilterMixin
 from .guards import check_k, check_scores, check_self_scores, is_whole
 from .meta import MAX_EF_SEARCH, check_meta

@@ -1,4 +1,4 @@
-"""File helpers of index folders (the size and hash records are :mod:`spacy_sapbert.integrity`'s)."""
+"""File helpers of index folders (the size and hash records are :mod:`spacy_sapbert.base.integrity`'s)."""
 from __future__ import annotations
 
 import os

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import numpy
 
 from ..errors import ConfigError, Errors, IntegrityError
-from ..integrity import NORM_TOLERANCE
+from ..base.integrity import NORM_TOLERANCE
 from .meta import MAX_K
 
 SCORE_TOLERANCE = 2 * NORM_TOLERANCE  # a stored vector passes the load checks within 1e-2 of unit length

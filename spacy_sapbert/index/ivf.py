@@ -26,8 +26,8 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import ConfigError, Errors
-from ..integrity import NPY_READ_ERRORS
-from ..util import atomic_write
+from ..base.integrity import NPY_READ_ERRORS
+from ..base.util import atomic_write
 from .compact import CompactBackend, VECTORS_F16_FILE, _damaged, load_float16
 from .files import write_npy
 from .rescore import Rescorer

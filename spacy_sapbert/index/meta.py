@@ -88,7 +88,7 @@ def check_meta(meta: Any, path: Path) -> Dict[str, Any]:
     """``meta`` (the parsed ``index_meta.json`` at ``path``) when every known field has its type and range
     (E557 otherwise); a ``files`` record map, when present, has plain names inside the folder and sizes and
     hashes of the right form."""
-    from ..integrity import inside
+    from ..base.integrity import inside
 
     if not isinstance(meta, dict):
         raise _bad(path, "(the whole file)", type(meta).__name__, "a JSON object")

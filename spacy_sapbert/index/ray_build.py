@@ -17,8 +17,8 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import ConfigError, Errors
-from ..ray_session import ray_session, reraise_job_error
-from ..util import PathLike, atomic_write, ensure_path
+from ..base.ray_session import ray_session, reraise_job_error
+from ..base.util import PathLike, atomic_write, ensure_path
 from .build import _check_work_dir, _load_chunk, chunk_path, work_record
 
 

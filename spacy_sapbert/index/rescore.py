@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 import numpy
 
-from ..encoding.torch_encoder import fork_guard
+from ..base.processes import fork_guard
 from ..errors import ConfigError, Errors
 
 COLD_ROW_SECONDS = 20e-6  # a row in the page cache is read in well under 1 us; one from disk in ~100 us

@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy
 
 from ..errors import ConfigError, Errors, IncompatibleError, IntegrityError, MissingInputError
-from ..integrity import check_files, file_records
-from ..util import PathLike, atomic_write, ensure_path, get_logger
+from ..base.integrity import check_files, file_records
+from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 
 logger = get_logger("index.sparse")
 

@@ -6,7 +6,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from ._build import LANG_ARRAY, TYPE_SEP
+from .assemble import LANG_ARRAY, TYPE_SEP
 from .languages import codes_of_bits, count_languages, rows_in_languages
 
 

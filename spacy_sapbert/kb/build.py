@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Errors, Warnings
-from ..util import PathLike, ensure_path, get_logger
+from ..base.util import PathLike, ensure_path, get_logger
 from .concept import Concept
 from .readers import TRANSLATION_FORMATS, get_reader
 from .store import KnowledgeBase

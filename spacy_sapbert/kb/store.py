@@ -24,9 +24,9 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError, Warnings
-from ..integrity import NPY_READ_ERRORS, check_files, file_records
-from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
-from ._build import ARRAY_NAMES, LANG_ARRAY, TYPE_SEP, build_arrays, checksum_arrays
+from ..base.integrity import NPY_READ_ERRORS, check_files, file_records
+from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
+from .assemble import ARRAY_NAMES, LANG_ARRAY, TYPE_SEP, build_arrays, checksum_arrays
 from ._masks import MaskMixin
 from ._strings import StrArray
 from ._views import AliasView, ConceptView, Names

@@ -1,6 +1,6 @@
 """PubTator → spaCy ``DocBin`` for training a Disease/Chemical NER with ``spacy train``.
 
-The PubTator files are read with :func:`spacy_sapbert.evaluation.datasets.read_pubtator` (one
+The PubTator files are read with :func:`spacy_sapbert.mentions.datasets.read_pubtator` (one
 reader for training and evaluation). Each document's text (title + " " + abstract) is tokenised
 with the target pipeline's tokenizer and every gold mention becomes an entity span with a label
 from ``label_map`` (NCBI's ``SpecificDisease``/``DiseaseClass``/``Modifier``/``CompositeMention``
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, EmptyResultError, Errors, Warnings
-from ..util import PathLike, atomic_write, ensure_path, get_logger
+from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 
 logger = get_logger("ner.convert")
 
@@ -94,7 +94,7 @@ def pubtator_to_docs(
     ``doc.ents`` are the gold mentions (``doc.user_data["doc_id"]`` holds the PMID)."""
     from spacy.util import filter_spans
 
-    from ..evaluation.datasets import read_pubtator
+    from ..mentions.datasets import read_pubtator
 
     if misaligned not in MISALIGNED_CHOICES:
         raise ConfigError(

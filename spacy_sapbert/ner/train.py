@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from ..errors import Errors, MissingInputError, TrainingError
-from ..util import PathLike, atomic_write, ensure_path, get_logger
+from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 
 logger = get_logger("ner.train")
 

@@ -19,7 +19,7 @@ import numpy
 
 from ..errors import DataFormatError, EmptyResultError, Errors
 from ..kb.concept import normalize_name
-from ..util import atomic_write
+from ..base.util import atomic_write
 from .candidates import nearest_names, split_gold
 
 EXAMPLES_FILE = "examples.jsonl"

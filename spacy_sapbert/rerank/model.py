@@ -24,9 +24,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy
 
 from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
-from ..extras import missing_message
-from ..integrity import check_files, file_records
-from ..util import PathLike, atomic_write, ensure_path
+from ..base.extras import missing_message
+from ..base.integrity import check_files, file_records
+from ..base.util import PathLike, atomic_write, ensure_path
 
 META_FILE = "sapbert_reranker.json"
 ONNX_FILE = "model.onnx"
@@ -108,7 +108,7 @@ class CrossEncoder:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
-        from ..util import resolve_device
+        from ..base.util import resolve_device
 
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # "some weights were newly initialised": the head, on purpose
@@ -171,7 +171,7 @@ class CrossEncoder:
         check_meta_files(folder, meta, full=full_check)
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from ..util import resolve_device
+        from ..base.util import resolve_device
 
         model = AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=1)
         tokenizer = AutoTokenizer.from_pretrained(str(folder))

@@ -9,7 +9,7 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy
 
-from ..util import PathLike, atomic_dir, ensure_path
+from ..base.util import PathLike, atomic_dir, ensure_path
 from .apply import check_compatible, rerank
 from .model import META_FILE, load_reranker, read_meta
 

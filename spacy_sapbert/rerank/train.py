@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import ConfigError, Errors
-from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
+from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from .examples import Group, candidate_recall, gold_mentions, make_groups, pseudo_mentions, read_groups, write_groups
 from .model import DEFAULT_MAX_LENGTH, CrossEncoder, export_int8
 

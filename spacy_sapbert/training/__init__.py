@@ -4,7 +4,7 @@ Heavy imports (torch, transformers) happen inside the modules that need them; im
 package is cheap enough for the CLI. It needs the [train] extra: without torch or transformers,
 importing it raises :class:`~spacy_sapbert.errors.MissingExtraError` (E820) naming the extra.
 """
-from ..extras import require
+from ..base.extras import require
 
 require("Training (spacy_sapbert.training: pretrain, finetune, train-context, train-reranker)", "torch", "transformers")
 

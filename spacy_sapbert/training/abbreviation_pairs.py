@@ -1,6 +1,6 @@
 """Short/long forms mined from raw text: pairs of an abbreviation and a dictionary name.
 
-scispaCy's abbreviation detector (the one the linker uses, :mod:`spacy_sapbert.abbreviations`) runs
+scispaCy's abbreviation detector (the one the linker uses, :mod:`spacy_sapbert.mentions.abbreviations`) runs
 over the titles and abstracts of PubTator files (read with the evaluation reader; their annotations
 are not used). A definition "hereditary nonpolyposis colorectal cancer (HNPCC)" gives the pair
 ("hnpcc", "hereditary nonpolyposis colorectal cancer") when the long form, or one of its punctuation
@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 from ..errors import ConfigError, Errors, Warnings
 from ..kb.concept import normalize_name
-from ..util import PathLike, get_logger
+from ..base.util import PathLike, get_logger
 from .variants import number, punctuation
 
 logger = get_logger("training.abbreviation_pairs")
@@ -30,7 +30,7 @@ logger = get_logger("training.abbreviation_pairs")
 def read_raw_texts(paths: Sequence[PathLike]) -> List[str]:
     """The documents' texts (title + " " + abstract) of PubTator files, in file order."""
     from ..errors import SapbertError
-    from ..evaluation.datasets import read_pubtator
+    from ..mentions.datasets import read_pubtator
 
     texts: List[str] = []
     for path in paths:
@@ -48,7 +48,7 @@ def mine_abbreviations(texts: Iterable[str]) -> Counter:
     """``Counter`` of ``(short form, long form)`` (both normalised) defined in ``texts``."""
     import spacy
 
-    from ..abbreviations import long_forms, make_detector
+    from ..mentions.abbreviations import long_forms, make_detector
 
     nlp = spacy.blank("en")
     detector = make_detector(nlp.vocab)

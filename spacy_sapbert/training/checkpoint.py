@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..encoding.files import SETTINGS_FILE, write_settings  # noqa: F401  (SETTINGS_FILE: kept importable here)
 from ..errors import ConfigError, Errors, MissingInputError, TrainingError
-from ..util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
+from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from .adapters import ADAPTER_FILE, adapter_state, exportable, is_adapted, load_adapter_state
 
 logger = get_logger("training.checkpoint")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..errors import ConfigError, Errors, Warnings
-from ..util import PathLike
+from ..base.util import PathLike
 from .dev_eval import DEV_CANDIDATES
 from .schedule import parse_every
 

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..util import get_logger
+from ..base.util import get_logger
 
 logger = get_logger("training.dev_eval")
 
@@ -85,7 +85,7 @@ class DevEvaluator:
 
     def __init__(self, dev: DevSet, *, candidates: str = "shortlist", sample_names: int = 500,
                  shortlist_k: int = 5, gold_names: int = 5, seed: int = 0) -> None:
-        from ..evaluation.metrics import seen_mask
+        from ..mentions.metrics import seen_mask
         from ..kb.concept import normalize_name
 
         started = time.perf_counter()
@@ -138,7 +138,7 @@ class DevEvaluator:
     def evaluate(self, encoder: Any, *, name_vectors: Optional[np.ndarray] = None) -> Tuple[Dict[str, Any], np.ndarray]:
         """``(figures, vectors of the candidate names)`` for ``encoder`` (any object with ``encode``);
         ``name_vectors``: the candidate names' vectors when the caller has them already."""
-        from ..evaluation.metrics import seen_split
+        from ..mentions.metrics import seen_split
 
         started = time.perf_counter()
         kb, ks = self.dev.kb, self.dev.ks

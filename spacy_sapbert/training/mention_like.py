@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..kb.concept import normalize_name
-from ..util import get_logger
+from ..base.util import get_logger
 from .abbreviation_pairs import raw_text_pairs
 from .config import MentionLikeSettings
 from .variants import kb_variants, name_variants

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import DataFormatError, EmptyResultError, Errors, MissingInputError
 from ..kb.concept import normalize_name
-from ..util import PathLike, atomic_dir, ensure_path, get_logger
+from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
 
 logger = get_logger("training.pairs")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigError, Errors
-from ..util import PathLike, ensure_path, get_logger
+from ..base.util import PathLike, ensure_path, get_logger
 from . import checkpoint as ckpt
 from .config import TrainConfig
 from .distributed import barrier, init_distributed
@@ -33,7 +33,7 @@ def _load_kb(kb: KBLike) -> Any:
 
 def _precheck(output: Path, resume: bool, config: TrainConfig) -> None:
     """Refuse early (before writing pairs): AMP off CUDA, ``output`` holding a run without resume."""
-    from ..util import resolve_device
+    from ..base.util import resolve_device
 
     check_precision(config.training.amp, resolve_device(config.training.device))
     if (output / ckpt.RUN_FILE).is_file() and not resume:
@@ -41,7 +41,7 @@ def _precheck(output: Path, resume: bool, config: TrainConfig) -> None:
 
 
 def _pairs(output: Path, config: TrainConfig, kb: Any, write: Any) -> PairSet:
-    from ..util import resolve_device
+    from ..base.util import resolve_device
 
     folder = output / "pairs"
     info = init_distributed(config.training.distributed, resolve_device(config.training.device).type)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..util import atomic_write
+from ..base.util import atomic_write
 
 SUMMARY_FILE = "summary.json"
 

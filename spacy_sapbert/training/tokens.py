@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 import numpy as np
 
 from ..errors import ConfigError, DataFormatError, Errors, IncompatibleError, MissingInputError
-from ..util import atomic_dir, get_logger
+from ..base.util import atomic_dir, get_logger
 from .pairs import PairSet
 
 logger = get_logger("training.tokens")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import ConfigError, Errors, TrainingError
-from ..util import PathLike, ensure_path, get_logger, resolve_device
+from ..base.util import PathLike, ensure_path, get_logger, resolve_device
 from . import checkpoint as ckpt
 from .config import TrainConfig
 from .distributed import barrier, broadcast_flag, gather_with_grad, init_distributed, shutdown
@@ -35,7 +35,7 @@ from .loader import Part, StepInputs, cut_parts, padded_parts, rank_share, token
 from .base_model import check_precision, load_base_model
 from .pairs import PairSet
 from .dev_eval import DevEvaluator, DevSet, selection_score
-from .mining import HardNegativeMining
+from .refresh_negatives import HardNegativeMining
 from .schedule import Schedule
 from .summary import TrainResult, dev_line, write_summary
 

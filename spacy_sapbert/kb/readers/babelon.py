@@ -22,10 +22,10 @@ import re
 from typing import Collection, Dict, Iterator, List, Optional, Tuple
 
 from ...errors import ConfigError, DataFormatError, EmptyResultError, Errors
-from ...util import PathLike, get_logger
+from ...base.util import PathLike, get_logger
 from ..concept import Concept
 from ..languages import language_code
-from ._io import as_set, iter_lines, require_file
+from ...base.lines import as_set, iter_lines, require_file
 
 logger = get_logger("kb.babelon")
 

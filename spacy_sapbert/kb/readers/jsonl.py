@@ -8,9 +8,9 @@ import json
 from typing import TYPE_CHECKING, Iterable, Iterator, Union
 
 from ...errors import DataFormatError, EmptyResultError, Errors
-from ...util import PathLike, atomic_write
+from ...base.util import PathLike, atomic_write
 from ..concept import Concept
-from ._io import iter_lines, require_file
+from ...base.lines import iter_lines, require_file
 
 if TYPE_CHECKING:  # for annotations only
     from ..store import KnowledgeBase

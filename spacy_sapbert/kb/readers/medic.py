@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Iterator, Tuple
 
 from ...errors import DataFormatError, EmptyResultError, Errors
-from ...util import PathLike
+from ...base.util import PathLike
 from ..concept import Concept
-from ._io import iter_lines, require_file
+from ...base.lines import iter_lines, require_file
 
 
 def normalize_medic_id(raw: str) -> str:

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Collection, Dict, Iterator, List, Optional, Tuple
 
 from ...errors import ConfigError, DataFormatError, EmptyResultError, Errors, Warnings
-from ...util import PathLike, get_logger
+from ...base.util import PathLike, get_logger
 from ..concept import Concept
 from ..languages import UNKNOWN, language_code
-from ._io import as_set, iter_lines, require_file
+from ...base.lines import as_set, iter_lines, require_file
 
 logger = get_logger("kb.obo")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Dict, Iterator, List
 
 from ...errors import DataFormatError, EmptyResultError, Errors
-from ...util import PathLike
+from ...base.util import PathLike
 from ..concept import Concept
-from ._io import iter_lines, require_file
+from ...base.lines import iter_lines, require_file
 
 
 def read_tsv(path: PathLike, *, header: bool = False, show_progress: bool = False) -> Iterator[Concept]:

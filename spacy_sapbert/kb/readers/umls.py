@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Collection, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ...errors import DataFormatError, EmptyResultError, Errors, MissingInputError
-from ...util import PathLike, ensure_path, get_logger
+from ...base.util import PathLike, ensure_path, get_logger
 from ..concept import Concept
 from ..languages import UMLS_LAT, language_codes
-from ._io import as_set, iter_lines, require_file
+from ...base.lines import as_set, iter_lines, require_file
 
 logger = get_logger("kb.umls")
 

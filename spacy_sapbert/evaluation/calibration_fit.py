@@ -21,10 +21,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy
 
 from ..errors import ConfigError, Errors, MissingInputError
-from ..util import PathLike, ensure_path, get_logger
-from .features import DEFAULT_FEATURES, Evidence, feature_matrix
-from .metrics import calibration_report
-from .model import FILE_NAME, Calibration, fit
+from ..base.util import PathLike, ensure_path, get_logger
+from ..calibration.features import DEFAULT_FEATURES, Evidence, feature_matrix
+from ..calibration.metrics import calibration_report
+from ..calibration.model import FILE_NAME, Calibration, fit
 
 logger = get_logger("calibration")
 
@@ -62,12 +62,12 @@ def find_linker(nlp: Any, path: Any = "<memory>") -> Tuple[str, Any]:
 
 
 def dev_mentions(nlp: Any, linker: Any, docs: Sequence[Any], *, batch_size: int = 64) -> DevMentions:
-    """Evidence of every gold mention of ``docs`` (:class:`~spacy_sapbert.evaluation.datasets.Document`);
+    """Evidence of every gold mention of ``docs`` (:class:`~spacy_sapbert.mentions.datasets.Document`);
     a mention that overlaps an earlier one or has no offsets gets no candidates."""
     from spacy.tokens import Span
 
-    from ..evaluation.metrics import resolve_gold
-    from ..evaluation.pipeline import gold_docs
+    from ..mentions.metrics import resolve_gold
+    from .pipeline import gold_docs
 
     spacy_docs, where = gold_docs(nlp, docs)
     labels, key = linker.cfg["labels"], linker.cfg["spans_key"]
@@ -132,8 +132,8 @@ def calibrate(dataset: PathLike, pipeline: PathLike, *, output: Optional[PathLik
     kept as "no concept fits" (fitted as wrong) instead of dropped."""
     import spacy
 
-    from ..evaluation.datasets import read_dataset, select_mentions
-    from ..util import atomic_write
+    from ..mentions.datasets import read_dataset, select_mentions
+    from ..base.util import atomic_write
 
     pipe_path = ensure_path(pipeline)
     if not (pipe_path / "config.cfg").exists():

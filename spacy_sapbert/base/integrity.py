@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional
 
 import numpy
 
-from .errors import Errors, IntegrityError
+from ..errors import Errors, IntegrityError
 from .util import file_sha256
 
 SAMPLE_BLOCKS = 16

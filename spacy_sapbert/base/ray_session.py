@@ -12,8 +12,8 @@ import socket
 from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
 
-from . import errors
-from .errors import ConfigError, Errors, SapbertError, Warnings
+from .. import errors
+from ..errors import ConfigError, Errors, SapbertError, Warnings
 from .util import get_logger
 
 logger = get_logger("ray")

@@ -1,7 +1,7 @@
 """Safe outputs: the marker file that says spacy-sapbert wrote a folder, the lock beside an output,
 recovery after a kill, and the checks a command makes before it writes anything.
 
-:func:`spacy_sapbert.util.atomic_dir` uses these for every output folder; the CLI calls
+:func:`spacy_sapbert.base.util.atomic_dir` uses these for every output folder; the CLI calls
 :func:`check_output` first, so a bad output path fails before any work is done. See
 ``docs/robustness.md``.
 """
@@ -19,8 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Iterable, Optional, Tuple, Union
 
-from .about import __version__
-from .errors import ConfigError, Errors, Warnings
+from ..about import __version__
+from ..errors import ConfigError, Errors, Warnings
 
 PathLike = Union[str, "os.PathLike[str]"]
 MARKER_FILE = ".spacy_sapbert.json"
@@ -34,7 +34,7 @@ LEGACY_FILES = {
     "metrics.json": "an evaluation report",
 }
 
-logger = logging.getLogger("spacy_sapbert.outputs")
+logger = logging.getLogger("spacy_sapbert.base.outputs")
 
 
 class FileLock:

@@ -7,8 +7,8 @@ from typing import Iterable, Iterator, Set, Tuple, Union
 
 from tqdm import tqdm
 
-from ...errors import DataFormatError, Errors, MissingInputError
-from ...util import PathLike, ensure_path, folder_contents
+from ..errors import DataFormatError, Errors, MissingInputError
+from .util import PathLike, ensure_path, folder_contents
 
 
 def as_set(values: Union[str, Iterable[str]]) -> Set[str]:

@@ -26,7 +26,7 @@ import numpy
 from ..encoding.onnx_encoder import OnnxEncoder, quantized_copy
 from ..encoding.torch_encoder import CachedEncoder, Encoder, weights_fingerprint
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
-from ..util import PathLike, ensure_path
+from ..base.util import PathLike, ensure_path
 
 MARKERS = ("<ENT>", "</ENT>")
 DEFAULT_CONTEXT_LENGTH = 64

@@ -10,14 +10,14 @@ import weakref
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional
 
-from .calibration.model import FILE_NAME as CALIBRATION_FILE
-from .calibration.model import Calibration
-from .context.store import PrototypeStore
-from .encoding.onnx_encoder import INT8, ensure_int8, load_saved_encoder, write_export_for
-from .encoding.torch_encoder import CachedEncoder, Encoder
-from .errors import ConfigError, Errors
-from .index import ConceptIndex
-from .util import ensure_path
+from ..calibration.model import FILE_NAME as CALIBRATION_FILE
+from ..calibration.model import Calibration
+from ..context.store import PrototypeStore
+from ..encoding.onnx_encoder import INT8, ensure_int8, load_saved_encoder, write_export_for
+from ..encoding.torch_encoder import CachedEncoder, Encoder
+from ..errors import ConfigError, Errors
+from ..index import ConceptIndex
+from ..base.util import ensure_path
 
 
 class LinkerStorage:
@@ -63,7 +63,7 @@ class LinkerStorage:
         self.index.to_disk(path / "index")
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
-        from .kb import KnowledgeBase
+        from ..kb import KnowledgeBase
 
         from .resources import find, read_pointer
 
@@ -84,7 +84,7 @@ class LinkerStorage:
         if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
             self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
         if (path / "reranker").exists():  # the re-ranker travels with the pipeline too
-            from .rerank.stage import RerankStage
+            from ..rerank.stage import RerankStage
 
             self.reranker = RerankStage(path / "reranker", device=self.cfg["device"])
         self.calibration = None  # the folder's own calibration (or none) replaces one held before
@@ -121,7 +121,7 @@ class LinkerStorage:
         write_pointer(path, pointer)
 
     def to_bytes(self, *, exclude: Iterable[str] = ()) -> bytes:
-        from .linker_bytes import pack_folder
+        from .packing import pack_folder
 
         with tempfile.TemporaryDirectory() as tmp:
             self.to_disk(tmp)
@@ -129,7 +129,7 @@ class LinkerStorage:
 
     def from_bytes(self, data: bytes, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
         """Load bytes from :meth:`to_bytes`; only the file names ``to_disk`` writes are accepted (E550)."""
-        from .linker_bytes import checked_files, unpack_folder
+        from .packing import checked_files, unpack_folder
 
         checked_files(data)  # refuse a bad blob before making the folder
         # the files stay on disk while this component lives: the KB is memory-mapped and an ONNX

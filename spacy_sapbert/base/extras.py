@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Dict, Optional
 
-from .errors import Errors, MissingExtraError
+from ..errors import Errors, MissingExtraError
 
 # top-level module -> (extra, distribution to name in the message)
 EXTRAS: Dict[str, tuple] = {
@@ -60,7 +60,7 @@ def declare_extra(meta: Dict[str, Any], extra: str) -> None:
     from packaging.requirements import InvalidRequirement, Requirement
     from spacy.util import get_minor_version_range
 
-    from .about import __version__
+    from ..about import __version__
 
     kept, extras = [], {extra}
     for line in meta.get("requirements") or []:

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Span
 
-from .calibration.features import Evidence
-from .errors import ConfigError, Errors
+from ..calibration.features import Evidence
+from ..errors import ConfigError, Errors
 
 THRESHOLD_ON = ("score", "confidence")
 Decision = Tuple[List[Tuple[str, float]], Optional[float]]

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Dict
 
-from .errors import DataFormatError, Errors
+from ..errors import DataFormatError, Errors
 
 PARTS = ("encoder", "kb", "index", "prototypes", "reranker")
 TOP_FILES = ("resources.json", "calibration.json")  # the pointer of a linker whose KB and index are kept outside

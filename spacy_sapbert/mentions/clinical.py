@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Collection, Dict, List, Optional, Tuple
 
 from ..errors import DataFormatError, Errors
-from ..util import PathLike
+from ..base.util import PathLike
 from .records import (Document, Mention, match_fragments, read_lines, read_text, require_file, span_text,
                       split_ids, type_ok)
 

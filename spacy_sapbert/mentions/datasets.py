@@ -1,6 +1,6 @@
 """Benchmark readers: PubTator, BioSyn concept files, and generic TSV / JSONL mention lists; the format registry
-(:func:`read_dataset`), which also reads brat standoff (:mod:`~spacy_sapbert.evaluation.brat`: Mantra GSC,
-CANTEMIST), XL-BEL and CodiEsp-X (:mod:`~spacy_sapbert.evaluation.clinical`).
+(:func:`read_dataset`), which also reads brat standoff (:mod:`~spacy_sapbert.mentions.brat`: Mantra GSC,
+CANTEMIST), XL-BEL and CodiEsp-X (:mod:`~spacy_sapbert.mentions.clinical`).
 
 Every reader returns ``List[Document]``; a :class:`Document` keeps its text (title + " " + abstract
 for PubTator, the ``context`` column for TSV/JSONL, ``<pmid>.txt`` beside a BioSyn ``.concept``
@@ -9,7 +9,7 @@ spaCy pipeline.
 
 Gold ids: ``-1`` (or empty) means "no concept" and gives ``ids == ()``. Composite ids ``A|B`` and
 ``A+B`` are split into their parts and the mention is marked ``composite=True``; how a composite
-mention is scored is decided in :mod:`spacy_sapbert.evaluation.metrics` (any part counts, or the
+mention is scored is decided in :mod:`spacy_sapbert.mentions.metrics` (any part counts, or the
 mention is excluded with ``exclude_composite``). Malformed lines raise :class:`DataFormatError`
 naming file and line; offsets that do not match the document text are errors, never skipped.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataFormatError, Errors, MissingInputError, ConfigError
-from ..util import PathLike, get_logger
+from ..base.util import PathLike, get_logger
 from .brat import read_brat
 from .clinical import CODIESP_COLUMNS, read_codiesp, read_xlbel
 from .records import (Document, Mention, read_lines, read_text, require_file, span_text, split_ids, type_ok,

@@ -11,7 +11,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from ..util import get_logger
+from ..base.util import get_logger
 from . import hard_negatives as hn
 from .distributed import barrier
 

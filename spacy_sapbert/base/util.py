@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator, Optional, Union
 
-from .errors import ConfigError, Errors
+from ..errors import ConfigError, Errors
 from .outputs import check_parent, check_replaceable, output_lock, recover, replace_dir, write_marker
 
 if TYPE_CHECKING:  # for annotations only

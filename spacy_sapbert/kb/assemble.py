@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from ..util import get_logger
+from ..base.util import get_logger
 from ._strings import pack_strings
 from .concept import Concept, normalize_name
 from .languages import language_bits, language_codes

@@ -23,25 +23,25 @@ from spacy.tokens import Doc, Span
 from spacy.util import minibatch
 from spacy.vocab import Vocab
 
-from .encoding.torch_encoder import DEFAULT_MODEL, CachedEncoder, Encoder
-from .errors import ConfigError, Errors, IncompatibleError, MissingExtraError, MissingInputError, Warnings
-from .extras import declare_extra, is_installed
+from ..encoding.torch_encoder import DEFAULT_MODEL, CachedEncoder, Encoder
+from ..errors import ConfigError, Errors, IncompatibleError, MissingExtraError, MissingInputError, Warnings
+from ..base.extras import declare_extra, is_installed
 from .extension import has_alnum, register_kb_ents
-from .index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
-from .index.hybrid import HybridScore, check_mode, check_weight, hybrid_search
-from .index.query_variants import check_kinds, query_variants
-from .index.sparse import SparseIndex, write_beside
-from .context.ranker import ContextRanker, context_settings
-from .context.store import PrototypeStore
-from .calibration.features import Evidence
-from .calibration.model import Calibration
-from .linker_confidence import decide, register_confidence, validate_confidence_cfg
-from .abbreviations import long_forms, make_detector
-from .abbreviations import mention_text as _mention_text
-from .kb.concept import normalize_name
-from .kb.languages import language_codes
-from .linker_storage import LinkerStorage
-from .util import ensure_path, get_logger
+from ..index import DEFAULT_EF_CONSTRUCTION, DEFAULT_M, META_FILE, ConceptIndex
+from ..index.hybrid import HybridScore, check_mode, check_weight, hybrid_search
+from ..index.query_variants import check_kinds, query_variants
+from ..index.sparse import SparseIndex, write_beside
+from ..context.ranker import ContextRanker, context_settings
+from ..context.store import PrototypeStore
+from ..calibration.features import Evidence
+from ..calibration.model import Calibration
+from .confidence import decide, register_confidence, validate_confidence_cfg
+from ..mentions.abbreviations import long_forms, make_detector
+from ..mentions.abbreviations import mention_text as _mention_text
+from ..kb.concept import normalize_name
+from ..kb.languages import language_codes
+from .storage import LinkerStorage
+from ..base.util import ensure_path, get_logger
 
 if TYPE_CHECKING:  # for annotations only
     import numpy
@@ -164,7 +164,7 @@ def make_sapbert_linker(
     ``resources`` (``inside``: KB and index are saved with the pipeline; ``outside``: only a pointer
     is, and the KB + index folder is found at load through ``resources_path`` or the environment
     variable ``SPACY_SAPBERT_RESOURCES``, for UMLS-sized indexes that do not belong in a wheel; see
-    :mod:`spacy_sapbert.resources`).
+    :mod:`spacy_sapbert.linker.resources`).
     Context (docs/context.md): ``context_weight``, ``definition_weight`` and ``context_fallback`` mix
     name and prototype similarities when a prototype store is loaded (``prototypes_path`` in
     initialize); ``context_margin`` re-ranks only mentions whose best name scores lie within the margin
@@ -184,7 +184,7 @@ def make_sapbert_linker(
     Knowing when not to link (docs/linker.md): with a calibration (``spacy-sapbert calibrate``; initialize's
     ``calibration_path``) ``Span._.<confidence_attr>`` holds the probability that the top concept is right;
     ``threshold_on`` (``score``: ``threshold`` on the raw score, as before; ``confidence``: link only when that
-    probability is at least ``confidence_threshold``; see :mod:`spacy_sapbert.linker_confidence`).
+    probability is at least ``confidence_threshold``; see :mod:`spacy_sapbert.linker.confidence`).
     Re-ranker (docs/reranker.md; ``reranker_path`` in initialize): ``reranker_k`` candidates of the mentions whose
     best two name scores lie within ``reranker_margin`` (1.0: every mention) are re-ordered by the cross-encoder's
     logit + ``reranker_dense_weight`` x the name score, their scores the softmax of that (``threshold`` applies)."""
@@ -244,7 +244,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         """Use an already loaded encoder and index (its ``kb`` comes along); checked for a match. An int8
         encoder (:class:`~spacy_sapbert.encoding.onnx_encoder.OnnxEncoder` with ``quantized=True``) goes with
         precision ``int8`` and no other (E827): what runs now is what the saved pipeline runs."""
-        from .encoding.onnx_encoder import INT8
+        from ..encoding.onnx_encoder import INT8
 
         if (getattr(encoder, "precision", None) == INT8) != (self.cfg["precision"] == INT8):
             raise ConfigError(Errors.E827.format(name=self.name, precision=self.cfg["precision"],
@@ -311,7 +311,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         ``reranker_path`` (``spacy-sapbert train-reranker``'s ``OUTPUT/model``). ``kind``
         picks the index back-end of a new build (``auto``, ``exact``, ``hnsw``, ``compact``, ``ivf``: see
         :mod:`spacy_sapbert.index`)."""
-        from .kb import KnowledgeBase
+        from ..kb import KnowledgeBase
 
         if kb_path is None:
             raise ConfigError(Errors.E115.format(name=self.name))
@@ -342,7 +342,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         if calibration_path is not None:
             self.calibration = None  # replaced below
         if reranker_path is not None:
-            from .rerank.stage import RerankStage
+            from ..rerank.stage import RerankStage
 
             self.reranker = RerankStage(reranker_path, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")  # checks one set before
@@ -380,7 +380,7 @@ class SapbertLinker(LinkerStorage, Pipe):
         import tempfile
         import weakref
 
-        from .encoding.onnx_encoder import quantized_copy
+        from ..encoding.onnx_encoder import quantized_copy
 
         tmp = Path(tempfile.mkdtemp(prefix="sapbert_int8_"))
         weakref.finalize(self, shutil.rmtree, str(tmp), ignore_errors=True)
@@ -470,7 +470,7 @@ class SapbertLinker(LinkerStorage, Pipe):
     def _refuse_score(self, cands: List[Tuple[str, float]]) -> None:
         """E556: a score outside [-1, 1] never reaches kb_ents (the index's and the store's own guards raise
         first; this one also covers the scores the context re-ranking mixes from both)."""
-        from .errors import IntegrityError
+        from ..errors import IntegrityError
 
         score = next(s for _, s in cands if not -_SCORE_LIMIT <= s <= _SCORE_LIMIT)
         where = self.index.path if self.index is not None and self.index.path is not None else "<memory>"
@@ -587,7 +587,7 @@ class SapbertLinker(LinkerStorage, Pipe):
 
 
 def _validate_cfg(cfg: Dict[str, Any]) -> None:
-    from .index.meta import MAX_EF_SEARCH, MAX_K
+    from ..index.meta import MAX_EF_SEARCH, MAX_K
 
     for what, minimum, maximum in (("k", 1, MAX_K), ("max_entities_per_mention", 1, MAX_K), ("batch_size", 1, None),
                                    ("ef_search", 1, MAX_EF_SEARCH), ("context_k", 1, MAX_K)):
@@ -597,8 +597,8 @@ def _validate_cfg(cfg: Dict[str, Any]) -> None:
             raise ConfigError(Errors.E111.format(what=what, minimum=minimum, value=cfg[what]))
         if maximum is not None and cfg[what] > maximum:  # 10**20 candidates: an OverflowError, not a search
             raise ConfigError(Errors.E559.format(what=what, minimum=minimum, maximum=maximum, value=cfg[what]))
-    from .encoding.onnx_encoder import check_int8_settings, check_runtime
-    from .rerank.apply import check_rerank_settings
+    from ..encoding.onnx_encoder import check_int8_settings, check_runtime
+    from ..rerank.apply import check_rerank_settings
 
     check_runtime(cfg["runtime"])
     if cfg["precision"] == "int8":

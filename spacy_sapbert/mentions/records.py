@@ -1,9 +1,9 @@
 """The records every benchmark reader returns (:class:`Mention`, :class:`Document`) and the helpers the readers
 share: gold-id splitting, UTF-8 line reading, offset checks and the language code of a mention.
 
-A leaf of :mod:`spacy_sapbert.evaluation`: :mod:`~spacy_sapbert.evaluation.datasets` (PubTator, BioSyn, TSV,
-JSONL and the format registry) and the multilingual readers (:mod:`~spacy_sapbert.evaluation.brat`,
-:mod:`~spacy_sapbert.evaluation.clinical`) all import it, and it imports none of them.
+A leaf of :mod:`spacy_sapbert.evaluation`: :mod:`~spacy_sapbert.mentions.datasets` (PubTator, BioSyn, TSV,
+JSONL and the format registry) and the multilingual readers (:mod:`~spacy_sapbert.mentions.brat`,
+:mod:`~spacy_sapbert.mentions.clinical`) all import it, and it imports none of them.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Collection, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
-from ..util import PathLike, ensure_path
+from ..base.util import PathLike, ensure_path
 
 _ID_SPLIT = re.compile(r"[|+]")
 NO_ID = "-1"
@@ -61,7 +61,7 @@ def split_ids(raw: str) -> Tuple[Tuple[str, ...], bool]:
 
 def read_lines(path: Path) -> Iterator[Tuple[int, str]]:
     """``(line number, line)``; bad UTF-8 is E004 naming the line (the KB readers' line reader)."""
-    from ..kb.readers._io import iter_lines
+    from ..base.lines import iter_lines
 
     return iter_lines(path)
 
