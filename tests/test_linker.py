@@ -225,7 +225,7 @@ def _ents(doc):
 def test_to_disk_load_and_bytes_round_trip(nlp, tmp_path):
     nlp.to_disk(tmp_path / "pipeline")
     assert (tmp_path / "pipeline" / "sapbert_linker" / "encoder" / "model.safetensors").exists()
-    # runtime torch: bit-identical scores (the ONNX runtime's are compared in test_onnx_encoder.py)
+    # runtime torch: bit-identical scores (the ONNX runtime's are compared in test_encoding_onnx.py)
     loaded = spacy.load(tmp_path / "pipeline", config={"components": {"sapbert_linker": {"runtime": "torch"}}})
     linker = nlp.get_pipe("sapbert_linker")
     for text, spans in zip(TEXTS, SPANS):
