@@ -1,4 +1,4 @@
-"""Builders the test modules share: the toy KB and the tiny linker pipeline.
+"""Builders the test modules share: the toy KB, the tiny linker pipeline, unit rows and loading a script as a module.
 
 Plain functions, importable from any test module (``from helpers import toy_concepts, linker_nlp``; pytest puts
 ``tests/`` on ``sys.path``); ``conftest.py`` wraps the common cases as fixtures (``toy_kb``, ``toy_kb_path``).
@@ -6,8 +6,12 @@ Everything is built locally: nothing here reaches the model hub.
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 from typing import Iterable, List, Optional, Union
+
+import numpy
 
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
@@ -57,3 +61,18 @@ def linker_nlp(model: Union[str, Path], kb_path: Union[str, Path], *, index_path
                       index_path=None if index_path is None else str(index_path),
                       prototypes_path=None if prototypes_path is None else str(prototypes_path))
     return nlp
+
+
+def unit_rows(rows) -> numpy.ndarray:
+    """``rows`` as float32, each row divided by its length."""
+    arr = numpy.asarray(rows, dtype=numpy.float32)
+    return arr / numpy.linalg.norm(arr, axis=1, keepdims=True)
+
+
+def load_module(path: Path, name: Optional[str] = None) -> ModuleType:
+    """The Python file ``path`` (a script of ``scripts/`` or ``benchmarks/``, folders that are not packages)
+    imported as a fresh module called ``name`` (the file's stem when none), not entered in ``sys.modules``."""
+    spec = importlib.util.spec_from_file_location(name or Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from pathlib import Path
 
 import numpy
 import pytest
+
+from helpers import load_module
 
 from spacy_sapbert.calibration import Evidence, feature_matrix, fit
 from spacy_sapbert.evaluation.calibration_fit import DevMentions
@@ -22,9 +23,7 @@ def bench(monkeypatch, tmp_path):
     monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
     sys.modules.pop("calibration", None)
     module = importlib.import_module("calibration")
-    spec = importlib.util.spec_from_file_location("render_benchmarks", ROOT / "scripts" / "render_benchmarks.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
+    render = load_module(ROOT / "scripts" / "render_benchmarks.py")
     yield module, results_io, render, tmp_path / "results"
     sys.modules.pop("calibration", None)
 

@@ -7,12 +7,13 @@ results writers get figures shaped like a real run's and must produce a ``benchm
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,9 +24,7 @@ def bench(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     results_io = importlib.import_module("results_io")
     monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
-    spec = importlib.util.spec_from_file_location("render_benchmarks", ROOT / "scripts" / "render_benchmarks.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
+    render = load_module(ROOT / "scripts" / "render_benchmarks.py")
 
     def load(name: str):
         sys.modules.pop(name, None)

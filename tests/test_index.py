@@ -6,7 +6,7 @@ import json
 import numpy
 import pytest
 
-from helpers import make_toy_kb
+from helpers import make_toy_kb, unit_rows
 
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, EmptyResultError, IncompatibleError, IntegrityError, MissingInputError
@@ -17,11 +17,6 @@ from spacy_sapbert.kb import Concept, KnowledgeBase
 @pytest.fixture(scope="module")
 def enc(tiny_bert_path):
     return Encoder.load(tiny_bert_path, device="cpu")
-
-
-def _unit(rows):
-    arr = numpy.asarray(rows, dtype=numpy.float32)
-    return arr / numpy.linalg.norm(arr, axis=1, keepdims=True)
 
 
 def _hand_index(kb, vectors):
@@ -41,11 +36,11 @@ def _brute_force(kb, vectors, query, k, keep=lambda cid: True):
 def test_aggregation_is_max_over_names_with_ties_by_concept_id(toy_kb):
     names = list(toy_kb.names)
     rng = numpy.random.default_rng(0)
-    vectors = _unit(rng.normal(size=(len(names), 4)))
+    vectors = unit_rows(rng.normal(size=(len(names), 4)))
     # "mi" is shared by D001 and D002: both get its score, D001 first on the tie.
-    vectors[names.index("mi")] = _unit([[1, 0, 0, 0]])[0]
+    vectors[names.index("mi")] = unit_rows([[1, 0, 0, 0]])[0]
     index = _hand_index(toy_kb, vectors)
-    query = _unit([[1, 0, 0, 0]])
+    query = unit_rows([[1, 0, 0, 0]])
     result = index.search(query, k=5)[0]
     assert result[:2] == [("D001", pytest.approx(1.0)), ("D002", pytest.approx(1.0))]
     assert index.search(query, k=1)[0] == [("D001", pytest.approx(1.0))]  # a tie at the cut: smaller id
@@ -56,9 +51,9 @@ def test_aggregation_is_max_over_names_with_ties_by_concept_id(toy_kb):
 
 def test_search_matches_brute_force_for_random_queries(toy_kb):
     rng = numpy.random.default_rng(1)
-    vectors = _unit(rng.normal(size=(len(toy_kb.names), 8)))
+    vectors = unit_rows(rng.normal(size=(len(toy_kb.names), 8)))
     index = _hand_index(toy_kb, vectors)
-    queries = _unit(rng.normal(size=(20, 8)))
+    queries = unit_rows(rng.normal(size=(20, 8)))
     for k in (1, 2, 5, 9):
         got = index.search(queries, k=k)
         for q, res in zip(queries, got):
@@ -71,7 +66,7 @@ def test_aggregation_sees_aliases_added_after_the_index_was_built():
     """A name row that gains a concept through kb.add_alias links to it at once (same score)."""
     kb = make_toy_kb()
     names = list(kb.names)
-    vectors = _unit(numpy.random.default_rng(2).normal(size=(len(names), 4)))
+    vectors = unit_rows(numpy.random.default_rng(2).normal(size=(len(names), 4)))
     index = _hand_index(kb, vectors)
     query = vectors[names.index("flu")][None, :]
     assert index.search(query, k=1)[0][0][0] == "D003"
@@ -84,9 +79,9 @@ def test_aggregation_sees_aliases_added_after_the_index_was_built():
 
 def test_type_filter_is_applied_before_the_cut(toy_kb):
     rng = numpy.random.default_rng(2)
-    vectors = _unit(rng.normal(size=(len(toy_kb.names), 8)))
+    vectors = unit_rows(rng.normal(size=(len(toy_kb.names), 8)))
     index = _hand_index(toy_kb, vectors)
-    queries = _unit(rng.normal(size=(10, 8)))
+    queries = unit_rows(rng.normal(size=(10, 8)))
     for res, q in zip(index.search(queries, k=1, semantic_types=["Chemical"]), queries):
         expected = _brute_force(toy_kb, vectors, q, 1, keep=lambda c: c.startswith("C"))
         assert res == [(expected[0][0], pytest.approx(expected[0][1], rel=1e-5))]
@@ -125,7 +120,7 @@ def test_hnsw_recall_at_5_against_exact_on_clustered_data():
     """Default M / ef_search on clustered vectors (realistic: many near-duplicate names)."""
     rng = numpy.random.default_rng(3)
     centres = rng.normal(size=(200, 48))
-    vectors = _unit(centres[rng.integers(0, 200, 6000)] + 0.35 * rng.normal(size=(6000, 48)))
+    vectors = unit_rows(centres[rng.integers(0, 200, 6000)] + 0.35 * rng.normal(size=(6000, 48)))
     concepts = [Concept(f"X{i:05d}", f"name {i}") for i in range(len(vectors))]
     big_kb = KnowledgeBase.from_concepts(concepts)
     order = [int(n.split()[1]) for n in big_kb.names]  # kb.names is sorted: align rows
@@ -137,7 +132,7 @@ def test_hnsw_recall_at_5_against_exact_on_clustered_data():
     meta = {"kind": "hnsw", "dim": 48, "n_names": len(vectors)}
     approx = ConceptIndex(big_kb, meta, hnsw=hnsw)
     exact = ConceptIndex(big_kb, dict(meta, kind="exact"), vectors=vectors)
-    queries = _unit(centres[rng.integers(0, 200, 300)] + 0.35 * rng.normal(size=(300, 48)))
+    queries = unit_rows(centres[rng.integers(0, 200, 300)] + 0.35 * rng.normal(size=(300, 48)))
     a, _ = approx.search_names(queries, 5)
     e, _ = exact.search_names(queries, 5)
     recall = numpy.mean([len(set(x) & set(y)) / 5 for x, y in zip(a, e)])

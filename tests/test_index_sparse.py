@@ -9,7 +9,7 @@ import numpy
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from helpers import make_toy_kb
+from helpers import make_toy_kb, unit_rows
 
 from spacy_sapbert.errors import ConfigError, IncompatibleError, IntegrityError, MissingInputError
 from spacy_sapbert.index import ConceptIndex
@@ -25,13 +25,8 @@ def sparse(toy_kb):
     return SparseIndex.from_kb(toy_kb, encoder_fingerprint="enc-1")
 
 
-def _unit(a):
-    a = numpy.asarray(a, dtype=numpy.float32)
-    return a / numpy.linalg.norm(a, axis=1, keepdims=True)
-
-
 def _dense_index(kb, seed=0):
-    vectors = _unit(numpy.random.default_rng(seed).normal(size=(len(kb.names), 8)))
+    vectors = unit_rows(numpy.random.default_rng(seed).normal(size=(len(kb.names), 8)))
     index = ConceptIndex(kb, {"kind": "exact", "dim": 8, "n_names": len(kb.names), "encoder_fingerprint": "enc-1",
                                 "kb_checksum": kb.checksum},
                          vectors=vectors)
@@ -131,7 +126,7 @@ def test_index_folder_carries_the_sparse_part_and_drops_a_stale_one(toy_kb, spar
 
 def test_weight_zero_is_the_dense_ranking_and_scores_stay_in_range(toy_kb, sparse):
     index, vectors = _dense_index(toy_kb)
-    queries = _unit(numpy.random.default_rng(3).normal(size=(len(QUERIES), 8)))
+    queries = unit_rows(numpy.random.default_rng(3).normal(size=(len(QUERIES), 8)))
     dense = index.search(queries, 3)
     hybrid = hybrid_search(index, sparse, QUERIES, queries, k=3, sparse_k=3, weight=0.0)
     for d, h in zip(dense, hybrid):
@@ -207,7 +202,7 @@ def test_top1_is_what_rank_puts_first(toy_kb, sparse):
     from spacy_sapbert.index.hybrid import top1
 
     index, vectors = _dense_index(toy_kb)
-    queries = _unit(numpy.random.default_rng(5).normal(size=(len(QUERIES), 8)))
+    queries = unit_rows(numpy.random.default_rng(5).normal(size=(len(QUERIES), 8)))
     queries[1] = vectors[list(toy_kb.names).index("mi")]  # a tie between D001 and D002: the smaller id
     found = gather(index, sparse, QUERIES, queries, k=5, sparse_k=5)
     weights = [0.0, 0.3, 1.0, 4.0]

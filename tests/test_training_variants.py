@@ -9,6 +9,8 @@ import warnings
 
 import pytest
 
+from helpers import load_module
+
 from spacy_sapbert.errors import ConfigError
 from spacy_sapbert.kb import Concept, KnowledgeBase
 from spacy_sapbert.training.abbreviation_pairs import abbreviation_pairs, mine_abbreviations, read_raw_texts
@@ -276,7 +278,6 @@ def test_finetune_with_mention_like_mentions(tmp_path, tiny_bert_path, abstracts
 def test_benchmark_results_render(monkeypatch, tmp_path):
     """benchmarks/mention_pairs.py's results file renders on the benchmarks page with every class column."""
     import importlib
-    import importlib.util
     import sys
     from pathlib import Path
 
@@ -297,9 +298,7 @@ def test_benchmark_results_render(monkeypatch, tmp_path):
                                    "NCBI-disease test train (n=200)", "NCBI-disease test neither (n=260)"]
     assert tab["rows"][0][1:5] == [60.0, 90.0, 50.0, 12.3] and tab["rows"][1][4] is None
     assert "12977 MEDIC names" in doc["notes"][0]
-    spec = importlib.util.spec_from_file_location("render_benchmarks", root / "scripts" / "render_benchmarks.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
+    render = load_module(root / "scripts" / "render_benchmarks.py")
     page = render.render_all(tmp_path)
     assert "| MiniLM base (mean) | 60.0 | 90.0 | 50.0 | 12.3 |" in page and name in page
 
