@@ -12,7 +12,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def _tiny_vocab() -> list:
@@ -227,3 +228,31 @@ def write_corpus_shards():
     """``write(folder, sizes=(5, 0, 9, 3))``: JSONL shards ``s<i>.jsonl`` of ``sizes`` documents each (an
     empty shard included by default) with ids ``<shard>-<i>``; returns the folder."""
     return _write_corpus_shards
+
+
+@pytest.fixture()
+def bench_scripts(monkeypatch, tmp_path):
+    """The benchmark scripts without their data: ``load(name)`` imports ``benchmarks/<name>.py`` afresh, whose
+    results files go to ``results`` (``tmp_path/results``, through ``results_io``); ``render`` is
+    ``scripts/render_benchmarks.py`` and ``rendered()`` the benchmarks page made from ``results``."""
+    import importlib
+    import sys
+    from types import SimpleNamespace
+
+    from helpers import load_module
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    results_io = importlib.import_module("results_io")
+    monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
+    render = load_module(ROOT / "scripts" / "render_benchmarks.py")
+    loaded = []
+
+    def load(name: str):
+        sys.modules.pop(name, None)
+        loaded.append(name)
+        return importlib.import_module(name)
+
+    yield SimpleNamespace(load=load, results=tmp_path / "results", results_io=results_io, render=render,
+                          rendered=lambda: render.render_all(tmp_path / "results"))
+    for name in loaded:
+        sys.modules.pop(name, None)

@@ -6,34 +6,18 @@ results writers get figures shaped like a real run's and must produce a ``benchm
 """
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-from helpers import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture()
-def bench(monkeypatch, tmp_path):
-    """Import benchmark scripts as modules; their results go to ``tmp_path/results``."""
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    results_io = importlib.import_module("results_io")
-    monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
-    render = load_module(ROOT / "scripts" / "render_benchmarks.py")
-
-    def load(name: str):
-        sys.modules.pop(name, None)
-        return importlib.import_module(name)
-
-    def rendered() -> str:
-        return render.render_all(tmp_path / "results")
-
-    return load, rendered, tmp_path / "results"
+def bench(bench_scripts):
+    """``load`` (a benchmark script as a module), ``rendered`` (the page) and the results folder."""
+    return bench_scripts.load, bench_scripts.rendered, bench_scripts.results
 
 
 def _scores(strict1: float) -> dict:
