@@ -50,16 +50,18 @@ def write_toy_kb(path: Path, *ids: str, extra: Iterable[Concept] = ()) -> Path:
 
 
 def linker_nlp(model: Union[str, Path], kb_path: Union[str, Path], *, index_path: Optional[Path] = None,
-               prototypes_path: Optional[Path] = None, **config):
+               prototypes_path: Optional[Path] = None, reranker_path: Optional[Path] = None, **config):
     """A blank English pipeline with one ``sapbert_linker`` (:data:`LINKER_DEFAULTS` updated by ``config``)
-    initialised on the KB folder ``kb_path`` (and an index / prototype folder when given)."""
+    initialised on the KB folder ``kb_path`` (and an index, prototype or re-ranker folder when given)."""
     import spacy
+
+    def text(path):
+        return None if path is None else str(path)
 
     nlp = spacy.blank("en")
     linker = nlp.add_pipe("sapbert_linker", config={"model": str(model), **LINKER_DEFAULTS, **config})
-    linker.initialize(kb_path=str(kb_path), show_progress=False,
-                      index_path=None if index_path is None else str(index_path),
-                      prototypes_path=None if prototypes_path is None else str(prototypes_path))
+    linker.initialize(kb_path=str(kb_path), show_progress=False, index_path=text(index_path),
+                      prototypes_path=text(prototypes_path), reranker_path=text(reranker_path))
     return nlp
 
 
