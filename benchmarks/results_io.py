@@ -1,5 +1,7 @@
-"""Benchmark results as data: every benchmark writes ``benchmarks/results/<name>.json`` through
-:func:`write_results`, and documentation tables are rendered from those files, never typed by hand.
+"""Benchmark results as data: the results files that the docs tables are rendered from.
+
+Every benchmark writes ``benchmarks/results/<name>.json`` through :func:`write_results`, and documentation
+tables are rendered from those files, never typed by hand.
 
 A results file holds::
 

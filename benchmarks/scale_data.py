@@ -75,7 +75,7 @@ def real_shape() -> Dict[str, object]:
             return spec
     if REAL_CACHE.exists():
         return json.loads(REAL_CACHE.read_text())
-    raise SystemExit("no measured spectrum: run benchmarks/umls_scale_real.py first (geometry 'spectrum')")
+    raise SystemExit("no measured spectrum: run benchmarks/studies/umls_scale_real.py first (geometry 'spectrum')")
 
 
 def real_spectrum(dim: int) -> numpy.ndarray:

@@ -1,5 +1,6 @@
-"""How long the README's two commands take on a fresh clone: ``make test`` and ``make demo``, each with
-the virtual environment created from nothing, timed end to end.
+"""How long the README's two commands take on a fresh clone: ``make test`` and ``make demo``, end to end.
+
+Each with the virtual environment created from nothing, timed end to end.
 
 The repository's committed HEAD is cloned into ``--work`` (beside a link to ``../shared``, which both commands
 read), so nothing of this checkout (its ``.venv``, its demo outputs) is reused. Each step's wall time, exit code
@@ -24,9 +25,9 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import OUTPUT, ROOT
 from results_io import RESULTS_DIR, git_commit, table, write_results  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 NAME = "setup_times"
 COLUMNS = ["command", "minutes", "exit code", "mean load avg while running", "commit", "date"]
 
@@ -67,7 +68,7 @@ def _timed(cmd: List[str], cwd: Path, log: Path) -> Dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", nargs="+", choices=("test", "demo"), default=["test", "demo"])
-    ap.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "output" / "setup_times")
+    ap.add_argument("--work", type=Path, default=OUTPUT / "setup_times")
     args = ap.parse_args()
     path = RESULTS_DIR / f"{NAME}.json"
     rows: Dict[str, List[Any]] = {}

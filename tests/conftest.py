@@ -232,15 +232,17 @@ def write_corpus_shards():
 
 @pytest.fixture()
 def bench_scripts(monkeypatch, tmp_path):
-    """The benchmark scripts without their data: ``load(name)`` imports ``benchmarks/<name>.py`` afresh, whose
-    results files go to ``results`` (``tmp_path/results``, through ``results_io``); ``render`` is
-    ``scripts/render_benchmarks.py`` and ``rendered()`` the benchmarks page made from ``results``."""
+    """The benchmark scripts without their data: ``load(name)`` imports ``benchmarks/<name>.py`` (or
+    ``benchmarks/studies/<name>.py``) afresh, whose results files go to ``results`` (``tmp_path/results``, through
+    ``results_io``); ``render`` is ``scripts/render_benchmarks.py`` and ``rendered()`` the benchmarks page made
+    from ``results``."""
     import importlib
     import sys
     from types import SimpleNamespace
 
     from helpers import load_module
 
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "studies"))
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     results_io = importlib.import_module("results_io")
     monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")

@@ -2,11 +2,14 @@
 
 ``link_ncbi``, ``pretrain_public`` and ``evaluate_ncbi`` take minutes to an hour on real data; here their
 results writers get figures shaped like a real run's and must produce a ``benchmarks/results`` file that
-``scripts/render_benchmarks.py`` renders with every value in place.
+``scripts/render_benchmarks.py`` renders with every value in place. And ``benchmarks/README.md`` stays true:
+every script listed once with its docstring's purpose, its results files and the pages that quote them.
 """
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -210,3 +213,83 @@ def test_hybrid_unseen_tables_from_its_parts(bench, tmp_path):
     assert ncbi["rows"][2][1] == 69.0 and ncbi["rows"][1][0] == "sparse only (char_wb 3-3)"
     assert "recall@64" in ncbi["columns"] and "neither (refined)" in ncbi["columns"]
     assert "hybrid (w = 0.5, tuned on train)" in rendered()
+
+
+BENCH = ROOT / "benchmarks"
+SHARED_MODULES = {"common.py", "results_io.py", "scale_data.py", "scale_diagnose.py"}
+README_ROW = re.compile(r"^\| \[`(?P<script>[\w/]+\.py)`\]\((?P=script)\) \| (?P<purpose>.+?) \| (?P<results>.+?) \| "
+                        r"(?P<pages>.+?) \|$")
+LINK = re.compile(r"\[[^\]]*\]\(([^)]+)\)")
+
+
+def readme_rows(text: str) -> dict:
+    """``benchmarks/README.md``'s table rows by script: purpose, section, results names (linked files and names
+    marked "no run committed") and the pages it links."""
+    rows, section = {}, ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section = line[3:]
+        match = README_ROW.match(line)
+        if match:
+            results = [Path(target).stem for target in LINK.findall(match["results"])]
+            results += re.findall(r"`(\w+)` \(no run committed\)", match["results"])
+            rows[match["script"]] = {"purpose": match["purpose"], "section": section, "results": results,
+                                     "pages": LINK.findall(match["pages"])}
+    return rows
+
+
+def docstring_purpose(path: Path) -> str:
+    """The first line of a script's module docstring, which must stand alone (a blank line after it)."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf8"))) or ""
+    first, _, rest = doc.partition("\n")
+    assert first.endswith(".") and (not rest or rest.startswith("\n")), f"{path}: no one-line purpose first"
+    return first.replace("``", "`")
+
+
+def test_readme_lists_every_benchmark_with_its_purpose_results_and_pages():
+    rows = readme_rows((BENCH / "README.md").read_text(encoding="utf8"))
+    scripts = {p.relative_to(BENCH).as_posix() for p in [*BENCH.glob("*.py"), *BENCH.glob("studies/*.py")]}
+    assert set(rows) == scripts - SHARED_MODULES
+    for script, row in rows.items():
+        assert row["section"].startswith("Studies") == script.startswith("studies/"), script
+        assert row["purpose"] == docstring_purpose(BENCH / script), script
+        assert row["pages"], script
+        for target in row["pages"]:
+            page = (BENCH / target).resolve()
+            text = page.read_text(encoding="utf8")  # the page exists ...
+            stem = Path(script).stem  # ... and names the benchmark, by its results or its script
+            assert any(re.search(rf"\b{name}\b", text) for name in [stem, *row["results"]]), (script, target)
+        if not script.startswith("studies/"):  # a maintained benchmark feeds a page of its own, not only history
+            assert any(not target.endswith("history.md") for target in row["pages"]), script
+    for module in SHARED_MODULES:
+        assert f"- [`{module}`]({module}): {docstring_purpose(BENCH / module)}" in (BENCH / "README.md").read_text()
+    named = [name for row in rows.values() for name in row["results"]]
+    assert len(named) == len(set(named)), "a results file listed twice"
+    committed = {p.stem for p in (BENCH / "results").glob("*.json")}
+    assert committed <= set(named), f"results files no script lists: {sorted(committed - set(named))}"
+
+
+def test_readme_parser_sees_a_missing_script_and_a_stale_purpose():
+    """The check above can fail: a row whose script or purpose is off is seen."""
+    row = ("| [`kb_build.py`](kb_build.py) | Something else. | [`kb_build`](results/kb_build.json) | "
+           "[knowledge-bases](../docs/knowledge-bases.md) |")
+    rows = readme_rows("## Maintained benchmarks\n" + row + "\n| [`gone.py`](gone.py) | x. | none | [a](b.md) |\n")
+    assert rows["kb_build.py"]["results"] == ["kb_build"] and rows["kb_build.py"]["pages"] == [
+        "../docs/knowledge-bases.md"]
+    assert rows["kb_build.py"]["purpose"] != docstring_purpose(BENCH / "kb_build.py")
+    assert not (BENCH / "gone.py").exists() and "gone.py" in rows
+
+
+def test_benchmark_scripts_named_in_the_docs_exist():
+    """Every ``benchmarks/....py`` a page names exists (the history keeps the paths of what it records; the
+    generated part of the benchmarks page, the commands recorded in the results files)."""
+    pages = [ROOT / "README.md", BENCH / "README.md", *(ROOT / "docs").glob("*.md")]
+    missing = []
+    for page in pages:
+        if page.name == "history.md":
+            continue
+        text = page.read_text(encoding="utf8")
+        if page.name == "benchmarks.md" and page.parent.name == "docs":
+            text = text.split("<!-- BEGIN GENERATED BENCHMARK TABLES")[0]
+        missing += [f"{page.name}: {m}" for m in re.findall(r"benchmarks/[\w/]+\.py", text) if not (ROOT / m).is_file()]
+    assert not missing, missing

@@ -75,7 +75,7 @@ def help_texts() -> Iterator[Tuple[str, str]]:
 
 def documented_files() -> List[Path]:
     globs = ["README.md", "docs/**/*.md", "configs/*", "project.yml", "Makefile", "assets/README.md",
-             "spacy_sapbert/**/*.py", "scripts/*.py", "benchmarks/*.py"]
+             "spacy_sapbert/**/*.py", "scripts/*.py", "benchmarks/**/*.py"]
     files = sorted({p for g in globs for p in ROOT.glob(g) if p.is_file()})
     assert any(p.name == "README.md" for p in files) and any(p.suffix == ".cfg" for p in files)
     return files

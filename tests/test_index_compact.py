@@ -148,7 +148,7 @@ def test_compact_filters_equal_exact_filters(clustered):
 def test_filtered_search_over_fetches_when_many_rows_are_allowed(clustered, monkeypatch, kind):
     """Above EXACT_FILTER_ROWS allowed rows the graph is searched deeper and masked (no Python call
     per visited node); a query still short of rows is scanned exactly."""
-    from spacy_sapbert.index import filtered
+    from spacy_sapbert.index import graph_search as filtered
 
     kb, vectors, queries = clustered
     monkeypatch.setattr(filtered, "EXACT_FILTER_ROWS", 10)

@@ -18,7 +18,7 @@ leave the process and stay in the page cache, so the next read of such a row is 
 It costs queries/s where a batch's rows span more than the cap (``benchmarks/umls_scale.py``, 768 dimensions,
 cache warm: 3M 226 -> 194 q/s, 10M 70 -> 56; RSS after 10,000 queries 5.2 -> 2.7 GB and 12.7 -> 3.3 GB).
 
-``benchmarks/rescore_speed.py`` (3M x 768, 512 rows a query): 0.17 ms a query against 0.89 ms for the numpy
+``benchmarks/studies/rescore_speed.py`` (3M x 768, 512 rows a query): 0.17 ms a query against 0.89 ms for the numpy
 code this replaced, cache warm; right after a load 449,000 rows/s read ahead against 55,000 faulted one by one.
 """
 from __future__ import annotations

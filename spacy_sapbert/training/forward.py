@@ -1,7 +1,7 @@
 """One training forward pass over a batch of names, run as length-sorted sub-batches.
 
 A random batch of names holds a few long ones; padding every name to them costs ~40% of the compute
-on short biomedical names (``benchmarks/train_speed.py``). :func:`sub_batches` sorts the names by length and cuts them
+on short biomedical names (``benchmarks/studies/train_speed.py``). :func:`sub_batches` sorts the names by length and cuts them
 into parts padded to their own longest name; :class:`SubBatchEncoder` runs the parts and returns the
 pooled vectors in the input order. It is one ``nn.Module`` call, so DistributedDataParallel wraps it
 like the bare model (DDP allows one forward per backward). The result equals one pass over the whole

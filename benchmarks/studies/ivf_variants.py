@@ -1,4 +1,4 @@
-"""Benchmark: variants of the ivf index on the same vectors, queries and truth: what would make it faster.
+"""Variants of the ivf index on the same vectors, queries and truth: what would make it faster.
 
 Over ``umls_scale.py``'s prepared vectors and its ivf build at one size (default 1M x 768, spectrum geometry),
 with its recall queries and exact truth, page cache warm, ``--threads`` threads. Each variant's candidates are
@@ -16,7 +16,7 @@ Variants are trained on 100,000 names drawn with seed 100, as the index is. Colu
 rows re-scored, candidate-stage q/s (faiss alone), q/s through ``ConceptIndex.search`` (second of two passes),
 recall@1, recall@5, build s.
 
-    python benchmarks/ivf_variants.py                       # 1M x 768, ~15 min on 2 cores
+    python benchmarks/studies/ivf_variants.py                       # 1M x 768, ~15 min on 2 cores
 """
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
 
-import umls_scale  # noqa: E402  (benchmarks/ is on sys.path)
+import umls_scale  # noqa: E402
+from common import timed_search  # noqa: E402
 from scale_diagnose import recall  # noqa: E402
 
 TRAIN = 100_000
@@ -108,12 +108,7 @@ class Bench:
                 for start in range(0, len(self.q), 256):
                     candidates(self.q[start:start + 256], rescore)
             scan = len(self.q) / (time.perf_counter() - t0)
-            for _ in range(2):  # the first pass brings the re-scored rows into the page cache
-                found: List[Any] = []
-                t0 = time.perf_counter()
-                for start in range(0, len(self.q), 256):
-                    found += self.index.search(self.q[start:start + 256], 5)
-                seconds = time.perf_counter() - t0
+            found, seconds = timed_search(self.index, self.q, passes=2)  # pass 1 brings the re-scored rows in
         finally:
             be.__dict__.pop("_candidates", None)
             be._ivf, be.lists, be.rescore = self.built, int(self.built.nlist), before

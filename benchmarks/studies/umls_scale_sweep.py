@@ -1,4 +1,4 @@
-"""Benchmark: the compact index's search depth at UMLS scale, and where its top-1 misses come from.
+"""The compact index's search depth at UMLS scale, and where its top-1 misses come from.
 
 One build per graph degree (``--connectivity``; ``32:192``: a compact index whose candidate graph searches
 192 PCA dimensions), then a sweep of the search depth over it:
@@ -11,12 +11,12 @@ The vectors, KB and queries are ``umls_scale.py``'s (its ``prepare`` step, reuse
 the generator ``--geometry`` names (``scale_data.py``: ``isotropic``, the first one, or ``spectrum``,
 matched to real MiniLM name vectors).
 
-    python benchmarks/umls_scale_sweep.py --names 1000000 --dim 384 --geometry isotropic
+    python benchmarks/studies/umls_scale_sweep.py --names 1000000 --dim 384 --geometry isotropic
 
 Other systems on the same queries, same threads: ``--hnsw 32`` (hnswlib float32, today's index) and
 ``--faiss 'HNSW32,SQ8'`` (a faiss index as the candidate stage, re-scored against the same float16 file).
 
-    python benchmarks/umls_scale_sweep.py --names 200000 --dim 384 --geometry spectrum --table systems \
+    python benchmarks/studies/umls_scale_sweep.py --names 200000 --dim 384 --geometry spectrum --table systems \
         --connectivity 32 32:192 48 --hnsw 32 --faiss HNSW32,SQ8 --ef 256 384 512 --rescore 64
 
 Results: benchmarks/results/umls_scale_sweep.json (one table per run kind, named by size and geometry).
@@ -33,10 +33,10 @@ from typing import Any, Dict, List
 
 import numpy
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, results_io, umls_scale
 
-import umls_scale  # noqa: E402  (benchmarks/ is on sys.path)
+import umls_scale  # noqa: E402
+from common import dir_mb, memory_mb, timed_search  # noqa: E402
 from scale_diagnose import concepts_of, diagnose, exact_rows, recall  # noqa: E402
 
 
@@ -63,8 +63,8 @@ def build(n: int, dim: int, geometry: str, connectivity: int, threads: int, kind
     index = ConceptIndex.from_vectors(kb, vectors, umls_scale._Fields(dim), kind=kind, connectivity=connectivity,
                                       M=connectivity, num_threads=threads, show_progress=True, candidate_dims=dims)
     index.to_disk(folder)
-    out = {"build_s": round(time.perf_counter() - t0, 1), "build_peak_mb": round(umls_scale._status()["VmHWM"], 0),
-           "index_mb": round(umls_scale._dir_mb(folder), 1)}
+    out = {"build_s": round(time.perf_counter() - t0, 1), "build_peak_mb": round(memory_mb()["peak"], 0),
+           "index_mb": round(dir_mb(folder), 1)}
     done.write_text(json.dumps(out))
     return out
 
@@ -98,22 +98,15 @@ def sweep(n: int, dim: int, geometry: str, connectivity: int, threads: int, efs:
                    **diagnose(index, kb, Q, results, gt_rows, gt_scores, gt, X)}
             print(json.dumps(fig), file=sys.stderr, flush=True)
             out.append(fig)
-    st = umls_scale._status()
-    out.append({"load_s": round(load_s, 2), "rss_mb": round(st["VmRSS"], 0), "anon_mb": round(st["RssAnon"], 0)})
+    st = memory_mb()
+    out.append({"load_s": round(load_s, 2), "rss_mb": round(st["rss"], 0), "anon_mb": round(st["anon"], 0)})
     return out
 
 
 def _timed(index: Any, Q: numpy.ndarray, n_single: int) -> Any:
     """Top-5 concepts of every query (batches of 256), q/s at batch 256, q/s of the first ``n_single`` one by one."""
-    t0 = time.perf_counter()
-    results: List[List[Any]] = []
-    for start in range(0, len(Q), 256):
-        results += index.search(Q[start:start + 256], 5)
-    qps256 = len(Q) / (time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    for i in range(n_single):
-        index.search(Q[i:i + 1], 5)
-    return results, qps256, n_single / (time.perf_counter() - t0)
+    results, seconds = timed_search(index, Q)
+    return results, len(Q) / seconds, n_single / timed_search(index, Q[:n_single], batch=1)[1]
 
 
 def _truth(work: Path, kb: Any, n_recall: int) -> Any:
