@@ -9,11 +9,14 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable, List, Optional, Union
+from typing import TYPE_CHECKING, Iterable, List, Optional, Union
 
 import numpy
 
 from spacy_sapbert.kb import Concept, KnowledgeBase
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 # The toy KB: "MI" is a name of two concepts (D001, D002), D001 and D003 have definitions, D00x are
 # diseases and C00x chemicals. Tests that need fewer concepts pick them by id; tests that need more add them.
@@ -50,7 +53,7 @@ def write_toy_kb(path: Path, *ids: str, extra: Iterable[Concept] = ()) -> Path:
 
 
 def linker_nlp(model: Union[str, Path], kb_path: Union[str, Path], *, index_path: Optional[Path] = None,
-               prototypes_path: Optional[Path] = None, reranker_path: Optional[Path] = None, **config):
+               prototypes_path: Optional[Path] = None, reranker_path: Optional[Path] = None, **config) -> Language:
     """A blank English pipeline with one ``sapbert_linker`` (:data:`LINKER_DEFAULTS` updated by ``config``)
     initialised on the KB folder ``kb_path`` (and an index, prototype or re-ranker folder when given)."""
     import spacy
