@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from ..base.defaults import MAX_LENGTH
 from ._app import app
 
 
@@ -31,7 +32,7 @@ def build_prototypes_command(
                                    help="The linker's name encoder, to store the example mentions' names (the "
                                         "linker's example_names); default: the --model folder; 'none': no names."),
     name_pooling: str = typer.Option("auto", "--name-pooling", help="Name encoder pooling (as the linker's)."),
-    name_max_length: int = typer.Option(25, "--name-max-length", help="Name encoder max_length (as the linker's)."),
+    name_max_length: int = typer.Option(MAX_LENGTH, "--name-max-length", help="Name encoder max_length (as the linker's)."),
     quantize: bool = typer.Option(False, "--quantize",
                                   help="Keep the context encoder as an int8 ONNX Runtime model (~2x faster on a "
                                        "CPU; the prototypes are encoded with it, and so are the linker's mentions)."),
@@ -82,7 +83,7 @@ def tune_context_command(
     index_dir: Optional[Path] = typer.Option(None, "--index", help="Name index folder (from build-index); "
                                                                  "default: built here with exact search."),
     pooling: str = typer.Option("auto", "--pooling", help="Name encoder pooling (as the linker's): cls, mean or auto (the model folder's, else cls)."),
-    max_length: int = typer.Option(25, "--max-length", help="Name encoder max_length (as the linker's)."),
+    max_length: int = typer.Option(MAX_LENGTH, "--max-length", help="Name encoder max_length (as the linker's)."),
     types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable)."),
     k: int = typer.Option(30, "--k", help="Name candidates re-ranked per mention (the linker's context_k)."),
     step: float = typer.Option(0.05, "--step", help="Grid step of the weights."),

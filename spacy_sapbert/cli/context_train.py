@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
+from ..base.defaults import MAX_LENGTH
 from ..base.outputs import check_parent
 from ._app import app
 
@@ -34,7 +35,7 @@ def train_context_command(
     min_chars: int = typer.Option(3, "--min-chars", help="Shortest dictionary name matched (self-supervision)."),
     max_length: int = typer.Option(64, "--max-length", help="Word pieces per mention in context."),
     pooling: str = typer.Option("mean", "--pooling", help="mean or cls."),
-    name_max_length: int = typer.Option(25, "--name-max-length", help="Word pieces per concept name."),
+    name_max_length: int = typer.Option(MAX_LENGTH, "--name-max-length", help="Word pieces per concept name."),
     types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable)."),
     config_path: Optional[Path] = typer.Option(None, "--config", "-c", help="Training config file (default: "
                                                                            "built-in context defaults)."),

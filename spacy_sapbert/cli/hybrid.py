@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from ..base.defaults import MAX_LENGTH
 from ._app import app
 
 
@@ -17,7 +18,7 @@ def tune_hybrid_command(
     kb_dir: Path = typer.Option(..., "--kb", help="KB folder (the linker's KB)."),
     model: str = typer.Option(..., "--model", "-m", help="Name encoder: a model folder (the linker's model)."),
     pooling: str = typer.Option("auto", "--pooling", help="Name encoder pooling (as the linker's): cls, mean or auto."),
-    max_length: int = typer.Option(25, "--max-length", help="Name encoder max_length (as the linker's)."),
+    max_length: int = typer.Option(MAX_LENGTH, "--max-length", help="Name encoder max_length (as the linker's)."),
     types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable)."),
     sparse_k: int = typer.Option(20, "--sparse-k", min=1, help="Concepts the sparse index adds (the linker's sparse_k)."),
     ngrams: List[str] = typer.Option(["2,3"], "--ngrams", help="char_wb n-gram range LO,HI of the sparse index; "

@@ -7,17 +7,18 @@ from typing import Optional
 
 import typer
 
+from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
 from ._app import app
 
 
 @app.command("build-index")
 def build_index_command(
     kb_dir: Path = typer.Argument(..., help="KB folder (written by `spacy-sapbert build-kb`)."),
-    model: str = typer.Option("cambridgeltl/SapBERT-from-PubMedBERT-fulltext", "--model", "-m",
+    model: str = typer.Option(DEFAULT_MODEL, "--model", "-m",
                               help="Encoder: a Hugging Face model folder or hub id."),
     output: Path = typer.Option(..., "--output", "-o", help="Index folder to write (atomically)."),
     pooling: str = typer.Option("auto", "--pooling", help="cls (SapBERT), mean, or auto: what the model folder declares (sapbert_encoder.json, sentence-transformers 1_Pooling), else cls."),
-    max_length: int = typer.Option(25, "--max-length", help="Word pieces per name; longer names are truncated."),
+    max_length: int = typer.Option(MAX_LENGTH, "--max-length", help="Word pieces per name; longer names are truncated."),
     batch_size: int = typer.Option(256, "--batch-size", help="Names per encoder batch."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     precision: str = typer.Option("auto", "--precision", help="auto (fp32 on CPU, half on GPU), fp32, fp16, bf16 "

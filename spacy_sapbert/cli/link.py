@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
+from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
 from ._app import app
 
 
@@ -79,13 +80,13 @@ def link_command(
 def create_pipeline_command(
     output: Path = typer.Argument(..., help="Pipeline folder to write (atomically)."),
     kb: Path = typer.Option(..., "--kb", help="KB folder (from build-kb)."),
-    model: str = typer.Option("cambridgeltl/SapBERT-from-PubMedBERT-fulltext", "--model", "-m",
+    model: str = typer.Option(DEFAULT_MODEL, "--model", "-m",
                               help="Encoder: a Hugging Face model folder or hub id (copied into the pipeline)."),
     base: Optional[Path] = typer.Option(None, "--base", help="A spaCy pipeline (with NER) to add the linker to; default: blank."),
     lang: str = typer.Option("en", "--lang", help="Language of the blank pipeline."),
     index: Optional[Path] = typer.Option(None, "--index", help="Index folder to reuse (built there when absent)."),
     pooling: str = typer.Option("auto", "--pooling", help="cls (SapBERT), mean, or auto: what the model folder declares (sapbert_encoder.json, sentence-transformers 1_Pooling), else cls."),
-    max_length: int = typer.Option(25, "--max-length", help="Word pieces per mention."),
+    max_length: int = typer.Option(MAX_LENGTH, "--max-length", help="Word pieces per mention."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     runtime: str = typer.Option("auto", "--runtime",
                                 help="What runs the encoder once the pipeline is loaded: auto (ONNX Runtime on a CPU "

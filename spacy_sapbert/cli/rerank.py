@@ -6,6 +6,7 @@ from typing import List, Optional
 
 import typer
 
+from ..base.defaults import MAX_LENGTH
 from ._app import app
 
 
@@ -21,7 +22,7 @@ def train_reranker_command(
     output: Path = typer.Option(..., "--output", "-o", help="Run folder: examples, checkpoints, model/ (the "
                                                             "re-ranker the linker loads)."),
     pooling: str = typer.Option("auto", "--pooling", help="The name encoder's pooling: cls, mean or auto."),
-    max_length: int = typer.Option(25, "--max-length", help="The name encoder's max_length."),
+    max_length: int = typer.Option(MAX_LENGTH, "--max-length", help="The name encoder's max_length."),
     base: Optional[str] = typer.Option(None, "--base", help="BERT-like folder the re-ranker starts from "
                                                             "(default: the name encoder, --model)."),
     k: int = typer.Option(16, "--k", help="Candidates per training group (the gold one + k-1 hard negatives); "

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from ..base.defaults import MAX_LENGTH
 from ..errors import DataFormatError, Errors, MissingInputError
 from ..index import META_FILE, ConceptIndex
 from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, folder_contents, get_logger
@@ -27,7 +28,7 @@ def build_index_dir(
     output: PathLike,
     *,
     pooling: str = "auto",
-    max_length: int = 25,
+    max_length: int = MAX_LENGTH,
     device: str = "auto",
     precision: str = "auto",
     batch_size: int = 256,

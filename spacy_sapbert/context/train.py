@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..base.defaults import MAX_LENGTH
 from ..errors import ConfigError, Errors
 from ..training import PairSet, TrainConfig, Trainer, TrainResult, load_config
 from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
@@ -104,7 +105,7 @@ class ContextTrainer(Trainer):
     context encoder is picked on dev by re-ranking, see :func:`~spacy_sapbert.context.tune`)."""
 
     def __init__(self, config: TrainConfig, kb: Any, pairs: PairSet, base_model: str, output: PathLike, *,
-                 name_max_length: int = 25) -> None:
+                 name_max_length: int = MAX_LENGTH) -> None:
         check_context_config(config)
         check_context_pairs(pairs)
         super().__init__(config, kb, pairs, base_model, output, dev=None)
@@ -124,7 +125,7 @@ def prepare_base(model: str, folder: PathLike, *, pooling: str, max_length: int)
 def train_context(docs: Sequence[Any], kb: Any, base_model: str, output: PathLike, *,
                   config: Optional[TrainConfig] = None, source: str = "both", names_per_mention: int = 1,
                   contexts_per_mention: int = 0, mask_probability: float = 0.0, min_chars: int = 3,
-                  name_max_length: int = 25, resume: bool = False, what: str = "the documents") -> TrainResult:
+                  name_max_length: int = MAX_LENGTH, resume: bool = False, what: str = "the documents") -> TrainResult:
     """Train a context encoder from ``base_model`` (the name encoder, typically) on pairs made from
     ``docs`` (see ``train_pairs.py``; ``source`` supervised, self or both; ``contexts_per_mention``
     other contexts of the same concept as positives besides ``names_per_mention`` names) into
@@ -161,7 +162,7 @@ def train_context(docs: Sequence[Any], kb: Any, base_model: str, output: PathLik
 
 
 def tune_trained(docs: Sequence[Any], kb_dir: PathLike, model_path: PathLike, name_model: str, output: PathLike,
-                 dev_docs: Sequence[Any], *, name_pooling: str = "mean", name_max_length: int = 25, k: int = 10,
+                 dev_docs: Sequence[Any], *, name_pooling: str = "mean", name_max_length: int = MAX_LENGTH, k: int = 10,
                  step: float = 0.1, device: str = "auto") -> Dict[str, Any]:
     """Dev picks the weights for a trained context encoder: prototypes of ``docs`` (their annotated
     mentions) with the encoder at ``model_path`` go to ``OUTPUT/prototypes``, the weights are tuned on

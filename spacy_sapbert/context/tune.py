@@ -12,11 +12,12 @@ from typing import Any, Callable, Dict, FrozenSet, Hashable, List, Optional, Seq
 
 import numpy
 
+from ..base.defaults import MAX_LENGTH
 from ..errors import ConfigError, EmptyResultError, Errors
 from ..base.util import PathLike
 from .rerank import Candidates, ContextWeights, first_of_each, needs_context, tune_weights, with_example_names_many
 
-# the linker's defaults (linker.py DEFAULT_CONFIG): re-rank the mentions whose best names tie, one sense per document
+# the linker's defaults (LinkerSettings): re-rank the mentions whose best names tie, one sense per document
 LINKER_MARGIN: Optional[float] = 0.0
 LINKER_ONE_SENSE = True
 
@@ -62,7 +63,7 @@ def tune_at_linker_settings(candidates: Sequence[Candidates], contexts: numpy.nd
 
 
 def tune_on_documents(docs: Sequence[Any], kb_dir: PathLike, model: str, prototypes: PathLike, *,
-                      pooling: str = "auto", max_length: int = 25, k: int = 30, step: float = 0.05,
+                      pooling: str = "auto", max_length: int = MAX_LENGTH, k: int = 30, step: float = 0.05,
                       device: str = "auto", index_dir: Optional[PathLike] = None,
                       margin: Optional[float] = LINKER_MARGIN, one_sense_per_document: bool = LINKER_ONE_SENSE,
                       encode_names: Optional[Callable[[Any, List[str]], numpy.ndarray]] = None

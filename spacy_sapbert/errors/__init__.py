@@ -21,8 +21,9 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E770–E779: multiprocess linking
 - E780–E799 / W780–W789: unseen mentions (E780–E789 / W780–W784 sparse + hybrid, E790–E799 / W785–W789 calibration)
 - E800–E819 / W800–W809: the cross-encoder re-ranker (its files, training, the linker's use of it)
-- E820–E839 / W810–W819: footprint (E820–E824 / W810–W811 lean runtime and extras, E825–E829 / W812–W813 the int8
-  name encoder, E830–E834 / W814–W815 encoding big KBs, E835–E839 / W816–W817 the load path)
+- E820–E839 / W810–W819: footprint (E820–E822 / W810–W811 lean runtime and extras, E823–E824 the linker's
+  settings, E825–E829 / W812–W813 the int8 name encoder, E830–E834 / W814–W815 encoding big KBs, E835–E839 /
+  W816–W817 the load path)
 
 Add new entries only at the end of your range; never renumber or reuse a code. The texts live in one file per
 block of ranges (:mod:`.core` E001–E499, :mod:`.hardening` E500–E699, :mod:`.features` E700–E839,

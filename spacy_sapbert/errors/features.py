@@ -165,7 +165,7 @@ class FeatureErrors:
     E813 = ("Linker setting reranker_dense_weight = {value!r} cannot be used: it must be a finite number from 0 to "
             "{maximum} (the weight of the name encoder's score added to the re-ranker's logit; 0: the re-ranker "
             "alone). Use the weight tuned on a dev set (docs/reranker.md), or 0.")
-    # ---- E820–E824: the lean runtime and its extras ----
+    # ---- E820–E822: the lean runtime and its extras ----
     E820 = ("{what} needs {packages}, which the runtime install (no extras) leaves out ({reason}). Install the "
             "extra: `pip install \"spacy-sapbert[{extra}]\"`.")
     E821 = ("Linker '{name}' resolves abbreviations (resolve_abbreviations = true), which needs scispaCy ({reason}). "
@@ -175,6 +175,9 @@ class FeatureErrors:
             "out ({reason}). Install the extra: `pip install \"spacy-sapbert[train]\"`, or, where it is installed, "
             "write the ONNX export once (`spacy-sapbert export-onnx {path}`) and link on the CPU with runtime 'auto' "
             "or 'onnx'.")
+    # ---- E823–E824: the linker's settings ----
+    E823 = ("Linker '{name}' has no setting {key!r}. Its settings: {known}. Fix the key (the config block "
+            "[components.{name}] or the SapbertLinker(...) keyword); docs/linker.md describes each setting.")
 
     # ---- E825–E829: the int8 name encoder (precision 'int8') ----
     E825 = ("Linker '{name}' has precision 'int8', which ONNX Runtime runs on the CPU, but {setting} was asked for. "

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
+from ..base.defaults import MAX_LENGTH
 from ..errors import ConfigError, Errors, MissingInputError
 from ..base.util import PathLike, ensure_path
 from ..mentions.datasets import FORMATS
@@ -17,7 +18,7 @@ from ..mentions.records import check_language
 
 MODES = ("mention_only", "end_to_end")
 
-DEFAULT_CONFIG = """
+DEFAULT_CONFIG = f"""
 [evaluate]
 name = "evaluation"
 seed = 0
@@ -60,7 +61,7 @@ base_encoder_name = "base encoder"
 pooling = "auto"
 model_pooling = null
 base_pooling = null
-max_length = 25
+max_length = {MAX_LENGTH}
 device = "auto"
 exact_match = true
 tfidf = true

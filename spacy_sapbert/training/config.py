@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
+from ..base.defaults import MAX_LENGTH
 from ..errors import ConfigError, Errors, Warnings
 from ..base.util import PathLike
 from .dev_eval import DEV_CANDIDATES
@@ -36,7 +37,7 @@ class MetaSettings:
 @dataclass
 class ModelSettings:
     pooling: str = "auto"  # auto: what the base model folder declares (sentence-transformers, sapbert_encoder.json), else cls
-    max_length: int = 25
+    max_length: int = MAX_LENGTH
 
 
 MENTION_LIKE_GENERATORS = ("word_order", "number", "generic_head", "punctuation", "typo")
