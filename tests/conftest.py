@@ -12,7 +12,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def _tiny_vocab() -> list:
@@ -170,22 +171,35 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-CORPUS_CONCEPTS = [("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-                   ("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-                   ("C005", "Ibuprofen", (), ("Chemical",))]
+@pytest.fixture(scope="module")
+def toy_kb():
+    """The toy KnowledgeBase of ``helpers.TOY_CONCEPTS`` (five concepts, "MI" shared by D001 and D002), one per
+    test module (``kb.add_alias`` changes it: build your own with ``helpers.make_toy_kb`` to do that)."""
+    from helpers import make_toy_kb
+
+    return make_toy_kb()
+
+
+@pytest.fixture(scope="module")
+def toy_kb_path(tmp_path_factory) -> Path:
+    """The toy KB of ``toy_kb`` saved to a folder, one per test module. Read-only."""
+    from helpers import write_toy_kb
+
+    return write_toy_kb(tmp_path_factory.mktemp("toy_kb") / "kb")
 
 
 @pytest.fixture(scope="session")
 def corpus_pipeline(tiny_bert_path, tmp_path_factory) -> Path:
     """A saved pipeline: an entity ruler (flu, grippe → DISEASE; aspirin, ibuprofen → CHEMICAL) + a
-    sapbert_linker (tiny BERT, mean pooling, CPU, threshold -1) over a 3-concept KB. Read-only."""
+    sapbert_linker (tiny BERT, mean pooling, CPU, threshold -1) over the toy KB's D003, C004, C005. Read-only."""
     import spacy
 
-    from spacy_sapbert.kb import Concept, KnowledgeBase
+    from helpers import write_toy_kb
+
     from spacy_sapbert.commands.pipeline import create_pipeline
 
     root = tmp_path_factory.mktemp("corpus_pipeline")
-    KnowledgeBase.from_concepts([Concept(*c) for c in CORPUS_CONCEPTS]).to_disk(root / "kb")
+    write_toy_kb(root / "kb", "D003", "C004", "C005")
     base = spacy.blank("en")
     base.add_pipe("entity_ruler").add_patterns(
         [{"label": "DISEASE", "pattern": p} for p in ("flu", "grippe")]
@@ -214,3 +228,33 @@ def write_corpus_shards():
     """``write(folder, sizes=(5, 0, 9, 3))``: JSONL shards ``s<i>.jsonl`` of ``sizes`` documents each (an
     empty shard included by default) with ids ``<shard>-<i>``; returns the folder."""
     return _write_corpus_shards
+
+
+@pytest.fixture()
+def bench_scripts(monkeypatch, tmp_path):
+    """The benchmark scripts without their data: ``load(name)`` imports ``benchmarks/<name>.py`` (or
+    ``benchmarks/studies/<name>.py``) afresh, whose results files go to ``results`` (``tmp_path/results``, through
+    ``results_io``); ``render`` is ``scripts/render_benchmarks.py`` and ``rendered()`` the benchmarks page made
+    from ``results``."""
+    import importlib
+    import sys
+    from types import SimpleNamespace
+
+    from helpers import load_module
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "studies"))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    results_io = importlib.import_module("results_io")
+    monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
+    render = load_module(ROOT / "scripts" / "render_benchmarks.py")
+    loaded = []
+
+    def load(name: str):
+        sys.modules.pop(name, None)
+        loaded.append(name)
+        return importlib.import_module(name)
+
+    yield SimpleNamespace(load=load, results=tmp_path / "results", results_io=results_io, render=render,
+                          rendered=lambda: render.render_all(tmp_path / "results"))
+    for name in loaded:
+        sys.modules.pop(name, None)

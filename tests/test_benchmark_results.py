@@ -8,11 +8,8 @@ every script listed once with its docstring's purpose, its results files and the
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,25 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture()
-def bench(monkeypatch, tmp_path):
-    """Import benchmark scripts (``benchmarks/`` and ``benchmarks/studies/``) as modules; their results go to
-    ``tmp_path/results``."""
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "studies"))
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    results_io = importlib.import_module("results_io")
-    monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
-    spec = importlib.util.spec_from_file_location("render_benchmarks", ROOT / "scripts" / "render_benchmarks.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
-
-    def load(name: str):
-        sys.modules.pop(name, None)
-        return importlib.import_module(name)
-
-    def rendered() -> str:
-        return render.render_all(tmp_path / "results")
-
-    return load, rendered, tmp_path / "results"
+def bench(bench_scripts):
+    """``load`` (a benchmark script as a module), ``rendered`` (the page) and the results folder."""
+    return bench_scripts.load, bench_scripts.rendered, bench_scripts.results
 
 
 def _scores(strict1: float) -> dict:

@@ -117,4 +117,4 @@ def test_evaluate_config_with_an_unknown_format_names_the_key_and_the_value(tmp_
             settings_from_config(config, "my.cfg")
         message = str(err.value)
         assert f"[evaluate.dataset] {key}" in message and "'pubtatr'" in message and "/auto" not in message
-        assert "auto, pubtator, biosyn, tsv, jsonl, brat, xlbel, codiesp" in message
+        assert "auto, pubtator, biosyn, tsv, jsonl, brat, xlbel, codiesp, docbin" in message

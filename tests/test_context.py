@@ -10,22 +10,18 @@ import shutil
 import numpy as np
 import pytest
 
+from helpers import make_toy_kb
+
 from spacy_sapbert.context import ContextEncoder, ContextWeights, PrototypeStore, TypePriors, build_prototypes
 from spacy_sapbert.context.context_encoder import MARKERS, split_budget
 from spacy_sapbert.context.priors import search_with_prior
 from spacy_sapbert.context.rerank import combine, rerank, tune_weights
 from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError, IncompatibleError
 from spacy_sapbert.mentions.datasets import Document, Mention
-from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-CONCEPTS = [
-    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",), "Death of heart muscle."),
-    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
-    Concept("D003", "Influenza", ("flu",), ("Disease",), "A viral infection."),
-    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-]
+IDS = ("D001", "D002", "D003", "C004")  # the toy KB without C005: one chemical
 T1 = "troponin rose sharply after the MI yesterday ."
 T2 = "a loud systolic murmur from the MI was heard ."
 
@@ -37,7 +33,7 @@ def doc(doc_id, text, word, ids, composite=False):
 
 @pytest.fixture(scope="module")
 def kb():
-    return KnowledgeBase.from_concepts(CONCEPTS)
+    return make_toy_kb(*IDS)
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +146,7 @@ def test_store_round_trip_is_memory_mapped_and_checked(kb, encoder, tiny_bert_pa
     q = encoder.encode([(T1, T1.index("MI"), T1.index("MI") + 2)])[0]
     assert loaded.similarities(q, ["D001", "D002", "C004"]) == store.similarities(q, ["D001", "D002", "C004"])
     assert loaded.similarities(q, ["D001"])[0]["D001"] == pytest.approx(1.0, abs=1e-5)
-    other_kb = KnowledgeBase.from_concepts(CONCEPTS[:3])
+    other_kb = make_toy_kb(*IDS[:3])
     with pytest.raises(IncompatibleError, match="SB-E606"):
         PrototypeStore.from_disk(tmp_path / "p", kb=other_kb, device="cpu")
     other = ContextEncoder.load(str(other_tiny_bert_path), pooling="mean", device="cpu")

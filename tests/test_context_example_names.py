@@ -13,6 +13,8 @@ import pytest
 import spacy
 from spacy.tokens import Span
 
+from helpers import linker_nlp
+
 from spacy_sapbert.context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes
 from spacy_sapbert.context.rerank import tune_weights, with_example_names
 from spacy_sapbert.encoding.torch_encoder import Encoder
@@ -55,12 +57,7 @@ def files(tmp_path_factory, tiny_bert_path):
 
 
 def _nlp(model, files, protos="protos", **config):
-    nlp = spacy.blank("en")
-    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean", "context_weight": 0.0,
-           **config}
-    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(files / "kb"), show_progress=False,
-                                                          prototypes_path=str(files / protos))
-    return nlp
+    return linker_nlp(model, files / "kb", prototypes_path=files / protos, **{"context_weight": 0.0, **config})
 
 
 def _link(nlp, text=TEXT, words=WORDS):

@@ -12,20 +12,17 @@ import spacy
 from spacy.tokens import Doc, DocBin, Span
 from typer.testing import CliRunner
 
+from helpers import linker_nlp, write_toy_kb
+
 from spacy_sapbert.cli import app
 from spacy_sapbert.context import ContextEncoder, PrototypeStore, build_prototypes
 from spacy_sapbert.errors import ConfigError, IncompatibleError
 from spacy_sapbert.mentions.datasets import Document, Mention
-from spacy_sapbert.kb import Concept, KnowledgeBase
+from spacy_sapbert.kb import KnowledgeBase
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-CONCEPTS = [
-    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",)),
-    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
-    Concept("D003", "Influenza", ("flu",), ("Disease",)),
-    Concept("C004", "Aspirin", ("acetylsalicylic acid", "ASA"), ("Chemical",)),
-]
+IDS = ("D001", "D002", "D003", "C004")  # the toy KB without C005: "MI" names D001 and D002, one chemical
 T1 = "troponin rose sharply after the MI yesterday ."
 T2 = "a loud systolic murmur from the MI was heard ."
 PUBTATOR = (f"1|t|{T1}\n1|a|\n1\t{T1.index('MI')}\t{T1.index('MI') + 2}\tMI\tDisease\tD001\n\n"
@@ -35,9 +32,7 @@ PUBTATOR = (f"1|t|{T1}\n1|a|\n1\t{T1.index('MI')}\t{T1.index('MI') + 2}\tMI\tDis
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, tiny_bert_path):
     root = tmp_path_factory.mktemp("ctx")
-    kb = KnowledgeBase.from_concepts(CONCEPTS)
-    kb.to_disk(root / "kb")
-    kb = KnowledgeBase.from_disk(root / "kb")
+    kb = KnowledgeBase.from_disk(write_toy_kb(root / "kb", *IDS))
     (root / "train.pubtator").write_text(PUBTATOR, encoding="utf8")
     docs = [Document(str(i), t, [Mention("MI", (cid,), t.index("MI"), t.index("MI") + 2)])
             for i, (t, cid) in enumerate(((T1, "D001"), (T2, "D002")))]
@@ -47,13 +42,8 @@ def files(tmp_path_factory, tiny_bert_path):
 
 
 def make_nlp(model, files, prototypes=True, **config):
-    nlp = spacy.blank("en")
-    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean", "example_names": False,
-           **config}
-    linker = nlp.add_pipe("sapbert_linker", config=cfg)
-    linker.initialize(kb_path=str(files / "kb"), show_progress=False,
-                      prototypes_path=str(files / "protos") if prototypes else None)
-    return nlp
+    return linker_nlp(model, files / "kb", prototypes_path=files / "protos" if prototypes else None,
+                      **{"example_names": False, **config})
 
 
 def linked(nlp, text, word="MI", label="DISEASE"):
@@ -107,7 +97,7 @@ def test_pipe_batches_and_round_trip(tiny_bert_path, files, tmp_path):
 
 
 def test_prototypes_of_another_kb_are_refused(tiny_bert_path, files, tmp_path):
-    KnowledgeBase.from_concepts(CONCEPTS[:3]).to_disk(tmp_path / "kb3")
+    write_toy_kb(tmp_path / "kb3", *IDS[:3])
     nlp = spacy.blank("en")
     linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean"})
     with pytest.raises(IncompatibleError, match="SB-E606"):

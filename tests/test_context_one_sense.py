@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from spacy.tokens import Span
 
+from helpers import write_toy_kb
+
 from spacy_sapbert.context.ranker import context_settings
 from spacy_sapbert.context.rerank import ContextWeights, first_of_each
 from spacy_sapbert.errors import ConfigError
@@ -19,7 +21,7 @@ from spacy_sapbert.mentions.metrics import Ranking
 from spacy_sapbert.context import ContextEncoder, build_prototypes
 from spacy_sapbert.kb import KnowledgeBase
 
-from test_context_linker import CONCEPTS, T1, T2, make_nlp
+from test_context_linker import IDS, T1, T2, make_nlp
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -31,8 +33,7 @@ AT = [BOTH.index("MI"), BOTH.rindex("MI")]
 def files(tmp_path_factory, tiny_bert_path):
     """Prototypes from the very document linked later: each occurrence's context is its concept's prototype."""
     root = tmp_path_factory.mktemp("one_sense")
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(root / "kb")
-    kb = KnowledgeBase.from_disk(root / "kb")
+    kb = KnowledgeBase.from_disk(write_toy_kb(root / "kb", *IDS))
     doc = Document("1", BOTH, [Mention("MI", (cid,), s, s + 2) for s, cid in zip(AT, ("D001", "D002"))])
     encoder = ContextEncoder.load(str(tiny_bert_path), pooling="mean", device="cpu")
     build_prototypes([doc], kb, encoder, show_progress=False).to_disk(root / "protos")

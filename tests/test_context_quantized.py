@@ -12,6 +12,8 @@ import pytest
 import spacy
 from typer.testing import CliRunner
 
+from helpers import linker_nlp, write_toy_kb
+
 from spacy_sapbert.cli import app
 from spacy_sapbert.context import ContextEncoder, PrototypeStore, build_prototypes
 from spacy_sapbert.encoding.onnx_encoder import INT8_FILE, OnnxEncoder, export_onnx, quantize_export
@@ -20,7 +22,7 @@ from spacy_sapbert.errors import ConfigError, DataFormatError, IntegrityError, M
 from spacy_sapbert.mentions.datasets import Document, Mention
 from spacy_sapbert.kb import KnowledgeBase
 
-from test_context_linker import CONCEPTS, T1, T2, linked
+from test_context_linker import IDS, T1, T2, linked
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,8 +32,7 @@ MENTIONS = [(T1, T1.index("MI"), T1.index("MI") + 2), (T2, T2.index("MI"), T2.in
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, tiny_bert_path):
     root = tmp_path_factory.mktemp("ctx_int8")
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(root / "kb")
-    kb = KnowledgeBase.from_disk(root / "kb")
+    kb = KnowledgeBase.from_disk(write_toy_kb(root / "kb", *IDS))
     docs = [Document(str(i), t, [Mention("MI", (cid,), s, e)])
             for i, ((t, s, e), cid) in enumerate(zip(MENTIONS, ("D001", "D002")))]
     ctx = ContextEncoder.load(str(tiny_bert_path), pooling="mean", max_length=32, device="cpu")
@@ -65,11 +66,8 @@ def test_store_records_and_loads_the_int8_encoder(files):
 
 
 def test_linker_reranks_with_the_int8_encoder_and_saves_it(tiny_bert_path, files, tmp_path):
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0,
-                                           "pooling": "mean", "example_names": False, "context_weight": 0.5,
-                                           "context_fallback": "name"}).initialize(
-        kb_path=str(files / "kb"), show_progress=False, prototypes_path=str(files / "protos"))
+    nlp = linker_nlp(tiny_bert_path, files / "kb", prototypes_path=files / "protos", example_names=False,
+                     context_weight=0.5, context_fallback="name")
     first, second = linked(nlp, T1), linked(nlp, T2)
     assert (first.kb_id_, second.kb_id_) == ("D001", "D002")
     assert second._.kb_ents[0] == ("D002", pytest.approx(1.0, abs=1e-4))

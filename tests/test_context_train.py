@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from helpers import make_toy_kb
+
 from spacy_sapbert.context import ContextEncoder, PrototypeStore
 from spacy_sapbert.context.context_encoder import MARKERS, context_token_rows
 from spacy_sapbert.context.train import ContextTokens, context_config, train_context
@@ -14,17 +16,11 @@ from spacy_sapbert.context.train_pairs import (context_mentions, dictionary_ment
                                                pack_context, unpack_context, write_context_pairs)
 from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError
 from spacy_sapbert.mentions.datasets import Document, Mention
-from spacy_sapbert.kb import Concept, KnowledgeBase
+from spacy_sapbert.kb import Concept
 from spacy_sapbert.training import PairSet
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-CONCEPTS = [
-    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",)),
-    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
-    Concept("D003", "Influenza", ("flu",), ("Disease",)),
-    Concept("D004", "Heart disease", (), ("Disease",)),
-]
 T1 = "Troponin rose after the MI.\nA heart attack, then influenza and heart disease."
 T2 = "A murmur of mitral regurgitation; the MI was heard. No flu."
 
@@ -38,7 +34,8 @@ def mention(text, word, ids, nth=0):
 
 @pytest.fixture(scope="module")
 def kb():
-    return KnowledgeBase.from_concepts(CONCEPTS)
+    """The toy KB's diseases and "Heart disease" (T1 names it beside "heart attack")."""
+    return make_toy_kb("D001", "D002", "D003", extra=[Concept("D004", "Heart disease", (), ("Disease",))])
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -25,6 +24,8 @@ from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
+from helpers import load_module
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 COMMAND = re.compile(r"(?:spacy-sapbert|python -m spacy_sapbert)[ \t]+([a-z][a-z0-9_-]*)")
@@ -36,15 +37,8 @@ PROSE_WORDS = {"requires", "command", "project", "demo", "process", "output", "w
 SHELL_BREAK = {"|", "||", "&&", ";", ">", ">>", "2>", "&"}
 
 
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-docs_hooks = _load_script("docs_hooks")
-render_benchmarks = _load_script("render_benchmarks")
+docs_hooks = load_module(ROOT / "scripts" / "docs_hooks.py")
+render_benchmarks = load_module(ROOT / "scripts" / "render_benchmarks.py")
 
 
 # ------------------------------------------------------------------ commands and options that exist
@@ -317,9 +311,7 @@ def test_render_check_fails_when_a_table_drifts(tmp_path, capsys):
 
 
 def test_render_is_generic_over_any_results_file(tmp_path):
-    spec = importlib.util.spec_from_file_location("results_io", ROOT / "benchmarks" / "results_io.py")
-    results_io = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(results_io)
+    results_io = load_module(ROOT / "benchmarks" / "results_io.py")
     results_io.write_results("zz_new_bench", {
         "first": results_io.table(["system", "acc", "note"], [["ours", 0.75, None], ["theirs | old", 1234567, True]]),
         "second": results_io.table(["k"], [["v"]])}, command="python benchmarks/zz.py --fast",

@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -15,10 +14,10 @@ from typing import Dict, List
 
 import pytest
 
+from helpers import load_module
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
-docs_hooks = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(docs_hooks)
+docs_hooks = load_module(ROOT / "scripts" / "docs_hooks.py")
 
 
 class _Field:

@@ -8,38 +8,15 @@ import pytest
 import spacy
 from spacy.tokens import Doc, Span
 
+from helpers import linker_nlp
+
 from spacy_sapbert.errors import ConfigError, IncompatibleError, MissingInputError
 from spacy_sapbert.index import META_FILE
-from spacy_sapbert.kb import Concept, KnowledgeBase
-
-CONCEPTS = [
-    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",), "Death of heart muscle."),
-    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
-    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",), "A viral infection."),
-    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-    Concept("C005", "Ibuprofen", (), ("Chemical",)),
-]
 
 
 @pytest.fixture(scope="module")
-def kb_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("link_kb") / "kb"
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(path)
-    return path
-
-
-def make_nlp(model, kb_path, **config):
-    nlp = spacy.blank("en")
-    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean"}
-    cfg.update(config)
-    linker = nlp.add_pipe("sapbert_linker", config=cfg)
-    linker.initialize(kb_path=str(kb_path), show_progress=False)
-    return nlp
-
-
-@pytest.fixture(scope="module")
-def nlp(tiny_bert_path, kb_path):
-    return make_nlp(tiny_bert_path, kb_path)
+def nlp(tiny_bert_path, toy_kb_path):
+    return linker_nlp(tiny_bert_path, toy_kb_path)
 
 
 def with_ents(nlp, text, spans, label="DISEASE", key=None):
@@ -82,24 +59,24 @@ def test_ties_are_broken_by_concept_id(nlp):
     assert cands[0][1] == cands[1][1]
 
 
-def test_threshold_and_max_entities(tiny_bert_path, kb_path):
-    nlp = make_nlp(tiny_bert_path, kb_path, threshold=0.99999, max_entities_per_mention=1)
+def test_threshold_and_max_entities(tiny_bert_path, toy_kb_path):
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, threshold=0.99999, max_entities_per_mention=1)
     doc = link(nlp, with_ents(nlp, "influenza and zzqx", [(0, 1), (2, 3)]))
     assert doc.ents[0]._.kb_ents == [("D003", pytest.approx(1.0, abs=1e-5))]
     assert doc.ents[1]._.kb_ents == [] and doc.ents[1].kb_id_ == ""
 
 
-def test_semantic_types_filter_and_unknown_type(tiny_bert_path, kb_path):
-    nlp = make_nlp(tiny_bert_path, kb_path, semantic_types=["Chemical"], k=3)
+def test_semantic_types_filter_and_unknown_type(tiny_bert_path, toy_kb_path):
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, semantic_types=["Chemical"], k=3)
     doc = link(nlp, with_ents(nlp, "heart attack", [(0, 2)]))
     cands = doc.ents[0]._.kb_ents
     assert {c for c, _ in cands} == {"C004", "C005"}
     with pytest.raises(ConfigError, match="SB-E113"):
-        make_nlp(tiny_bert_path, kb_path, semantic_types=["Chemical", "Planet"])
+        linker_nlp(tiny_bert_path, toy_kb_path, semantic_types=["Chemical", "Planet"])
 
 
-def test_filter_for_definitions(tiny_bert_path, kb_path):
-    nlp = make_nlp(tiny_bert_path, kb_path, filter_for_definitions=True)
+def test_filter_for_definitions(tiny_bert_path, toy_kb_path):
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, filter_for_definitions=True)
     doc = link(nlp, with_ents(nlp, "aspirin", [(0, 1)]))
     assert {c for c, _ in doc.ents[0]._.kb_ents} == {"D001", "D003"}
 
@@ -107,9 +84,9 @@ def test_filter_for_definitions(tiny_bert_path, kb_path):
 TEXT = "Patients with myocardial infarction ( MI ) were seen . The MI was severe ."
 
 
-def test_abbreviations_resolved_by_internal_detector(tiny_bert_path, kb_path):
-    on = make_nlp(tiny_bert_path, kb_path)
-    off = make_nlp(tiny_bert_path, kb_path, resolve_abbreviations=False)
+def test_abbreviations_resolved_by_internal_detector(tiny_bert_path, toy_kb_path):
+    on = linker_nlp(tiny_bert_path, toy_kb_path)
+    off = linker_nlp(tiny_bert_path, toy_kb_path, resolve_abbreviations=False)
     doc_on = link(on, with_ents(on, TEXT, [(11, 12)]))
     doc_off = link(off, with_ents(off, TEXT, [(11, 12)]))
     # Unresolved "MI" is a name of both D001 and D002 (tie); resolved it is "myocardial infarction".
@@ -121,13 +98,13 @@ def test_abbreviations_resolved_by_internal_detector(tiny_bert_path, kb_path):
 
 
 @pytest.mark.parametrize("serializable", [False, True])
-def test_abbreviations_from_scispacy_pipeline_component(tiny_bert_path, kb_path, serializable):
+def test_abbreviations_from_scispacy_pipeline_component(tiny_bert_path, toy_kb_path, serializable):
     import scispacy.abbreviation  # noqa: F401  (registers abbreviation_detector)
 
     nlp = spacy.blank("en")
     nlp.add_pipe("abbreviation_detector", config={"make_serializable": serializable})
     nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0, "pooling": "mean"})
-    nlp.get_pipe("sapbert_linker").initialize(kb_path=str(kb_path), show_progress=False)
+    nlp.get_pipe("sapbert_linker").initialize(kb_path=str(toy_kb_path), show_progress=False)
     doc = link(nlp, with_ents(nlp, TEXT, [(11, 12)]))
     assert len(doc._.abbreviations) == 2
     cands = doc.ents[0]._.kb_ents
@@ -142,8 +119,8 @@ def test_abbreviation_inside_a_longer_mention(nlp):
     assert _mention_text(doc.ents[0], long_forms) == "Acute Heart attack "
 
 
-def test_spans_key_links_a_span_group(tiny_bert_path, kb_path):
-    nlp = make_nlp(tiny_bert_path, kb_path, spans_key="sc")
+def test_spans_key_links_a_span_group(tiny_bert_path, toy_kb_path):
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, spans_key="sc")
     doc = with_ents(nlp, "flu and aspirin", [(0, 1), (2, 3)], key="sc")
     doc.spans["sc"].attrs["source"] = "test"
     doc = link(nlp, doc)
@@ -154,8 +131,8 @@ def test_spans_key_links_a_span_group(tiny_bert_path, kb_path):
     assert link(nlp, nlp.make_doc("no group here")).spans.get("sc") is None  # documented no-op
 
 
-def test_labels_restrict_which_spans_are_linked(tiny_bert_path, kb_path):
-    nlp = make_nlp(tiny_bert_path, kb_path, labels=["DISEASE"])
+def test_labels_restrict_which_spans_are_linked(tiny_bert_path, toy_kb_path):
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, labels=["DISEASE"])
     doc = nlp.make_doc("flu and aspirin")
     doc.ents = [Span(doc, 0, 1, label="DISEASE"), Span(doc, 2, 3, label="CHEMICAL", kb_id="preset")]
     doc = link(nlp, doc)
@@ -165,7 +142,7 @@ def test_labels_restrict_which_spans_are_linked(tiny_bert_path, kb_path):
     assert not aspirin._.kb_ents  # never linked: the extension's default (None; [] once scispaCy re-registered it)
 
 
-def test_two_linkers_side_by_side(tiny_bert_path, kb_path):
+def test_two_linkers_side_by_side(tiny_bert_path, toy_kb_path):
     nlp = spacy.blank("en")
     base = {"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0, "pooling": "mean"}
     nlp.add_pipe("sapbert_linker", name="dis", config=dict(base, semantic_types=["Disease"], extension_name="dis_ents",
@@ -173,7 +150,7 @@ def test_two_linkers_side_by_side(tiny_bert_path, kb_path):
     nlp.add_pipe("sapbert_linker", name="chem", config=dict(base, semantic_types=["Chemical"],
                                                               extension_name="chem_ents"))
     for name in ("dis", "chem"):
-        nlp.get_pipe(name).initialize(kb_path=str(kb_path), show_progress=False)
+        nlp.get_pipe(name).initialize(kb_path=str(toy_kb_path), show_progress=False)
     doc = link(nlp, with_ents(nlp, "aspirin", [(0, 1)]))
     assert {c for c, _ in doc.ents[0]._.dis_ents} == {"D001", "D002", "D003"}
     assert doc.ents[0]._.chem_ents[0][0] == "C004" and doc.ents[0].kb_id_ == "C004"
@@ -194,8 +171,8 @@ def test_empty_whitespace_long_and_no_entities(nlp):
     assert link(nlp, doc).ents == ()
 
 
-def test_pipe_encodes_a_batch_of_docs_at_once(tiny_bert_path, kb_path, monkeypatch):
-    nlp = make_nlp(tiny_bert_path, kb_path, reuse_name_vectors=False)
+def test_pipe_encodes_a_batch_of_docs_at_once(tiny_bert_path, toy_kb_path, monkeypatch):
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, reuse_name_vectors=False)
     linker = nlp.get_pipe("sapbert_linker")
     calls = []
     original = linker.encoder.encode
@@ -206,7 +183,7 @@ def test_pipe_encodes_a_batch_of_docs_at_once(tiny_bert_path, kb_path, monkeypat
     assert [d.ents[0].kb_id_ for d in out] == ["D003", "C004", "D003", "D003"]
 
 
-def test_uninitialised_and_bad_config(tiny_bert_path, kb_path):
+def test_uninitialised_and_bad_config(tiny_bert_path, toy_kb_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu"})
     with pytest.raises(MissingInputError, match="SB-E114"):
@@ -219,12 +196,12 @@ def test_uninitialised_and_bad_config(tiny_bert_path, kb_path):
             spacy.blank("en").add_pipe("sapbert_linker", config=bad)
 
 
-def test_initialize_from_config_with_index_path(tiny_bert_path, other_tiny_bert_path, kb_path, tmp_path):
+def test_initialize_from_config_with_index_path(tiny_bert_path, other_tiny_bert_path, toy_kb_path, tmp_path):
     index_path = tmp_path / "index"
     nlp = spacy.blank("en")
     nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0, "pooling": "mean"})
     nlp.config["initialize"]["components"]["sapbert_linker"] = {
-        "kb_path": str(kb_path), "index_path": str(index_path), "show_progress": False}
+        "kb_path": str(toy_kb_path), "index_path": str(index_path), "show_progress": False}
     nlp.initialize()
     assert (index_path / META_FILE).exists()  # built and saved
     mtime = (index_path / META_FILE).stat().st_mtime_ns
@@ -234,7 +211,7 @@ def test_initialize_from_config_with_index_path(tiny_bert_path, other_tiny_bert_
     other = spacy.blank("en")
     other.add_pipe("sapbert_linker", config={"model": str(other_tiny_bert_path), "device": "cpu"})
     with pytest.raises(IncompatibleError, match="SB-E108"):
-        other.get_pipe("sapbert_linker").initialize(kb_path=str(kb_path), index_path=str(index_path))
+        other.get_pipe("sapbert_linker").initialize(kb_path=str(toy_kb_path), index_path=str(index_path))
 
 
 TEXTS = ["He had a heart attack and the flu .", "Aspirin helps .", "MI again", "nothing here"]
@@ -248,7 +225,7 @@ def _ents(doc):
 def test_to_disk_load_and_bytes_round_trip(nlp, tmp_path):
     nlp.to_disk(tmp_path / "pipeline")
     assert (tmp_path / "pipeline" / "sapbert_linker" / "encoder" / "model.safetensors").exists()
-    # runtime torch: bit-identical scores (the ONNX runtime's are compared in test_onnx_encoder.py)
+    # runtime torch: bit-identical scores (the ONNX runtime's are compared in test_encoding_onnx.py)
     loaded = spacy.load(tmp_path / "pipeline", config={"components": {"sapbert_linker": {"runtime": "torch"}}})
     linker = nlp.get_pipe("sapbert_linker")
     for text, spans in zip(TEXTS, SPANS):
@@ -273,20 +250,20 @@ def _make_set_ents(nlp, name):
     return _SetEnts()
 
 
-def test_nlp_pipe_with_two_processes(tiny_bert_path, kb_path):
+def test_nlp_pipe_with_two_processes(tiny_bert_path, toy_kb_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("_test_set_ents")
     nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0, "pooling": "mean"})
-    nlp.get_pipe("sapbert_linker").initialize(kb_path=str(kb_path), show_progress=False)
+    nlp.get_pipe("sapbert_linker").initialize(kb_path=str(toy_kb_path), show_progress=False)
     single = [_ents(d) for d in nlp.pipe(TEXTS * 2, batch_size=2)]
     multi = [_ents(d) for d in nlp.pipe(TEXTS * 2, batch_size=2, n_process=2)]
     assert multi == single
     assert single[0][0][1] == "D001"
 
 
-def test_kb_names_reuse_their_stored_vectors(tiny_bert_path, kb_path, monkeypatch):
-    on = make_nlp(tiny_bert_path, kb_path)
-    off = make_nlp(tiny_bert_path, kb_path, reuse_name_vectors=False)
+def test_kb_names_reuse_their_stored_vectors(tiny_bert_path, toy_kb_path, monkeypatch):
+    on = linker_nlp(tiny_bert_path, toy_kb_path)
+    off = linker_nlp(tiny_bert_path, toy_kb_path, reuse_name_vectors=False)
     encoded = []
     linker = on.get_pipe("sapbert_linker")
     original = linker.encoder.encode

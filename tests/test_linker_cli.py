@@ -7,23 +7,18 @@ import pytest
 import spacy
 from typer.testing import CliRunner
 
+from helpers import toy_concepts, write_toy_kb
+
 from spacy_sapbert.cli import app
 from spacy_sapbert.errors import ConfigError, MissingInputError
 from spacy_sapbert.index import META_FILE
-from spacy_sapbert.kb import Concept, KnowledgeBase
 
-CONCEPTS = [
-    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-    Concept("C005", "Ibuprofen", (), ("Chemical",)),
-]
+IDS = ("D003", "C004", "C005")  # the toy KB's influenza, aspirin and ibuprofen: 6 names, none shared
 
 
 @pytest.fixture(scope="module")
 def kb_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cli_kb") / "kb"
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(path)
-    return path
+    return write_toy_kb(tmp_path_factory.mktemp("cli_kb") / "kb", *IDS)
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +192,7 @@ def test_build_kb_overwrite_refuses_a_folder_holding_its_input_or_other_files(tm
 
 def test_link_output_names_each_candidate_concept(index_dir, kb_dir, tiny_bert_path, tmp_path):
     """Issue 30: a newcomer should not have to grep the KB to learn what "grippe" was linked to."""
-    canonical = {c.concept_id: c.canonical_name for c in CONCEPTS}
+    canonical = {c.concept_id: c.canonical_name for c in toy_concepts(*IDS)}
     result = CliRunner().invoke(app, ["link", str(index_dir), "--threshold", "-1", "--device", "cpu"],
                                 input="grippe\n")
     assert result.exit_code == 0, result.output

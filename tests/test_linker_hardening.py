@@ -11,8 +11,7 @@ import spacy
 import srsly
 from spacy.tokens import DocBin
 
-from test_linker import kb_path  # noqa: F401  (fixture: a KB with D003 Influenza/flu/grippe, C004 Aspirin)
-from test_linker import make_nlp as make_linker_nlp
+from helpers import linker_nlp
 
 from spacy_sapbert.errors import DataFormatError
 
@@ -22,15 +21,15 @@ TEXTS = ["flu and aspirin .", "grippe 😀 \u200b x"]
 
 
 def make_nlp(model, kb_path, every_token_ents, **config):
-    """test_linker's pipeline (mean pooling, threshold -1) with every token an entity."""
-    nlp = make_linker_nlp(model, kb_path, **config)
+    """The tiny linker pipeline (mean pooling, threshold -1) with every token an entity."""
+    nlp = linker_nlp(model, kb_path, **config)
     nlp.add_pipe(every_token_ents, first=True)
     return nlp
 
 
 @pytest.fixture(scope="module")
-def nlp(tiny_bert_path, kb_path, every_token_ents):
-    return make_nlp(tiny_bert_path, kb_path, every_token_ents)
+def nlp(tiny_bert_path, toy_kb_path, every_token_ents):
+    return make_nlp(tiny_bert_path, toy_kb_path, every_token_ents)
 
 
 # ---- from_bytes: only the names to_disk writes ------------------------------------------------
@@ -83,9 +82,9 @@ def test_from_bytes_refuses_names_with_a_newline_and_oversized_blobs(nlp, monkey
     assert fresh.index is None
 
 
-def test_from_bytes_never_keeps_the_previous_kb_and_index(tiny_bert_path, kb_path, every_token_ents):
+def test_from_bytes_never_keeps_the_previous_kb_and_index(tiny_bert_path, toy_kb_path, every_token_ents):
     """Bytes without index/ used to return silently with the previous KB and index still linking."""
-    linker = make_nlp(tiny_bert_path, kb_path, every_token_ents).get_pipe("sapbert_linker")
+    linker = make_nlp(tiny_bert_path, toy_kb_path, every_token_ents).get_pipe("sapbert_linker")
     good = srsly.msgpack_loads(linker.to_bytes())
     partial = {name: data for name, data in good.items() if not name.startswith("index/")}
     with pytest.raises(DataFormatError, match=r"\[SB-E550\].*no index/"):
@@ -94,13 +93,13 @@ def test_from_bytes_never_keeps_the_previous_kb_and_index(tiny_bert_path, kb_pat
     assert linker.index is None and linker.encoder is None and linker.kb is None
 
 
-def test_scores_outside_minus_one_one_never_reach_kb_ents(tiny_bert_path, kb_path, every_token_ents):
+def test_scores_outside_minus_one_one_never_reach_kb_ents(tiny_bert_path, toy_kb_path, every_token_ents):
     """A damaged index (the issue's "ataxia" linked with 120.3) gives E556, never a link: through the stored
     vector a KB name reuses, through a search, and through the linker's last check of what it writes."""
     from spacy_sapbert.errors import IntegrityError
     from spacy_sapbert.index import ConceptIndex
 
-    nlp = make_nlp(tiny_bert_path, kb_path, every_token_ents)
+    nlp = make_nlp(tiny_bert_path, toy_kb_path, every_token_ents)
     linker = nlp.get_pipe("sapbert_linker")
     index = linker.index
     damaged = ConceptIndex.from_vectors(index.kb, index.name_vectors(range(len(index))) * 120, linker.encoder,
@@ -128,14 +127,14 @@ def _links(doc):
     return [(e.text, e.kb_id_, e._.kb_ents) for e in doc.ents]
 
 
-def test_spans_without_letter_or_digit_get_no_links(nlp, tiny_bert_path, kb_path, every_token_ents):
+def test_spans_without_letter_or_digit_get_no_links(nlp, tiny_bert_path, toy_kb_path, every_token_ents):
     got = {text: (kb_id, ents) for text, kb_id, ents in _links(nlp(TEXTS[0])) + _links(nlp(TEXTS[1]))}
     for garbage in (".", "😀", "\u200b"):
         if garbage in got:  # the tokenizer may fold the zero-width space into whitespace
             assert got[garbage] == ("", []), garbage
     assert "." in got and "😀" in got
     assert got["flu"][0] == "D003" and got["x"][1]  # a one-letter span is still linked
-    off = make_nlp(tiny_bert_path, kb_path, every_token_ents, skip_non_alnum=False)
+    off = make_nlp(tiny_bert_path, toy_kb_path, every_token_ents, skip_non_alnum=False)
     linked = {text: ents for text, _, ents in _links(off(TEXTS[0]))}
     assert linked["."]  # without the option "." links to something (the bug this option fixes)
 
@@ -185,10 +184,10 @@ def test_kb_ents_are_tuples_after_call_pipe_n_process_and_docbin(nlp, scispacy_s
 
 
 # ---- a pipeline without NER --------------------------------------------------------------------
-def test_pipeline_without_ner_warns_once(tiny_bert_path, kb_path):
+def test_pipeline_without_ner_warns_once(tiny_bert_path, toy_kb_path):
     nlp = spacy.blank("en")
     cfg = {"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean"}
-    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(kb_path), show_progress=False)
+    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(toy_kb_path), show_progress=False)
     with pytest.warns(UserWarning, match=r"\[SB-W551\].*--base") as caught:
         nlp("flu and aspirin")
         list(nlp.pipe(["more flu", "and more"]))

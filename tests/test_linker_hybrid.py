@@ -10,35 +10,11 @@ import spacy
 from spacy.tokens import Span
 from typer.testing import CliRunner
 
+from helpers import linker_nlp
+
 from spacy_sapbert.cli import app
 from spacy_sapbert.errors import ConfigError, MissingInputError
 from spacy_sapbert.index.sparse import SPARSE_META
-from spacy_sapbert.kb import Concept, KnowledgeBase
-
-CONCEPTS = [
-    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",)),
-    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
-    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-    Concept("C005", "Ibuprofen", (), ("Chemical",)),
-]
-
-
-@pytest.fixture(scope="module")
-def kb_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("hybrid_kb") / "kb"
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(path)
-    return path
-
-
-def make_nlp(model, kb_path, index_path=None, **config):
-    nlp = spacy.blank("en")
-    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean"}
-    cfg.update(config)
-    linker = nlp.add_pipe("sapbert_linker", config=cfg)
-    linker.initialize(kb_path=str(kb_path), index_path=None if index_path is None else str(index_path),
-                      show_progress=False)
-    return nlp
 
 
 def linked(nlp, text, start, end):
@@ -67,8 +43,8 @@ def test_bad_sparse_k_is_refused():
         spacy.blank("en").add_pipe("sapbert_linker", config={"sparse_k": -1})
 
 
-def test_hybrid_scores_travel_with_the_pipeline(tiny_bert_path, kb_path, tmp_path):
-    nlp = make_nlp(tiny_bert_path, kb_path, index_path=tmp_path / "index", sparse_weight=3.0, sparse_k=3)
+def test_hybrid_scores_travel_with_the_pipeline(tiny_bert_path, toy_kb_path, tmp_path):
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, index_path=tmp_path / "index", sparse_weight=3.0, sparse_k=3)
     assert (tmp_path / "index" / SPARSE_META).exists()  # built at initialize, saved with the index
     linker = nlp.get_pipe("sapbert_linker")
     ent = linked(nlp, "myocardial infarctions", 0, 2)
@@ -90,15 +66,15 @@ def test_hybrid_scores_travel_with_the_pipeline(tiny_bert_path, kb_path, tmp_pat
     assert linked(blank, "myocardial infarctions", 0, 2)._.kb_ents == ent._.kb_ents
 
 
-def test_weight_zero_is_the_dense_linker(tiny_bert_path, kb_path):
-    dense = make_nlp(tiny_bert_path, kb_path)
-    hybrid = make_nlp(tiny_bert_path, kb_path, sparse_weight=0.0)
+def test_weight_zero_is_the_dense_linker(tiny_bert_path, toy_kb_path):
+    dense = linker_nlp(tiny_bert_path, toy_kb_path)
+    hybrid = linker_nlp(tiny_bert_path, toy_kb_path, sparse_weight=0.0)
     for text, span in (("myocardial infarctions", (0, 2)), ("flu", (0, 1))):
         assert linked(dense, text, *span)._.kb_ents == linked(hybrid, text, *span)._.kb_ents
 
 
-def test_a_pipeline_without_the_sparse_files_says_how_to_fix_it(tiny_bert_path, kb_path, tmp_path):
-    nlp = make_nlp(tiny_bert_path, kb_path, sparse_weight=1.0)
+def test_a_pipeline_without_the_sparse_files_says_how_to_fix_it(tiny_bert_path, toy_kb_path, tmp_path):
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, sparse_weight=1.0)
     nlp.to_disk(tmp_path / "pipe")
     index_dir = tmp_path / "pipe" / "sapbert_linker" / "index"
     (index_dir / SPARSE_META).unlink()
@@ -106,21 +82,21 @@ def test_a_pipeline_without_the_sparse_files_says_how_to_fix_it(tiny_bert_path, 
         spacy.load(tmp_path / "pipe")
 
 
-def test_semantic_type_filter_holds_with_hybrid_scores(tiny_bert_path, kb_path):
-    nlp = make_nlp(tiny_bert_path, kb_path, sparse_weight=5.0, semantic_types=["Chemical"])
+def test_semantic_type_filter_holds_with_hybrid_scores(tiny_bert_path, toy_kb_path):
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, sparse_weight=5.0, semantic_types=["Chemical"])
     ent = linked(nlp, "myocardial infarction", 0, 2)
     assert {c for c, _ in ent._.kb_ents} <= {"C004", "C005"}
 
 
-def test_build_index_sparse_cli(tiny_bert_path, kb_path, tmp_path):
+def test_build_index_sparse_cli(tiny_bert_path, toy_kb_path, tmp_path):
     out = tmp_path / "index"
-    result = CliRunner().invoke(app, ["build-index", str(kb_path), "-m", str(tiny_bert_path), "-o", str(out),
+    result = CliRunner().invoke(app, ["build-index", str(toy_kb_path), "-m", str(tiny_bert_path), "-o", str(out),
                                       "--pooling", "mean", "--device", "cpu", "--sparse", "--sparse-ngrams", "2,4"])
     assert result.exit_code == 0, result.output
     assert "Sparse part" in result.output and (out / SPARSE_META).exists()
-    nlp = make_nlp(tiny_bert_path, kb_path, index_path=out, sparse_weight=1.0)
+    nlp = linker_nlp(tiny_bert_path, toy_kb_path, index_path=out, sparse_weight=1.0)
     assert nlp.get_pipe("sapbert_linker").index.sparse.meta["ngram_range"] == [2, 4]
-    bad = CliRunner().invoke(app, ["build-index", str(kb_path), "-m", str(tiny_bert_path), "-o",
+    bad = CliRunner().invoke(app, ["build-index", str(toy_kb_path), "-m", str(tiny_bert_path), "-o",
                                    str(tmp_path / "bad"), "--sparse", "--sparse-ngrams", "4,2"])
     assert bad.exit_code != 0 and "SB-E780" in str(bad.exception) + bad.output
     shutil.rmtree(out)
@@ -161,7 +137,7 @@ def test_evaluate_hybrid_settings_are_checked(fixtures_dir, tiny_bert_path, tmp_
         _eval_settings(fixtures_dir, tiny_bert_path, tmp_path, sparse_ngrams=[4, 1])
 
 
-def test_tune_hybrid_cli(fixtures_dir, tiny_bert_path, kb_path, tmp_path):
+def test_tune_hybrid_cli(fixtures_dir, tiny_bert_path, toy_kb_path, tmp_path):
     import json
 
     f = fixtures_dir / "eval"

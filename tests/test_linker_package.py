@@ -11,10 +11,9 @@ import subprocess
 import sys
 
 import pytest
-import spacy
 from spacy.tokens import Span
 
-from spacy_sapbert.kb import Concept, KnowledgeBase
+from helpers import linker_nlp, write_toy_kb
 
 LOAD_AND_LINK = """
 import json, sys, spacy
@@ -43,13 +42,8 @@ def _run(args, **kwargs):
                                                      ("tiny_bert_path", "int8")])  # the int8 copy travels too
 def test_spacy_package_wheel_installs_and_loads(model_fixture, precision, request, tmp_path):
     model_path = request.getfixturevalue(model_fixture)
-    kb_dir = tmp_path / "kb"
-    KnowledgeBase.from_concepts([Concept("D003", "Influenza", ("flu", "grippe")),
-                                 Concept("C004", "Aspirin", ("acetylsalicylic acid",))]).to_disk(kb_dir)
-    nlp = spacy.blank("en")
-    linker = nlp.add_pipe("sapbert_linker", config={"model": str(model_path), "device": "cpu", "pooling": "mean",
-                                                    "threshold": -1.0, "precision": precision})
-    linker.initialize(kb_path=str(kb_dir), show_progress=False)
+    nlp = linker_nlp(model_path, write_toy_kb(tmp_path / "kb", "D003", "C004"), precision=precision)
+    linker = nlp.get_pipe("sapbert_linker")
     nlp.meta.update({"name": "pkgtest", "version": "0.0.1"})
     nlp.to_disk(tmp_path / "nlp")
     doc = nlp.make_doc("grippe and aspirin")

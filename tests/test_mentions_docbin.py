@@ -59,3 +59,14 @@ def test_docbin_errors_are_coded_the_same_for_every_user(tmp_path):
     for read in (load_docbin, read_docbin, read_documents):
         with pytest.raises(DataFormatError, match="SB-E613.*bad.spacy: not a spaCy DocBin"):
             read(bad)
+
+
+def test_read_dataset_reads_docbin_by_name_and_by_suffix(docbin):
+    from spacy_sapbert.mentions import read_dataset
+    from spacy_sapbert.mentions.datasets import detect_format
+
+    assert detect_format(docbin) == "docbin"
+    for fmt in ("auto", "docbin"):
+        docs = read_dataset(docbin, format=fmt, types=["Disease"], language="en")
+        assert [(m.text, m.ids, m.language) for m in docs[0].mentions] == [
+            ("fever", ("D002", "D003"), "en"), ("rash", (), "en")]

@@ -4,7 +4,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import http.server
-import importlib.util
 import io
 import json
 import threading
@@ -14,17 +13,12 @@ from pathlib import Path
 import pytest
 import srsly
 
+from helpers import load_module
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"_project_{name}", ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fetch = _load_script("fetch_data")
+fetch = load_module(ROOT / "scripts" / "fetch_data.py", "_project_fetch_data")
 
 
 def _md5(data: bytes) -> str:

@@ -1,20 +1,18 @@
 """The project's helper scripts: launcher (torchrun when several GPUs), preflight, reset, wrappers."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import load_module
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"_project_{name}", ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(ROOT / "scripts" / f"{name}.py", f"_project_{name}")
 
 
 def test_launch_uses_torchrun_for_several_gpus_only():

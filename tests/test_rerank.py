@@ -7,6 +7,8 @@ import json
 import numpy
 import pytest
 
+from helpers import linker_nlp
+
 from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError, IncompatibleError, IntegrityError, \
     MissingInputError
 from spacy_sapbert.mentions.records import Document, Mention
@@ -292,16 +294,6 @@ def trained_reranker(linker_parts, tiny_bert_path, tmp_path_factory):
     return out / "model"
 
 
-def linker_nlp(tiny_bert_path, kb_dir, reranker, **config):
-    import spacy
-
-    nlp = spacy.blank("en")
-    cfg = {"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0, "pooling": "mean", **config}
-    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(kb_dir), reranker_path=reranker,
-                                                           show_progress=False)
-    return nlp
-
-
 def linked(nlp, text, spans):
     from spacy.tokens import Span
 
@@ -315,13 +307,13 @@ def test_linker_reranks_saves_and_loads_the_reranker(linker_parts, tiny_bert_pat
 
     kb, _, _ = linker_parts
     kb.to_disk(tmp_path / "kb")
-    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", str(trained_reranker), reranker_k=3, reranker_margin=1.0,
-                     reranker_dense_weight=2.5)
+    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker, reranker_k=3,
+                     reranker_margin=1.0, reranker_dense_weight=2.5)
     doc = linked(nlp, "a heart infarct and high fever", [(1, 3), (4, 6)])
     for ent in doc.ents:
         scores = [s for _, s in ent._.kb_ents]
         assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores) and scores == sorted(scores, reverse=True)
-    plain = linker_nlp(tiny_bert_path, tmp_path / "kb", None)
+    plain = linker_nlp(tiny_bert_path, tmp_path / "kb")
     dense = linked(plain, "a heart infarct and high fever", [(1, 3), (4, 6)])
     assert any(s > 0 for ent in dense.ents for _, s in ent._.kb_ents)
     assert [e._.kb_ents for e in doc.ents] != [e._.kb_ents for e in dense.ents]  # the re-ranker's probabilities
@@ -347,7 +339,7 @@ def test_linker_refuses_a_reranker_of_another_kb_bad_settings_and_context(linker
     smaller = KnowledgeBase.from_concepts(CONCEPTS[:4])
     smaller.to_disk(tmp_path / "kb4")
     with pytest.raises(IncompatibleError, match="SB-E811"):
-        linker_nlp(tiny_bert_path, tmp_path / "kb4", str(trained_reranker))
+        linker_nlp(tiny_bert_path, tmp_path / "kb4", reranker_path=trained_reranker)
     for bad in ({"reranker_k": 1}, {"reranker_margin": -1.0}):
         with pytest.raises(ConfigError, match="SB-E810"):
             spacy.blank("en").add_pipe("sapbert_linker", config={"model": "x", **bad})
@@ -368,7 +360,8 @@ def test_linker_refuses_a_reranker_of_another_kb_bad_settings_and_context(linker
     kb, _, _ = linker_parts
     kb.to_disk(tmp_path / "kb")
     with pytest.raises(ConfigError, match="SB-E812"):
-        linker_nlp(tiny_bert_path, tmp_path / "kb", str(trained_reranker), type_priors={"Disease": ["Disease"]})
+        linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker,
+                   type_priors={"Disease": ["Disease"]})
 
 
 def test_exporting_the_reranker_without_onnx_names_the_extra(monkeypatch, tmp_path):

@@ -36,7 +36,7 @@ def evaluate_command(
     pooling: Optional[str] = typer.Option(None, "--pooling", help="Pooling of both dense systems: cls, mean or auto (what each model folder declares, else cls; the default)."),
     model_pooling: Optional[str] = typer.Option(None, "--model-pooling", help="Pooling of --model only (cls, mean, auto); wins over --pooling."),
     base_pooling: Optional[str] = typer.Option(None, "--base-pooling", help="Pooling of --base-model only (cls, mean, auto); wins over --pooling."),
-    data_format: str = typer.Option("auto", "--format", help="Dataset format: auto, pubtator, biosyn, tsv, jsonl, brat (Mantra GSC, CANTEMIST), xlbel, codiesp (CodiEsp-X)."),
+    data_format: str = typer.Option("auto", "--format", help="Dataset format: auto, pubtator, biosyn, tsv, jsonl, brat (Mantra GSC, CANTEMIST), xlbel, codiesp (CodiEsp-X), docbin (.spacy: doc.ents with kb_id_)."),
     language: Optional[str] = typer.Option(None, "--language", help="The mentions' language (ISO 639 code, e.g. es), reported with the results."),
     types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable), e.g. Disease."),
     train: List[Path] = typer.Option([], "--train", help="Training-set file (repeatable): filtered subsets and back-off."),

@@ -1,6 +1,7 @@
 """Benchmark readers: PubTator, BioSyn concept files, and generic TSV / JSONL mention lists; the format registry
 (:func:`read_dataset`), which also reads brat standoff (:mod:`~spacy_sapbert.mentions.brat`: Mantra GSC,
-CANTEMIST), XL-BEL and CodiEsp-X (:mod:`~spacy_sapbert.mentions.clinical`).
+CANTEMIST), XL-BEL and CodiEsp-X (:mod:`~spacy_sapbert.mentions.clinical`) and spaCy DocBin files
+(:mod:`~spacy_sapbert.mentions.docbin`).
 
 Every reader returns ``List[Document]``; a :class:`Document` keeps its text (title + " " + abstract
 for PubTator, the ``context`` column for TSV/JSONL, ``<pmid>.txt`` beside a BioSyn ``.concept``
@@ -25,11 +26,12 @@ from ..base.lines import iter_lines, read_text, require_file
 from ..base.util import PathLike, get_logger
 from .brat import read_brat
 from .clinical import CODIESP_COLUMNS, read_codiesp, read_xlbel
+from .docbin import read_docbin
 from .records import DATA_HINT, Document, Mention, span_text, split_ids, type_ok, with_language
 
 logger = get_logger("evaluation.datasets")
 
-FORMATS = ("auto", "pubtator", "biosyn", "tsv", "jsonl", "brat", "xlbel", "codiesp")
+FORMATS = ("auto", "pubtator", "biosyn", "tsv", "jsonl", "brat", "xlbel", "codiesp", "docbin")
 
 
 def _check_offsets(path: Path, line: int, text: str, start: int, end: int, mention: str) -> str:
@@ -221,6 +223,7 @@ _READERS = {
     "brat": read_brat,
     "xlbel": read_xlbel,
     "codiesp": read_codiesp,
+    "docbin": read_docbin,
 }
 _CODIESP_POSITION = re.compile(r"^\d+ \d+(;\d+ \d+)*$")
 _XLBEL_LINE = re.compile(r"^[^|\t]+(\|[^|\t]+)*\|\|[^|]")
@@ -236,7 +239,7 @@ def _first_line(path: Path) -> str:
 
 def detect_format(path: PathLike) -> str:
     """Guess the format from the path: ``.ann`` or a folder holding ``.ann`` files → brat, another folder or
-    ``.concept`` → biosyn, ``.jsonl`` → jsonl, ``.tsv`` → codiesp when its header names ``articleID`` or its 5th column is a position
+    ``.concept`` → biosyn, ``.jsonl`` → jsonl, ``.spacy`` → docbin (``doc.ents`` with their ``kb_id_``), ``.tsv`` → codiesp when its header names ``articleID`` or its 5th column is a position
     ``START END``, else tsv;
     otherwise the first line decides (``pmid|t|`` → pubtator, ``CUI||mention`` → xlbel)."""
     path = require_file(path, "dataset", DATA_HINT, folder=True)
@@ -246,6 +249,8 @@ def detect_format(path: PathLike) -> str:
         return "biosyn"
     if path.suffix in (".jsonl", ".json"):
         return "jsonl"
+    if path.suffix == ".spacy":
+        return "docbin"
     first = _first_line(path)
     if path.suffix == ".tsv":
         cells = [c.strip() for c in first.rstrip("\r\n").split("\t")]

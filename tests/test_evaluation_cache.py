@@ -81,7 +81,7 @@ def test_end_to_end_pipeline_on_another_kb_warns(fixtures_dir, tiny_bert_path, t
     from spacy_sapbert.evaluation.run import evaluate
     from spacy_sapbert.kb import Concept, KnowledgeBase
 
-    from test_eval_run import _settings  # tests/ is on sys.path (rootdir-relative test modules)
+    from test_evaluation_run import _settings  # tests/ is on sys.path (rootdir-relative test modules)
 
     KnowledgeBase.from_concepts([Concept("C001", "Aspirin", ("asa",), ("Chemical",))]).to_disk(tmp_path / "kb")
     nlp = spacy.blank("en")

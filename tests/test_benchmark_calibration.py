@@ -1,32 +1,16 @@
 """benchmarks/calibration.py without real data: its rows from hand-made dev mentions, its results file rendered."""
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy
 import pytest
 
 from spacy_sapbert.calibration import Evidence, feature_matrix, fit
 from spacy_sapbert.evaluation.calibration_fit import DevMentions
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture()
-def bench(monkeypatch, tmp_path):
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    results_io = importlib.import_module("results_io")
-    monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
-    sys.modules.pop("calibration", None)
-    module = importlib.import_module("calibration")
-    spec = importlib.util.spec_from_file_location("render_benchmarks", ROOT / "scripts" / "render_benchmarks.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
-    yield module, results_io, render, tmp_path / "results"
-    sys.modules.pop("calibration", None)
+def bench(bench_scripts):
+    return bench_scripts.load("calibration"), bench_scripts.results_io, bench_scripts.render, bench_scripts.results
 
 
 def _dev(n, seed):

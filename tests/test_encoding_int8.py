@@ -10,20 +10,15 @@ import numpy
 import pytest
 import spacy
 
+from helpers import linker_nlp, write_toy_kb
+
 from spacy_sapbert.errors import ConfigError, IntegrityError, MissingInputError
-from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (requirements-dev.txt installs it)")
 pytest.importorskip("onnx", reason="the onnx extra (requirements-dev.txt installs it)")
 
 from spacy_sapbert.encoding.onnx_encoder import EXPORT_FILE, INT8_FILE, ONNX_FILE, OnnxEncoder  # noqa: E402
 
-CONCEPTS = [
-    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",)),
-    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
-    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-]
 DOCS = [("Aspirin and grippe poisoning .", [(0, 1), (2, 4)]), ("Acute heart attacks with zzqx .", [(1, 3), (4, 5)])]
 
 
@@ -38,12 +33,7 @@ def _cli(*args):
 @pytest.fixture(scope="module")
 def fp32_pipeline(tiny_bert_path, tmp_path_factory):
     root = tmp_path_factory.mktemp("int8_pipeline")
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(root / "kb")
-    nlp = spacy.blank("en")
-    linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu",
-                                                    "threshold": -1.0, "pooling": "mean"})
-    linker.initialize(kb_path=str(root / "kb"), show_progress=False)
-    nlp.to_disk(root / "nlp")
+    linker_nlp(tiny_bert_path, write_toy_kb(root / "kb")).to_disk(root / "nlp")
     return root / "nlp"
 
 
@@ -157,10 +147,8 @@ def test_save_and_bytes_round_trips_keep_int8(int8_pipeline, tmp_path):
 
 
 def test_initialize_with_precision_int8(tiny_bert_path, fp32_pipeline, tmp_path):
-    nlp = spacy.blank("en")
-    linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "threshold": -1.0,
-                                                    "pooling": "mean", "precision": "int8"})
-    linker.initialize(kb_path=str(fp32_pipeline.parent / "kb"), show_progress=False)
+    nlp = linker_nlp(tiny_bert_path, fp32_pipeline.parent / "kb", precision="int8")
+    linker = nlp.get_pipe("sapbert_linker")
     assert linker.encoder.precision == "int8"
     # the index holds the float32 name vectors: the same as the float32 pipeline's
     fp32 = spacy.load(fp32_pipeline).get_pipe("sapbert_linker")

@@ -12,9 +12,10 @@ import numpy
 import pytest
 import spacy
 
+from helpers import linker_nlp, write_toy_kb
+
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, MissingExtraError, MissingInputError
-from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (requirements-dev.txt installs it)")
 pytest.importorskip("onnx", reason="the onnx extra (requirements-dev.txt installs it)")
@@ -24,12 +25,6 @@ from spacy_sapbert.encoding.onnx_encoder import EXPORT_FILE, ONNX_FILE, OnnxEnco
 TEXTS = ["Heart attack", "flu", "a", "Acetylsalicylic acid (ASA) poisoning in a child of 3 years and a very long tail",
          "MI", "mitral regurgitation", "zz-top 42", "Heart attack"]
 
-CONCEPTS = [
-    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",)),
-    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
-    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-]
 DOCS = [("Aspirin and grippe .", [(0, 1), (2, 3)]), ("Acute heart attack with zzqx .", [(1, 3), (4, 5)]),
         ("nothing here", [])]
 
@@ -80,11 +75,7 @@ def test_stale_and_missing_exports_are_refused(tiny_bert_path, other_tiny_bert_p
 @pytest.fixture(scope="module")
 def saved_pipeline(tiny_bert_path, tmp_path_factory):
     root = tmp_path_factory.mktemp("onnx_pipeline")
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(root / "kb")
-    nlp = spacy.blank("en")
-    linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu",
-                                                    "threshold": -1.0, "pooling": "mean"})
-    linker.initialize(kb_path=str(root / "kb"), show_progress=False)
+    nlp = linker_nlp(tiny_bert_path, write_toy_kb(root / "kb"))
     nlp.to_disk(root / "nlp")
     return nlp, root / "nlp"
 

@@ -8,6 +8,8 @@ import pytest
 from thinc.api import Config
 from typer.testing import CliRunner
 
+from helpers import linker_nlp
+
 from spacy_sapbert.cli import app
 from spacy_sapbert.errors import ConfigError, EmptyResultError, MissingInputError
 from spacy_sapbert.evaluation.run import evaluate, evaluate_config
@@ -335,8 +337,6 @@ def test_bad_input_errors(fixtures_dir, tmp_path):
 
 
 def test_end_to_end_links_every_gold_span_of_a_label_restricted_pipeline(fixtures_dir, tiny_bert_path, tmp_path):
-    import spacy
-
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.kb.readers import read_medic
 
@@ -344,10 +344,7 @@ def test_end_to_end_links_every_gold_span_of_a_label_restricted_pipeline(fixture
     KnowledgeBase.from_concepts(read_medic(fixtures_dir / "eval" / "kb_medic.txt")).to_disk(kb_dir)
     scores = {}
     for labels in ([], ["Disease"]):  # the fixture's gold types are not "Disease"
-        nlp = spacy.blank("en")
-        nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean",
-                                               "threshold": -1.0, "labels": labels})
-        nlp.get_pipe("sapbert_linker").initialize(kb_path=str(kb_dir), show_progress=False)
+        nlp = linker_nlp(tiny_bert_path, kb_dir, labels=labels)
         path = tmp_path / f"pipeline_{len(labels)}"
         nlp.to_disk(path)
         settings, _ = _settings(fixtures_dir, modes=["end_to_end"],

@@ -273,19 +273,9 @@ def test_finetune_with_mention_like_mentions(tmp_path, tiny_bert_path, abstracts
     assert ("hnpcc", "lynch syndrome", "D1") in set(pairs.iter_pairs(kb))
 
 
-def test_benchmark_results_render(monkeypatch, tmp_path):
+def test_benchmark_results_render(bench_scripts):
     """benchmarks/mention_pairs.py's results file renders on the benchmarks page with every class column."""
-    import importlib
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    monkeypatch.syspath_prepend(str(root / "benchmarks"))
-    results_io = importlib.import_module("results_io")
-    monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path)
-    sys.modules.pop("mention_pairs", None)
-    bench = importlib.import_module("mention_pairs")
+    bench = bench_scripts.load("mention_pairs")
     split = {"overall": {"n": 960, "acc": 0.6}, "dictionary": {"n": 500, "acc": 0.9},
              "train": {"n": 200, "acc": 0.5}, "neither": {"n": 260, "acc": 0.123}}
     systems = {"MiniLM base (mean)": {s: split for s in bench.SETS},
@@ -297,10 +287,7 @@ def test_benchmark_results_render(monkeypatch, tmp_path):
                                    "NCBI-disease test train (n=200)", "NCBI-disease test neither (n=260)"]
     assert tab["rows"][0][1:5] == [60.0, 90.0, 50.0, 12.3] and tab["rows"][1][4] is None
     assert "12977 MEDIC names" in doc["notes"][0]
-    spec = importlib.util.spec_from_file_location("render_benchmarks", root / "scripts" / "render_benchmarks.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
-    page = render.render_all(tmp_path)
+    page = bench_scripts.rendered()
     assert "| MiniLM base (mean) | 60.0 | 90.0 | 50.0 | 12.3 |" in page and name in page
 
 

@@ -10,6 +10,8 @@ import pytest
 import spacy
 from spacy.tokens import Span
 
+from helpers import linker_nlp
+
 from spacy_sapbert.calibration import Calibration
 from spacy_sapbert.evaluation.calibration_fit import calibrate, dev_mentions, fit_dev, split_documents
 from spacy_sapbert.errors import ConfigError, DataFormatError, IncompatibleError
@@ -63,15 +65,6 @@ def kb_path(tmp_path_factory):
     return path
 
 
-def make_nlp(model, kb_path, **config):
-    nlp = spacy.blank("en")
-    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean"}
-    cfg.update(config)
-    linker = nlp.add_pipe("sapbert_linker", config=cfg)
-    linker.initialize(kb_path=str(kb_path), show_progress=False)
-    return nlp
-
-
 @pytest.fixture(scope="module")
 def dev_path(tmp_path_factory):
     return write_dev(tmp_path_factory.mktemp("cal_dev") / "dev.txt")
@@ -81,7 +74,7 @@ def dev_path(tmp_path_factory):
 def pipeline(tiny_bert_path, kb_path, tmp_path_factory):
     """A saved pipeline (no calibration) and a calibration fitted for it through the CLI function."""
     path = tmp_path_factory.mktemp("cal_pipe") / "pipe"
-    make_nlp(tiny_bert_path, kb_path).to_disk(path)
+    linker_nlp(tiny_bert_path, kb_path).to_disk(path)
     return path
 
 
@@ -243,7 +236,7 @@ def test_bad_confidence_settings_are_refused_when_the_pipeline_is_built(key, val
 
 def test_threshold_on_confidence_without_a_calibration_is_refused(tiny_bert_path, kb_path, pipeline):
     with pytest.raises(ConfigError, match="SB-E794"):
-        make_nlp(tiny_bert_path, kb_path, threshold_on="confidence")
+        linker_nlp(tiny_bert_path, kb_path, threshold_on="confidence")
     with pytest.raises(ConfigError, match="SB-E794"):
         spacy.load(pipeline, config={"components": {"sapbert_linker": {"threshold_on": "confidence"}}})
 

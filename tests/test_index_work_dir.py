@@ -7,19 +7,18 @@ import logging
 import numpy
 import pytest
 
+from helpers import make_toy_kb
+
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, IncompatibleError
 from spacy_sapbert.index import ConceptIndex
 from spacy_sapbert.index.build import LOCK_FILE, WORK_FILE
-from spacy_sapbert.kb import Concept, KnowledgeBase
 from spacy_sapbert.base.outputs import FileLock
-
-NAMES = [("D1", "Influenza", ("flu", "grippe")), ("C2", "Aspirin", ("acetylsalicylic acid",)), ("C3", "Ibuprofen", ())]
 
 
 @pytest.fixture(scope="module")
 def kb():
-    return KnowledgeBase.from_concepts([Concept(cid, name, aliases) for cid, name, aliases in NAMES])
+    return make_toy_kb("D003", "C004", "C005")  # 6 names: 3 chunks of 2
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ import pytest
 import spacy
 from typer.testing import CliRunner
 
+from helpers import linker_nlp, write_toy_kb
+
 from spacy_sapbert.cli import app
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import DataFormatError, IntegrityError, SapbertError
@@ -17,10 +19,7 @@ from spacy_sapbert.kb import Concept, KnowledgeBase
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-CONCEPTS = [
-    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-    Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",)),
-]
+IDS = ("D003", "C004")  # the toy KB's influenza and aspirin
 
 
 def _flip(path, offset, n=1):
@@ -75,9 +74,7 @@ def test_file_records_and_checks(tmp_path):
 # ---- knowledge bases ------------------------------------------------------------------------------
 @pytest.fixture()
 def kb_dir(tmp_path):
-    path = tmp_path / "kb"
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(path)
-    return path
+    return write_toy_kb(tmp_path / "kb", *IDS)
 
 
 def test_kb_records_files_and_damaged_blob_is_caught_at_load(kb_dir):
@@ -171,11 +168,8 @@ def pipeline_dir(tiny_bert_path, tmp_path_factory, every_token_ents):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
     root = tmp_path_factory.mktemp("integrity_pipeline")
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(root / "kb")
-    nlp = spacy.blank("en")
-    nlp.add_pipe(every_token_ents)
-    cfg = {"model": str(tiny_bert_path), "device": "cpu", "pooling": "mean", "threshold": -1.0}
-    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(root / "kb"), show_progress=False)
+    nlp = linker_nlp(tiny_bert_path, write_toy_kb(root / "kb", *IDS))
+    nlp.add_pipe(every_token_ents, first=True)
     nlp.to_disk(root / "pipeline")
     return root / "pipeline"
 

@@ -16,7 +16,7 @@ from spacy_sapbert.training.config import load_config
 from spacy_sapbert.training.pairs import write_kb_pairs
 from spacy_sapbert.training.trainer import Trainer
 
-from test_train_trainer import _concepts  # the same tiny synonym KB
+from test_training_trainer import _concepts  # the same tiny synonym KB
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

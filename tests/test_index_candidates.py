@@ -9,6 +9,8 @@ import pytest
 import spacy
 from spacy.tokens import Span
 
+from helpers import linker_nlp, write_toy_kb
+
 from spacy_sapbert.errors import ConfigError, MissingInputError
 from spacy_sapbert.index import ConceptIndex
 from spacy_sapbert.index.aggregate import aggregate_batch
@@ -160,28 +162,15 @@ def test_interleaved_is_identity_without_slots(parts):
 
 
 # ---- the linker's keys -----------------------------------------------------------------------------------
-LINKER_CONCEPTS = [
-    Concept("D001", "Heart attack", ("myocardial infarction", "MI"), ("Disease",)),
-    Concept("D002", "Mitral insufficiency", ("MI", "mitral regurgitation"), ("Disease",)),
-    Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-    Concept("D004", "Ovarian cysts", (), ("Disease",)),
-]
-
-
 @pytest.fixture(scope="module")
 def kb_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("candidate_kb") / "kb"
-    KnowledgeBase.from_concepts(LINKER_CONCEPTS).to_disk(path)
-    return path
+    """The toy KB's diseases and "Ovarian cysts" (a plural for the ``number`` query variant)."""
+    return write_toy_kb(tmp_path_factory.mktemp("candidate_kb") / "kb", "D001", "D002", "D003",
+                        extra=[Concept("D004", "Ovarian cysts", (), ("Disease",))])
 
 
 def _nlp(model, kb_path, **config):
-    nlp = spacy.blank("en")
-    cfg = {"model": str(model), "device": "cpu", "threshold": -1.0, "pooling": "mean", "k": 2, "sparse_k": 1,
-           "max_entities_per_mention": 2}
-    cfg.update(config)
-    nlp.add_pipe("sapbert_linker", config=cfg).initialize(kb_path=str(kb_path), show_progress=False)
-    return nlp
+    return linker_nlp(model, kb_path, **{"k": 2, "sparse_k": 1, "max_entities_per_mention": 2, **config})
 
 
 def _ents(nlp, text):

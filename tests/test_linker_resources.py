@@ -10,13 +10,14 @@ import pytest
 import spacy
 from spacy.tokens import Span
 
+from helpers import write_toy_kb
+
 from spacy_sapbert.errors import ConfigError, MissingInputError
-from spacy_sapbert.kb import Concept, KnowledgeBase
+from spacy_sapbert.kb import KnowledgeBase
 from spacy_sapbert.commands.pipeline import create_pipeline
 from spacy_sapbert.linker.resources import ENV_VAR, POINTER_FILE
 
-CONCEPTS = [Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-            Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",))]
+IDS = ("D003", "C004")  # the toy KB's influenza and aspirin
 
 
 def _link(nlp):
@@ -29,7 +30,7 @@ def _link(nlp):
 @pytest.fixture()
 def made(tiny_bert_path, tmp_path):
     kb_dir = tmp_path / "kb"
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(kb_dir)
+    write_toy_kb(kb_dir, *IDS)
     config = {"device": "cpu", "pooling": "mean", "threshold": -1.0, "runtime": "torch"}
     inside = create_pipeline(tmp_path / "inside", kb_path=kb_dir, model=str(tiny_bert_path), config=config,
                              show_progress=False)
@@ -70,7 +71,7 @@ def test_missing_or_mismatched_resources_are_coded_errors(made, monkeypatch, tin
         spacy.load(tmp_path / "outside")
     # another KB's resources under the same name: refused, naming what differs
     other_kb = tmp_path / "kb2"
-    KnowledgeBase.from_concepts(CONCEPTS[:1]).to_disk(other_kb)
+    write_toy_kb(other_kb, IDS[0])
     create_pipeline(tmp_path / "p2", kb_path=other_kb, model=str(tiny_bert_path), show_progress=False,
                     config={"device": "cpu", "runtime": "torch"}, resources_dir=tmp_path / "res2" / "tiny_res")
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "res2"))
@@ -80,7 +81,7 @@ def test_missing_or_mismatched_resources_are_coded_errors(made, monkeypatch, tin
 
 def test_outside_without_a_resources_folder_is_refused(tiny_bert_path, tmp_path):
     kb_dir = tmp_path / "kb"
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(kb_dir)
+    write_toy_kb(kb_dir, *IDS)
     nlp = spacy.blank("en")
     linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu",
                                                     "resources": "outside", "runtime": "torch"})
@@ -142,7 +143,7 @@ def test_cli_builds_an_index_and_an_outside_pipeline(tiny_bert_path, tmp_path, m
     from spacy_sapbert.index import META_FILE
 
     kb_dir = tmp_path / "kb"
-    KnowledgeBase.from_concepts(CONCEPTS).to_disk(kb_dir)
+    write_toy_kb(kb_dir, *IDS)
     runner = CliRunner()
     result = runner.invoke(app, ["build-index", str(kb_dir), "--model", str(tiny_bert_path), "--output",
                                  str(tmp_path / "ix"), "--device", "cpu", "--kind", "hnsw", "--M", "8",
