@@ -264,9 +264,9 @@ def test_a_pipeline_holding_a_compact_index_is_refused_at_load(tiny_bert_path, t
 
     from spacy_sapbert.commands.pipeline import create_pipeline
 
-    concepts = [Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-                Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",))]
-    KnowledgeBase.from_concepts(concepts).to_disk(tmp_path / "kb")
+    from helpers import write_toy_kb
+
+    write_toy_kb(tmp_path / "kb", "D003", "C004")
     create_pipeline(tmp_path / "p", kb_path=tmp_path / "kb", model=str(tiny_bert_path), show_progress=False,
                     config={"device": "cpu", "pooling": "mean", "runtime": "torch"}, kind="hnsw")
     spacy.load(tmp_path / "p")  # loads as saved

@@ -8,6 +8,7 @@ import json
 import numpy
 import pytest
 import spacy
+from helpers import write_toy_kb
 from typer.testing import CliRunner
 
 from spacy_sapbert.cli import app
@@ -107,10 +108,7 @@ def test_languages_setting_becomes_the_default_restriction():
 
 
 def _kb(tmp_path):
-    concepts = [Concept("D003", "Influenza", ("flu", "grippe"), ("Disease",)),
-                Concept("C004", "Aspirin", ("acetylsalicylic acid",), ("Chemical",))]
-    KnowledgeBase.from_concepts(concepts).to_disk(tmp_path / "kb")
-    return tmp_path / "kb"
+    return write_toy_kb(tmp_path / "kb", "D003", "C004")
 
 
 def _pipeline_meta(folder):
