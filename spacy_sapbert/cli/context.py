@@ -5,7 +5,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Callable, List, Optional, Sequence
 
 import typer
 
@@ -111,18 +111,10 @@ def tune_context_command(
         margin_value = None if margin.strip().lower() in ("none", "null") else float(margin)
     except ValueError:
         raise ConfigError(Errors.E619.format(value=margin)) from None
-    encode_names = None
-    if cache_dir is not None:
-        from ..evaluation.cache import VectorCache, encoder_key
-
-        def encode_names(encoder, names):
-            return VectorCache(cache_dir, encoder_key(encoder), dim=encoder.dim).get(
-                encoder, names, batch_size=256, show_progress=True)
-
     docs = read_documents(dev, types=types or None)
     best, table, n = tune_on_documents(docs, kb_dir, model, prototypes, pooling=pooling, max_length=max_length,
                                        k=k, step=step, device=device, index_dir=index_dir, margin=margin_value,
-                                       one_sense_per_document=one_sense, encode_names=encode_names)
+                                       one_sense_per_document=one_sense, encode_names=_cached_encoding(cache_dir))
     name_only = next(r["acc@1"] for r in table
                      if r["context_weight"] == 0 and r["definition_weight"] == 0 and not r["example_names"])
     best_acc = max(r["acc@1"] for r in table)
@@ -131,3 +123,17 @@ def tune_context_command(
     if output is not None:
         with atomic_write(output) as fh:
             json.dump({"best": best.to_dict(), "best_acc@1": best_acc, "mentions": n, "grid": table}, fh, indent=2)
+
+
+def _cached_encoding(cache_dir: Optional[Path]) -> Optional[Callable[[Any, Sequence[str]], Any]]:
+    """Name encoding through the evaluation's vector cache in ``cache_dir`` (None: encode every time)."""
+    if cache_dir is None:
+        return None
+    from ..evaluation.cache import VectorCache, encoder_key
+
+    def encode_names(encoder: Any, names: Sequence[str]) -> Any:
+        return VectorCache(cache_dir, encoder_key(encoder), dim=encoder.dim).get(
+            encoder, names, batch_size=256, show_progress=True)
+
+    return encode_names
+

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional
 
 from ..calibration.model import FILE_NAME as CALIBRATION_FILE
 from ..calibration.model import Calibration
@@ -19,6 +19,9 @@ from ..encoding.torch_encoder import Encoder
 from ..errors import ConfigError, Errors
 from ..index import ConceptIndex
 from ..base.util import ensure_path
+
+if TYPE_CHECKING:  # for annotations only
+    from .component import SapbertLinker
 
 
 class LinkerStorage:

@@ -25,7 +25,7 @@ from ..errors import DataFormatError, Errors, MissingInputError, ConfigError
 from ..base.lines import iter_lines, read_text, require_file
 from ..base.util import PathLike, get_logger
 from .brat import read_brat
-from .clinical import CODIESP_COLUMNS, read_codiesp, read_xlbel
+from .clinical import read_codiesp, read_xlbel
 from .docbin import read_docbin
 from .records import DATA_HINT, Document, Mention, span_text, split_ids, type_ok, with_language
 
