@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Dict, Optional
 
+from ..about import __version__
 from ..errors import Errors, MissingExtraError
 
 # top-level module -> (extra, distribution to name in the message)
@@ -58,8 +59,6 @@ def declare_extra(meta: Dict[str, Any], extra: str) -> None:
     that the package ``spacy package`` makes of it installs the extra; other requirements are kept."""
     from packaging.requirements import InvalidRequirement, Requirement
     from spacy.util import get_minor_version_range
-
-    from ..about import __version__
 
     kept, extras = [], {extra}
     for line in meta.get("requirements") or []:

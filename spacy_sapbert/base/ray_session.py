@@ -23,7 +23,7 @@ CONNECT_TIMEOUT_S = 5.0
 def import_ray(what: str) -> Any:
     """``ray`` with ``ray.data`` loaded, or E700 (``what`` names the feature that needs it)."""
     try:
-        import ray
+        import ray  # lazy: ray
         import ray.data  # noqa: F401
     except ImportError as err:  # also a broken install (pyarrow built for another numpy)
         raise ConfigError(Errors.E700.format(what=what, reason=err)) from None

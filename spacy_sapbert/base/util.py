@@ -36,7 +36,7 @@ def set_seed(seed: int) -> None:
 
     numpy.random.seed(seed % (2**32))
     try:
-        import torch
+        import torch  # lazy: torch
     except ImportError:  # the [train] extra is not installed
         return
     torch.manual_seed(seed)
@@ -143,7 +143,7 @@ def resolve_device(device: str = "auto") -> "torch.device":  # noqa: F821
     Accepts ``cpu``, ``cuda``, ``cuda:N``. Mixed precision and distributed training are *not*
     decided here: they are explicit flags of their own.
     """
-    import torch
+    import torch  # lazy: torch
 
     name = device.strip().lower()
     if name == "auto":

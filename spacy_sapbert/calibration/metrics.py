@@ -99,10 +99,10 @@ def best_threshold(values: Sequence[float], should_link: Sequence[bool]) -> floa
 def plot_reliability(curves: Dict[str, List[Dict[str, Any]]], path: Path, title: str = "") -> None:
     """A reliability diagram (accuracy against mean confidence per bin, the diagonal for reference), one
     line per entry of ``curves`` (``{label: reliability(...)}``); PNG, written atomically."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib
 
     fig, ax = plt.subplots(figsize=(5, 4.5))
     ax.plot([0, 1], [0, 1], ":", color="grey", label="perfectly calibrated")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Optional, Sequence
 
+from ..base.util import resolve_device
+from ..encoding.pooling import AUTO, POOLINGS
 from ..errors import ConfigError, Errors
 
 _DEVICE = re.compile(r"cuda(:\d+)?")
@@ -19,8 +21,6 @@ def check_choice(option: str, value: Optional[str], choices: Sequence[str]) -> N
 
 def check_pooling(option: str, value: Optional[str]) -> None:
     """``auto``, ``cls`` or ``mean``."""
-    from ..encoding.pooling import AUTO, POOLINGS
-
     check_choice(option, value, (AUTO,) + POOLINGS)
 
 
@@ -33,8 +33,6 @@ def check_device(option: str, value: Optional[str]) -> None:
         return
     if not _DEVICE.fullmatch(name):
         raise ConfigError(Errors.E012.format(option=option, value=value, why="choose auto, cpu, cuda or cuda:N"))
-    from ..base.util import resolve_device
-
     resolve_device(name)  # E002 when no CUDA GPU is visible
 
 

@@ -29,7 +29,7 @@ def calibrate_command(
 ) -> None:
     """Fit the probability that the linker's top concept is right (a calibrated confidence) on a dev set
     and save it with the pipeline; then set threshold_on = "confidence" to leave unlikely links out."""
-    from ..evaluation.calibration_fit import calibrate
+    from ..evaluation.calibration_fit import calibrate  # lazy: spacy
 
     report = calibrate(dev, pipeline, output=output, data_format=data_format, types=types or None,
                        holdout=holdout, seed=seed, bins=bins, nil_without_id=nil_without_id)

@@ -10,7 +10,15 @@ from typing import Any, Callable, List, Optional, Sequence
 import typer
 
 from ..base.defaults import MAX_LENGTH
+from ..base.util import atomic_write
+from ..context import ContextEncoder, build_prototypes, read_documents
+from ..context.build import DEFINITION_MODES, DOC_FORMATS
+from ..context.tune import tune_on_documents
+from ..encoding.torch_encoder import Encoder
+from ..errors import ConfigError, Errors
+from ..kb import KnowledgeBase
 from ._app import app
+from ._options import check_choice, check_device, check_pooling
 
 
 @app.command("build-prototypes")
@@ -39,13 +47,6 @@ def build_prototypes_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Encode annotated mentions in their context into a prototype store for the linker."""
-    from ..context import ContextEncoder, build_prototypes, read_documents
-    from ..context.build import DEFINITION_MODES, DOC_FORMATS
-    from ..encoding.torch_encoder import Encoder
-    from ..errors import ConfigError, Errors
-    from ..kb import KnowledgeBase
-    from ._options import check_choice, check_device, check_pooling
-
     check_pooling("--pooling", pooling)
     if name_model.lower() != "none":
         check_pooling("--name-pooling", name_pooling)
@@ -99,12 +100,6 @@ def tune_context_command(
 ) -> None:
     """Pick context_weight / definition_weight / context_fallback / example_names by strict acc@1 on a dev set,
     at the linker's context_margin and one_sense_per_document."""
-    from ..context import read_documents
-    from ..context.tune import tune_on_documents
-    from ..errors import ConfigError, Errors
-    from ..base.util import atomic_write
-    from ._options import check_device, check_pooling
-
     check_pooling("--pooling", pooling)
     check_device("--device", device)
     try:
@@ -129,7 +124,7 @@ def _cached_encoding(cache_dir: Optional[Path]) -> Optional[Callable[[Any, Seque
     """Name encoding through the evaluation's vector cache in ``cache_dir`` (None: encode every time)."""
     if cache_dir is None:
         return None
-    from ..evaluation.cache import VectorCache, encoder_key
+    from ..evaluation.cache import VectorCache, encoder_key  # lazy: spacy
 
     def encode_names(encoder: Any, names: Sequence[str]) -> Any:
         return VectorCache(cache_dir, encoder_key(encoder), dim=encoder.dim).get(

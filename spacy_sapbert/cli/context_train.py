@@ -9,7 +9,11 @@ import typer
 
 from ..base.defaults import MAX_LENGTH
 from ..base.outputs import check_parent
+from ..context import read_documents
+from ..context.train_pairs import SOURCES
+from ..kb import KnowledgeBase
 from ._app import app
+from ._options import check_choice, check_device, check_pooling
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -47,12 +51,7 @@ def train_context_command(
 ) -> None:
     from spacy.cli._util import parse_config_overrides
 
-    from ..context import read_documents
-    from ..context.train import context_config, train_context, tune_trained
-    from ..context.train_pairs import SOURCES
-    from ..kb import KnowledgeBase
-    from ._options import check_choice, check_device, check_pooling
-
+    from ..context.train import context_config, train_context, tune_trained  # lazy: torch
     check_pooling("--pooling", pooling)
     check_pooling("--name-pooling", name_pooling)
     check_choice("--source", source, SOURCES)

@@ -6,6 +6,8 @@ from typing import List, Optional
 
 import typer
 
+from ..base.outputs import check_parent
+from ..corpus import link_corpus
 from ._app import app
 
 
@@ -36,9 +38,6 @@ def link_corpus_command(
                                                               "pipeline or an input: SB-E503)."),
 ) -> None:
     """Link a whole corpus: one row per entity (doc id, offsets, label, kb_id, kb_ents), resumable per shard."""
-    from ..corpus import link_corpus
-    from ..base.outputs import check_parent
-
     check_parent(output)
     result = link_corpus(inputs, pipeline, output, input_format=input_format, id_field=id_field,
                          text_field=text_field, output_format=output_format, backend=backend, n_process=n_process,

@@ -7,12 +7,14 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
+from ..base.outputs import check_output
+from ..errors import ConfigError, Errors
+from ..mentions.datasets import FORMATS
 from ._app import app
+from ._options import check_choice, check_pooling
 
 
 def _parse_set(values: List[str]) -> Dict[str, Any]:
-    from ..errors import ConfigError, Errors
-
     out: Dict[str, Any] = {}
     for item in values:
         key, sep, raw = item.partition("=")
@@ -53,13 +55,8 @@ def evaluate_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing report folder."),
 ) -> None:
     """Score linkers side by side (strict and lenient acc@k, filtered subsets) and write a report."""
-    from ..errors import ConfigError, Errors
-    from ..evaluation.run import evaluate
-    from ..mentions.datasets import FORMATS
-    from ..evaluation.settings import MODES, default_config, load_evaluate_config, merge_config, settings_from_config
-    from ..base.outputs import check_output
-    from ._options import check_choice, check_pooling
-
+    from ..evaluation.run import evaluate  # lazy: spacy
+    from ..evaluation.settings import MODES, default_config, load_evaluate_config, merge_config, settings_from_config  # lazy: spacy
     for option, value in (("--pooling", pooling), ("--model-pooling", model_pooling), ("--base-pooling", base_pooling)):
         check_pooling(option, value)
     check_choice("--format", data_format, FORMATS)
@@ -109,7 +106,7 @@ def evaluate_command(
     counts = result["counts"]
     typer.echo(f"{counts['evaluated']} mentions evaluated ({counts['gold_not_in_kb']} with gold not in KB); "
                f"subsets: " + ", ".join(f"{k}={v}" for k, v in counts["subsets"].items()))
-    from ..evaluation.report import classes_line, recall_line
+    from ..evaluation.report import classes_line, recall_line  # lazy: spacy
 
     for mode_name, systems in result["results"].items():
         for name, subsets in systems.items():

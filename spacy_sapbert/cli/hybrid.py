@@ -8,7 +8,11 @@ from typing import List, Optional
 import typer
 
 from ..base.defaults import MAX_LENGTH
+from ..base.util import atomic_write
+from ..encoding.torch_encoder import Encoder
+from ..kb import KnowledgeBase
 from ._app import app
+from ._index_options import parse_ngrams
 
 
 @app.command("tune-hybrid")
@@ -29,12 +33,7 @@ def tune_hybrid_command(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the grid and the best setting as JSON."),
 ) -> None:
     """Pick the linker's sparse_weight (and the sparse n-gram range) by strict acc@1 on annotated mentions."""
-    from ..encoding.torch_encoder import Encoder
-    from ..evaluation.hybrid import tune_on_file
-    from ..kb import KnowledgeBase
-    from ..base.util import atomic_write
-    from ._index_options import parse_ngrams
-
+    from ..evaluation.hybrid import tune_on_file  # lazy: spacy
     ranges = [parse_ngrams(value) for value in ngrams]
     kb = KnowledgeBase.from_disk(kb_dir)
     encoder = Encoder.load(model, pooling=pooling, max_length=max_length, device=device)

@@ -8,10 +8,13 @@ from typing import Optional
 import typer
 
 from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
+from ..base.outputs import check_output, check_parent
+from ..encoding.bulk import BULK_PRECISIONS, BULK_RUNTIMES, check_bulk_options
 from ._app import app
 from ._index_options import (EF_CONSTRUCTION, EF_SEARCH, EXACT, KIND_HELP, LANGUAGES, LISTS, RESCORE, SPARSE,
                              SPARSE_NGRAMS, THREADS, index_settings)
 from ._index_options import M as M_OPTION
+from ._options import check_choice, check_device, check_pooling
 
 
 @app.command("build-index")
@@ -52,11 +55,7 @@ def build_index_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Encode every KB name and build the nearest-name index the linker searches."""
-    from ..encoding.bulk import BULK_PRECISIONS, BULK_RUNTIMES, check_bulk_options
-    from ..commands.pipeline import build_index_dir
-    from ..base.outputs import check_output, check_parent
-    from ._options import check_choice, check_device, check_pooling
-
+    from ..commands.pipeline import build_index_dir  # lazy: tests patch spacy_sapbert.commands.pipeline.build_index_dir
     check_pooling("--pooling", pooling)
     settings = index_settings(kind_option="--kind", kind=kind, exact=exact, M=M, ef_construction=ef_construction,
                               ef_search=ef_search, rescore=rescore, lists=lists, threads=threads,

@@ -7,7 +7,10 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
+from ..base.outputs import check_output
 from ..errors import ConfigError, Errors
+from ..kb.build import build_kb
+from ..kb.readers import SCOPES_ALL, write_jsonl
 from ._app import app
 
 
@@ -41,10 +44,6 @@ def build_kb_command(
 ) -> None:
     """Build a knowledge base folder from UMLS, OBO, MEDIC, scispaCy jsonl or TSV sources, plus translation
     tables (babelon) that add names in other languages to the concepts of those sources."""
-    from ..kb.build import build_kb
-    from ..kb.readers import SCOPES_ALL, write_jsonl
-    from ..base.outputs import check_output
-
     read = [("the source", source) for source in sources]
     check_output(output, overwrite=overwrite, inputs=read)
     if jsonl is not None:

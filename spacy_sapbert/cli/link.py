@@ -9,17 +9,21 @@ from typing import Any, Dict, List, Optional
 import typer
 
 from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
+from ..base.outputs import check_output
+from ..base.util import atomic_write
+from ..commands.pipeline import create_pipeline, link_records, read_texts, write_jsonl
+from ..encoding.onnx_encoder import RUNTIMES
+from ..errors import ConfigError, Errors
+from ..index.meta import MAX_K
 from ._app import app
 from ._index_options import (EF_CONSTRUCTION, EF_SEARCH, EXACT, KIND_HELP, LANGUAGES, LISTS, RESCORE, SPARSE,
                              SPARSE_NGRAMS, THREADS, index_settings)
 from ._index_options import M as M_OPTION
+from ._options import check_choice, check_device, check_pooling
 
 
 def _overrides(k: Optional[int], threshold: Optional[float], max_entities: Optional[int]) -> Dict[str, Any]:
     """Linker options given on the command line, checked here: spaCy's config cannot hold nan or inf."""
-    from ..errors import ConfigError, Errors
-    from ..index.meta import MAX_K
-
     if threshold is not None and not (math.isfinite(threshold) and -1.0 <= threshold <= 1.0):
         raise ConfigError(Errors.E507.format(option="--threshold", what="a number between -1 and 1", value=threshold))
     for option, value in (("--k", k), ("--max-entities", max_entities)):
@@ -49,12 +53,7 @@ def link_command(
 ) -> None:
     """Link texts and write one JSON line per document: its entities with kb_id and kb_ents (candidates
     best first, each with its canonical name)."""
-    from ..errors import ConfigError, Errors
-    from ..commands.pipeline import link_records, load_linking_nlp, read_texts, write_jsonl
-    from ..base.outputs import check_output
-    from ..base.util import atomic_write
-    from ._options import check_device
-
+    from ..commands.pipeline import load_linking_nlp  # lazy: tests patch spacy_sapbert.commands.pipeline.load_linking_nlp
     check_device("--device", device)
     overrides = _overrides(k, threshold, max_entities)
     if output is not None:
@@ -117,11 +116,6 @@ def create_pipeline_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Write a ready pipeline folder: a blank or given NER pipeline + an initialised sapbert_linker."""
-    from ..encoding.onnx_encoder import RUNTIMES
-    from ..commands.pipeline import create_pipeline
-    from ..base.outputs import check_output
-    from ._options import check_choice, check_device, check_pooling
-
     check_pooling("--pooling", pooling)
     settings = index_settings(kind_option="--index-kind", kind=index_kind, exact=exact, M=M,
                               ef_construction=ef_construction, ef_search=ef_search, rescore=rescore, lists=lists,
@@ -147,7 +141,7 @@ def export_onnx_command(
                                        "precision to int8 so that the pipeline runs it (the index is kept)."),
 ) -> None:
     """Write (or refresh) the ONNX export that runtime auto/onnx runs, next to the encoder's weights."""
-    from ..commands.pipeline import export_onnx_dir
+    from ..commands.pipeline import export_onnx_dir  # lazy: tests patch spacy_sapbert.commands.pipeline.export_onnx_dir
 
     for folder in export_onnx_dir(path, quantize=quantize):
         typer.echo(f"ONNX export{' and its int8 copy' if quantize else ''} written to {folder}")

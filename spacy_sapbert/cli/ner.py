@@ -6,8 +6,12 @@ from typing import Dict, List, Optional
 
 import typer
 
+from ..base.outputs import check_output, check_parent
 from ..errors import ConfigError, Errors
+from ..ner.convert import MISALIGNED_CHOICES, convert_pubtator
+from ..ner.train import ner_scores, train_ner
 from ._app import app
+from ._options import check_choice
 
 
 def _parse_labels(values: Optional[List[str]]) -> Optional[Dict[str, str]]:
@@ -47,10 +51,6 @@ def convert_ner_cli(
     misaligned: str = typer.Option("skip", "--misaligned", help="Mentions not on token boundaries: skip, expand or contract (always counted in a warning)."),
 ) -> None:
     """Convert PubTator training data into a spaCy DocBin with Disease/Chemical entities."""
-    from ..ner.convert import MISALIGNED_CHOICES, convert_pubtator
-    from ..base.outputs import check_output
-    from ._options import check_choice
-
     check_choice("--misaligned", misaligned, MISALIGNED_CHOICES)
     check_output(output, folder=False, inputs=[("the input", path) for path in inputs])
     stats = convert_pubtator(inputs, output, lang=lang, label_map=_parse_labels(label), misaligned=misaligned)
@@ -72,9 +72,6 @@ def train_ner_cli(
     override: Optional[List[str]] = typer.Option(None, "--set", help="Config override section.key=value (repeatable), e.g. --set training.max_steps=200."),
 ) -> None:
     """Train the NER with spaCy's own `spacy train`, then report per-label F1 on the dev set."""
-    from ..ner.train import ner_scores, train_ner
-    from ..base.outputs import check_output, check_parent
-
     check_parent(output / "model-best")
     if metrics is not None:
         check_output(metrics, folder=False)

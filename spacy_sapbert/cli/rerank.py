@@ -7,6 +7,12 @@ from typing import List, Optional
 import typer
 
 from ..base.defaults import MAX_LENGTH
+from ..base.outputs import check_parent
+from ..encoding.torch_encoder import Encoder
+from ..index import ConceptIndex
+from ..kb import KnowledgeBase
+from ..mentions.datasets import read_dataset
+from ..rerank import RerankerSettings, train_reranker
 from ._app import app
 
 
@@ -42,13 +48,6 @@ def train_reranker_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
 ) -> None:
     """Train a cross-encoder that re-orders the linker's best candidates (mention and name read together)."""
-    from ..encoding.torch_encoder import Encoder
-    from ..mentions.datasets import read_dataset
-    from ..index import ConceptIndex
-    from ..kb import KnowledgeBase
-    from ..base.outputs import check_parent
-    from ..rerank import RerankerSettings, train_reranker
-
     settings = RerankerSettings(k=k, pseudo_mentions=pseudo_mentions, epochs=epochs, batch_mentions=batch_mentions,
                                 lr=lr, max_length=pair_length, seed=seed, max_steps=max_steps,
                                 checkpoint_every=checkpoint_every).check()

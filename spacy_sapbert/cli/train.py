@@ -11,7 +11,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import typer
 
 from ..base.outputs import check_parent
+from ..kb import KnowledgeBase
+from ..mentions.datasets import iter_mentions, read_dataset
 from ._app import app
+from ._options import check_device
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 _OVERRIDES_HELP = "Extra arguments override config settings in spaCy's style, e.g. --training.batch_size 64 --loss.name infonce."
@@ -21,7 +24,7 @@ def _config(ctx: typer.Context, config_path: Optional[Path], task: str, amp: Opt
             distributed: bool) -> Any:
     from spacy.cli._util import parse_config_overrides
 
-    from ..training.config import load_config
+    from ..training.config import load_config  # lazy: torch
 
     overrides: Dict[str, Any] = parse_config_overrides(list(ctx.args))
     if amp is not None:
@@ -36,9 +39,7 @@ def _config(ctx: typer.Context, config_path: Optional[Path], task: str, amp: Opt
 def _dev(dev: Optional[Path], dev_kb: Optional[Path], kb: Any, types: Optional[str]) -> Any:
     if dev is None:
         return None
-    from ..mentions.datasets import iter_mentions, read_dataset
-    from ..kb import KnowledgeBase
-    from ..training.run import dev_set
+    from ..training.run import dev_set  # lazy: torch
 
     wanted = [t.strip() for t in types.split(",")] if types else None
     mentions = iter_mentions(read_dataset(dev, types=wanted))
@@ -46,7 +47,7 @@ def _dev(dev: Optional[Path], dev_kb: Optional[Path], kb: Any, types: Optional[s
 
 
 def _summary(result: Any) -> None:
-    from ..training.summary import summary_lines
+    from ..training.summary import summary_lines  # lazy: torch
 
     for line in summary_lines(result):
         typer.echo(line)
@@ -63,9 +64,6 @@ _DISTRIBUTED = typer.Option(False, "--distributed", help="DDP (also on when laun
 def _start(ctx: typer.Context, task: str, kb_dir: Path, output: Path, config_path: Optional[Path], amp: Optional[str],
            device: Optional[str], distributed: bool) -> Tuple[Any, Any]:
     """``(config, kb)`` of a training command, after the checks that need no loading (device, output folder)."""
-    from ..kb import KnowledgeBase
-    from ._options import check_device
-
     check_device("--device", device)
     check_parent(output / "model")
     config = _config(ctx, config_path, task, amp, device, distributed)
@@ -87,7 +85,7 @@ def pretrain_command(
     device: Optional[str] = _DEVICE,
     distributed: bool = _DISTRIBUTED,
 ) -> None:
-    from ..training.run import pretrain
+    from ..training.run import pretrain  # lazy: torch
 
     config, kb = _start(ctx, "pretrain", kb_dir, output, config_path, amp, device, distributed)
     result = pretrain(kb, base_model, output, config=config, dev=_dev(dev, dev_kb, kb, types), resume=resume)
@@ -109,8 +107,7 @@ def finetune_command(
     device: Optional[str] = _DEVICE,
     distributed: bool = _DISTRIBUTED,
 ) -> None:
-    from ..mentions.datasets import iter_mentions, read_dataset
-    from ..training.run import finetune
+    from ..training.run import finetune  # lazy: torch
 
     config, kb = _start(ctx, "finetune", kb_dir, output, config_path, amp, device, distributed)
     wanted: Optional[List[str]] = [t.strip() for t in types.split(",")] if types else None

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import typer
 
+from ..commands.verify import summary, verify_folder
 from ._app import app
 
 
@@ -15,8 +16,6 @@ def verify_command(
 ) -> None:
     """Check every file of a saved folder against the checksums recorded when it was written (full sha256).
     Prints one line per file; exits with status 1 when a file is damaged."""
-    from ..commands.verify import summary, verify_folder
-
     checks = verify_folder(path)
     for check in checks:
         line = f"{check.status.upper():<10} {check.path}"

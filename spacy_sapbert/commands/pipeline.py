@@ -15,11 +15,18 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ..base.defaults import MAX_LENGTH
-from ..errors import DataFormatError, Errors, MissingInputError
-from ..index import META_FILE, ConceptIndex, IndexSettings
-from ..index.settings import DEFAULTS
 from ..base.lines import require_file
+from ..base.ray_session import check_address, import_ray
 from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
+from ..encoding.bulk import (ENCODER_FOLDER, bulk_encoder, check_bulk_options, names_precision, ray_encoder_options,
+                             resolve_runtime, warn_emulated_bf16)
+from ..encoding.onnx_encoder import check_int8_settings, export_onnx, quantize_export
+from ..encoding.torch_encoder import SETTINGS_FILE, Encoder
+from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
+from ..index import META_FILE, ConceptIndex, IndexSettings
+from ..index.ray_build import encode_names_ray
+from ..index.settings import DEFAULTS
+from ..kb import KnowledgeBase
 
 logger = get_logger("linking")
 
@@ -59,23 +66,14 @@ def build_index_dir(
     names, ``torch``, ``onnx`` (an ONNX export of the model's weights, made in the work folder, run by ONNX
     Runtime on the CPU; ``precision="int8"`` its quantized copy) or ``auto`` (ONNX float32 on a CPU from
     20,000 names, else torch; torch with ``ray``): see :mod:`spacy_sapbert.encoding.bulk`."""
-    from ..encoding.bulk import (ENCODER_FOLDER, bulk_encoder, check_bulk_options, names_precision,
-                                ray_encoder_options, resolve_runtime, warn_emulated_bf16)
-    from ..encoding.torch_encoder import Encoder
-    from ..kb import KnowledgeBase
-
     settings = IndexSettings.of(settings, **options)  # every setting checked before any work
     kb_dir = ensure_path(kb_dir)
     output = ensure_path(output)
     if output.exists() and not overwrite:
-        from ..errors import ConfigError
-
         raise ConfigError(Errors.E003.format(path=output))
     check_bulk_options(runtime, precision, device)
     warn_emulated_bf16(precision, device)
     if ray:  # before any work: the extra is installed, the cluster answers
-        from ..base.ray_session import check_address, import_ray
-
         import_ray("build-index --ray")
         if address:
             check_address(address)
@@ -90,8 +88,6 @@ def build_index_dir(
     enc = bulk_encoder(enc, run, precision, ensure_path(work_dir) / ENCODER_FOLDER)
     logger.info("encoding %d names with %s (%s)", len(kb.names), type(enc).__name__, names_precision(enc))
     if ray:
-        from ..index.ray_build import encode_names_ray
-
         encode_names_ray(kb, enc, kb_dir=kb_dir, model=model, work_dir=work_dir, chunk_size=chunk_size,
                          encoder_options=ray_encoder_options(enc, {"pooling": pooling, "max_length": max_length,
                                                                    "device": device, "precision": precision}),
@@ -132,9 +128,6 @@ def load_linking_nlp(
         return spacy.load(path, config=config), False
     if not (path / META_FILE).exists():
         raise MissingInputError(Errors.E117.format(path=path))
-    from ..encoding.torch_encoder import Encoder
-    from ..kb import KnowledgeBase
-
     meta = ConceptIndex.read_meta(path)
     model = model or meta.get("model") or meta.get("encoder_name")
     if not model:
@@ -253,8 +246,6 @@ def create_pipeline(
     index_settings = IndexSettings.of(index_settings, **options)
     output = ensure_path(output)
     if output.exists() and not overwrite:
-        from ..errors import ConfigError
-
         raise ConfigError(Errors.E003.format(path=output))
     nlp = spacy.load(base) if base is not None else spacy.blank(lang)
     config = dict(config or {}, model=str(model))
@@ -281,9 +272,6 @@ def export_onnx_dir(path: PathLike, *, quantize: bool = False) -> List[Path]:
     ``onnx_export.json``), and in a pipeline folder each linker's ``precision`` set to ``int8`` in
     ``config.cfg`` so that the pipeline runs it (E825 first, before anything is written, for a linker that
     runs PyTorch or a GPU). Returns the encoder folders exported."""
-    from ..encoding.torch_encoder import SETTINGS_FILE, Encoder
-    from ..encoding.onnx_encoder import export_onnx, quantize_export
-
     path = ensure_path(path)
     if (path / SETTINGS_FILE).is_file():
         folders = [path]
@@ -306,8 +294,6 @@ def _int8_config(pipeline: Path, names: Sequence[str]) -> Any:
     """The pipeline's config with ``precision = "int8"`` for the linkers ``names`` (E825 for one whose runtime or
     device cannot run it)."""
     from spacy.util import load_config
-
-    from ..encoding.onnx_encoder import check_int8_settings
 
     config = load_config(pipeline / "config.cfg", interpolate=False)
     for name in names:

@@ -15,10 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
-from ..encoding.files import SETTINGS_FILE, read_json_file, read_settings
-from ..errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError
 from ..base.integrity import NPY_READ_ERRORS, check_files, unit_norm_problem
 from ..base.util import PathLike, ensure_path
+from ..context.store import unit_problem
+from ..encoding.files import SETTINGS_FILE, read_json_file, read_settings
+from ..encoding.onnx_encoder import INT8_FILE, check_int8
+from ..errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError
+from ..index.hnsw_file import check_hnsw_file
+from ..index.meta import check_meta
 
 KB_META = "kb.json"
 INDEX_META = "index_meta.json"
@@ -84,8 +88,6 @@ def _not_unit(problem: Any) -> Any:
 def _index_lengths(folder: Path, meta: Dict[str, Any]) -> Dict[str, Any]:
     import numpy
 
-    from ..index.hnsw_file import check_hnsw_file
-
     def npy(name: str) -> Any:
         def problem() -> Any:
             try:
@@ -108,8 +110,6 @@ def _index_lengths(folder: Path, meta: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def verify_index(folder: Path) -> List[FileCheck]:
-    from ..index.meta import check_meta
-
     meta = read_json_file(folder / INDEX_META, what="an index", fix=_FIXES["index"])
     try:
         check_meta(meta, folder / INDEX_META)  # the field an edit broke, as a load reports it
@@ -135,8 +135,6 @@ def verify_index(folder: Path) -> List[FileCheck]:
 def verify_prototypes(folder: Path) -> List[FileCheck]:
     """A prototype store: its array files' records in full, the length of every stored vector, its encoder."""
     import numpy
-
-    from ..context.store import unit_problem
 
     meta = read_json_file(folder / PROTOTYPES_META, what="a prototype store", fix=_FIXES["prototypes"])
     checks = _check_records(folder, meta.get("files"), "prototype store")
@@ -182,8 +180,6 @@ def _precision(pipeline: Path, name: str) -> Any:
 def _int8_check(encoder: Path) -> List[FileCheck]:
     """A linker of precision int8 runs ``model.int8.onnx``: it must be there and recorded (its bytes are
     checked in full with the export's other records)."""
-    from ..encoding.onnx_encoder import INT8_FILE, check_int8
-
     try:
         check_int8(encoder)
     except SapbertError as err:

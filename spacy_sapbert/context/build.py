@@ -22,10 +22,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
-from ..errors import ConfigError, EmptyResultError, Errors, Warnings
 from ..base.util import PathLike, ensure_path, get_logger
+from ..errors import ConfigError, EmptyResultError, Errors, Warnings
+from ..kb.concept import normalize_name
 from ..mentions.datasets import read_dataset
 from ..mentions.docbin import read_docbin
+from ..mentions.metrics import resolve_gold_id
 from .context_encoder import ContextEncoder, MentionInText
 from .store import DEFINITION, EXAMPLE, PrototypeStore
 
@@ -50,8 +52,6 @@ def read_documents(path: PathLike, *, format: str = "auto", types: Optional[Sequ
 def collect_examples(docs: Sequence[Any], kb: Any, *, what: str = "the documents"
                      ) -> Tuple[List[MentionInText], List[str], Dict[str, int]]:
     """``(mentions in text, concept ids, counts)`` of the mentions usable as prototypes."""
-    from ..mentions.metrics import resolve_gold_id
-
     counts = {"mentions": 0, "no_id": 0, "composite": 0, "unknown_id": 0, "no_offsets": 0, "used": 0}
     unknown: List[str] = []
     mentions: List[MentionInText] = []
@@ -125,8 +125,6 @@ def build_prototypes(docs: Sequence[Any], kb: Any, encoder: ContextEncoder, *, d
     kinds = [EXAMPLE] * len(mentions) + [DEFINITION] * len(def_mentions)
     names = None
     if name_encoder is not None:
-        from ..kb.concept import normalize_name
-
         texts = [normalize_name(text[start:end]) for text, start, end in mentions]
         names = numpy.zeros((len(kinds), name_encoder.dim), dtype=numpy.float32)
         if texts:

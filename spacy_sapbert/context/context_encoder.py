@@ -82,7 +82,7 @@ def add_markers(encoder: Encoder) -> bool:
     tokenizer, model = encoder.tokenizer, encoder.model
     if all(m in tokenizer.get_vocab() for m in MARKERS):
         return False
-    import torch
+    import torch  # lazy: torch
 
     tokenizer.add_special_tokens({"additional_special_tokens": list(MARKERS)})
     old = model.get_input_embeddings().weight.shape[0]
@@ -101,7 +101,7 @@ def add_markers(encoder: Encoder) -> bool:
 
 def _marked_tokenizer(folder: Any) -> Any:
     """The Hugging Face tokenizer of a saved context encoder folder, which must hold the markers."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     if not all(m in tokenizer.get_vocab() for m in MARKERS):

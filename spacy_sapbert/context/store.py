@@ -33,9 +33,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy
 
 from ..about import __version__
-from ..errors import DataFormatError, Errors, IncompatibleError, IntegrityError, Warnings
 from ..base.integrity import NORM_TOLERANCE, NPY_READ_ERRORS, check_files, file_records, unit_norm_problem
 from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path
+from ..errors import DataFormatError, Errors, IncompatibleError, IntegrityError, Warnings
+from .context_encoder import ContextEncoder
 
 META_FILE = "prototypes_meta.json"
 ENCODER_DIR = "encoder"
@@ -253,8 +254,6 @@ class PrototypeStore:
                   load_encoder: bool = True) -> "PrototypeStore":
         """Open a store: vectors memory-mapped; the saved encoder loaded and checked against the
         fingerprint the vectors were made with; with ``kb``, the KB checksum is checked."""
-        from .context_encoder import ContextEncoder
-
         path = ensure_path(path)
         missing = [f for f in (META_FILE, *(f"{name}.npy" for name in _ARRAYS)) if not (path / f).is_file()]
         if missing:

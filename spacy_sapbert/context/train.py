@@ -22,11 +22,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..base.defaults import MAX_LENGTH
+from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from ..errors import ConfigError, Errors
+from ..kb import KnowledgeBase
 from ..training import PairSet, TrainConfig, Trainer, TrainResult, load_config
-from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
+from .build import build_prototypes
 from .context_encoder import DEFAULT_CONTEXT_LENGTH, ContextEncoder, context_token_rows
 from .train_pairs import META_FILE, check_context_pairs, make_context_pairs, unpack_context
+from .tune import tune_on_documents
 
 logger = get_logger("context.train")
 
@@ -141,7 +144,7 @@ def train_context(docs: Sequence[Any], kb: Any, base_model: str, output: PathLik
                         max_length=config.model.max_length)
     folder = run / "pairs"
     if not (folder / META_FILE).is_file():
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # lazy: transformers
 
         mask_token = AutoTokenizer.from_pretrained(str(base)).mask_token or "[MASK]"
         make_context_pairs(docs, kb, folder, source=source, names_per_mention=names_per_mention,
@@ -169,11 +172,6 @@ def tune_trained(docs: Sequence[Any], kb_dir: PathLike, model_path: PathLike, na
     ``dev_docs`` against the name encoder ``name_model`` (``tune-context``'s grid), and the summary
     (name-only and best dev strict acc@1, best weights) is written to ``OUTPUT/dev_weights.json``."""
     import json
-
-    from ..kb import KnowledgeBase
-    from ..base.util import atomic_write
-    from .build import build_prototypes
-    from .tune import tune_on_documents
 
     output = ensure_path(output)
     kb = KnowledgeBase.from_disk(kb_dir)

@@ -29,9 +29,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
 from ..errors import ConfigError, DataFormatError, EmptyResultError, Errors, Warnings
 from ..kb.concept import normalize_name
-from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
+from .build import collect_examples
 from .context_encoder import _WINDOW_CHARS, MARKERS, MentionInText, check_mention
 
 logger = get_logger("context.train_pairs")
@@ -116,8 +117,6 @@ def dictionary_mentions(docs: Sequence[Any], kb: Any, *, min_chars: int = 3, max
 def context_mentions(docs: Sequence[Any], kb: Any, source: str, *, min_chars: int = 3,
                      what: str = "the documents") -> Tuple[List[MentionInText], List[str], Dict[str, Any]]:
     """The mentions ``source`` asks for (supervised first, then self-supervised), with counts."""
-    from .build import collect_examples
-
     if source not in SOURCES:
         raise ConfigError(Errors.E002.format(what="context pair source", value=source, choices=", ".join(SOURCES)))
     mentions: List[MentionInText] = []
@@ -168,7 +167,7 @@ def write_context_pairs(kb: Any, mentions: Sequence[MentionInText], concepts: Se
     ``path`` (atomically) and return it as a :class:`~spacy_sapbert.training.PairSet`: each context
     with ``names_per_mention`` names of its concept and with ``contexts_per_mention`` other contexts of
     it (KRISSBERT's mention-to-mention positives; 0: none)."""
-    from ..training.pairs import PairSet
+    from ..training.pairs import PairSet  # lazy: torch
 
     _check_count("names_per_mention", names_per_mention, 1)
     _check_count("contexts_per_mention", contexts_per_mention, 0)

@@ -13,9 +13,15 @@ from typing import Any, Callable, Dict, FrozenSet, Hashable, List, Optional, Seq
 import numpy
 
 from ..base.defaults import MAX_LENGTH
-from ..errors import ConfigError, EmptyResultError, Errors
 from ..base.util import PathLike
+from ..encoding.torch_encoder import Encoder
+from ..errors import ConfigError, EmptyResultError, Errors
+from ..index import ConceptIndex
+from ..kb import KnowledgeBase
+from ..kb.concept import normalize_name
+from ..mentions.metrics import resolve_gold
 from .rerank import Candidates, ContextWeights, first_of_each, needs_context, tune_weights, with_example_names_many
+from .store import PrototypeStore
 
 # the linker's defaults (LinkerSettings): re-rank the mentions whose best names tie, one sense per document
 LINKER_MARGIN: Optional[float] = 0.0
@@ -73,13 +79,6 @@ def tune_on_documents(docs: Sequence[Any], kb_dir: PathLike, model: str, prototy
     (:func:`tune_at_linker_settings`); the name index is loaded from ``index_dir`` or built (exact search) from
     the KB names' vectors, which ``encode_names(encoder, names)`` gives when set (e.g. ``evaluate``'s vector
     cache: ``tune-context --cache-dir``) instead of encoding them here."""
-    from ..encoding.torch_encoder import Encoder
-    from ..mentions.metrics import resolve_gold
-    from ..index import ConceptIndex
-    from ..kb import KnowledgeBase
-    from ..kb.concept import normalize_name
-    from .store import PrototypeStore
-
     kb = KnowledgeBase.from_disk(kb_dir)
     store = PrototypeStore.from_disk(prototypes, kb=kb, device=device)
     items, golds, queries, keys = [], [], [], []

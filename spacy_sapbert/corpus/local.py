@@ -34,7 +34,7 @@ def torch_threads(threads: int) -> Iterator[None]:
     if not is_installed("torch"):
         yield
         return
-    import torch
+    import torch  # lazy: torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(int(threads))

@@ -28,7 +28,7 @@ class LinkShards:
 
     def __init__(self, pipeline: str, id_field: str, text_field: str, batch_size: int, threads: int,
                  run: Dict[str, str]) -> None:
-        import torch
+        import torch  # lazy: torch
 
         torch.set_num_threads(int(threads))  # this actor's own process
         self.nlp, self.extension = load_pipeline(pipeline)

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
-from ..errors import ConfigError, DataFormatError, Errors, MissingInputError, SapbertError, Warnings
 from ..base.lines import iter_lines, read_text
 from ..base.util import PathLike, ensure_path, file_sha256, get_logger
+from ..errors import ConfigError, DataFormatError, Errors, MissingInputError, SapbertError, Warnings
+from ..mentions.datasets import read_pubtator
+from .rows import import_pyarrow
 
 logger = get_logger("corpus")
 
@@ -225,8 +227,6 @@ def _documents(shard: Shard, id_field: str, text_field: str) -> Iterator[Tuple[s
     elif shard.fmt == "parquet":
         yield from _read_parquet(path, id_field, text_field)
     elif shard.fmt == "pubtator":
-        from ..mentions.datasets import read_pubtator
-
         for n, doc in enumerate(read_pubtator(path), 1):
             yield f"{shard.path}: document {n}", doc.doc_id, doc.text
     else:
@@ -235,10 +235,8 @@ def _documents(shard: Shard, id_field: str, text_field: str) -> Iterator[Tuple[s
 
 
 def _read_parquet(path: Path, id_field: str, text_field: str) -> Iterator[Tuple[str, str]]:
-    from .rows import import_pyarrow
-
     import_pyarrow()
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: pyarrow
 
     try:
         pf = pq.ParquetFile(path)

@@ -25,7 +25,7 @@ SUFFIX = {"parquet": ".parquet", "jsonl": ".jsonl"}
 def import_pyarrow() -> Any:
     """pyarrow, or E708 naming the extra that brings it."""
     try:
-        import pyarrow
+        import pyarrow  # lazy: pyarrow
     except ImportError as err:
         raise ConfigError(Errors.E708.format(reason=err)) from None
     return pyarrow
@@ -78,7 +78,7 @@ def from_ipc(data: bytes) -> Dict[str, List[Any]]:
 def write_rows(path: PathLike, columns: Dict[str, List[Any]], fmt: str) -> None:
     """Write the rows to ``path`` atomically (``parquet`` or ``jsonl``)."""
     if fmt == "parquet":
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # lazy: pyarrow
 
         table = arrow_table(columns)
         with atomic_write(path, "wb") as fh:
@@ -94,7 +94,7 @@ def write_rows(path: PathLike, columns: Dict[str, List[Any]], fmt: str) -> None:
 def count_rows(path: PathLike, fmt: str) -> int:
     """Rows in a written shard file (Parquet: from its footer)."""
     if fmt == "parquet":
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # lazy: pyarrow
 
         return int(pq.read_metadata(str(path)).num_rows)
     with open(path, "rb") as fh:

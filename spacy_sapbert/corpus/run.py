@@ -8,10 +8,12 @@ from typing import Any, Dict, Optional, Sequence
 
 from tqdm import tqdm
 
-from ..errors import ConfigError, DataFormatError, Errors
+from ..base.ray_session import check_address, import_ray
 from ..base.util import PathLike, ensure_path, get_logger
-from .local import link_local, load_pipeline, run_info, torch_threads
+from ..errors import ConfigError, DataFormatError, Errors
 from .checks import check_paths, scan_shards
+from .local import link_local, load_pipeline, run_info, torch_threads
+from .ray_backend import link_ray
 from .readers import find_shards, shard_fingerprint
 from .rows import OUTPUT_FORMATS, import_pyarrow
 from .shards import open_output, pending_shards, write_manifest
@@ -86,8 +88,6 @@ def link_corpus(
     if output_format == "parquet":
         import_pyarrow()
     if backend == "ray":
-        from ..base.ray_session import check_address, import_ray
-
         import_ray("link-corpus --backend ray")
         if address:
             check_address(address)
@@ -120,8 +120,6 @@ def link_corpus(
                 with torch_threads(threads):
                     docs = link_local(nlp, extension, todo, n_process=n_process, **options)
             else:
-                from .ray_backend import link_ray
-
                 del nlp  # the actors load their own
                 docs = link_ray(str(pipeline), todo, actors=actors, gpus_per_actor=gpus_per_actor, threads=threads,
                                 address=address, **options)

@@ -22,9 +22,11 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from .torch_encoder import PRECISIONS
+from ..base.util import PathLike, device_is_cpu, ensure_path, get_logger
 from ..errors import ConfigError, Errors, Warnings
-from ..base.util import PathLike, ensure_path, get_logger
+from .onnx_encoder import OnnxEncoder, export_onnx, quantize_export
+from .onnx_export import INT8_FILE, export_is_current, recorded_export
+from .torch_encoder import PRECISIONS
 
 logger = get_logger("encoding.bulk")
 
@@ -58,8 +60,6 @@ def warn_emulated_bf16(precision: str, device: str, cpuinfo: str = "/proc/cpuinf
     instructions: autocast then runs slower than float32. Silent where the flags cannot be read."""
     if precision != "bf16" or device.strip().lower() not in ("auto", "cpu"):
         return False
-    from ..base.util import device_is_cpu
-
     if not device_is_cpu(device):
         return False
     try:
@@ -90,14 +90,12 @@ def resolve_runtime(runtime: str, precision: str, device: str, n_names: int, *, 
         return "onnx"
     if ray or precision not in ("auto", "fp32") or n_names < ONNX_AUTO_MIN_NAMES or not _onnx_export_possible():
         return "torch"
-    from ..base.util import device_is_cpu
-
     return "onnx" if device_is_cpu(device) else "torch"
 
 
 def _onnx_export_possible() -> bool:
     """Whether ``onnx`` (torch's exporter needs it) and ``onnxruntime`` are installed, without importing them."""
-    from ..base.extras import is_installed
+    from ..base.extras import is_installed  # lazy: tests patch spacy_sapbert.base.extras.is_installed
 
     return is_installed("onnx") and is_installed("onnxruntime")
 
@@ -108,9 +106,6 @@ def bulk_encoder(enc: Any, runtime: str, precision: str, folder: PathLike, *, th
     which gives the same fingerprint, pooling and dimension as ``enc``."""
     if runtime == "torch":
         return enc
-    from .onnx_encoder import OnnxEncoder, export_onnx, quantize_export
-    from .onnx_export import INT8_FILE, export_is_current, recorded_export
-
     folder = ensure_path(folder)
     quantized = precision == "int8"
     if not export_is_current(folder, enc.fingerprint, enc.pooling):

@@ -18,20 +18,18 @@ import shutil
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy
 
+from ..base.extras import is_installed, missing_message
+from ..base.integrity import file_problem, file_records
+from ..base.util import PathLike, atomic_write, device_is_cpu, ensure_path, get_logger
+from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, MissingExtraError, MissingInputError
 from .cached import CachedEncoder
 from .files import check_recorded, read_settings
-from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, MissingExtraError, MissingInputError
-from ..base.extras import is_installed, missing_message
-from ..base.integrity import file_records
 from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
-from ..base.util import PathLike, atomic_write, ensure_path, get_logger
-
-if TYPE_CHECKING:  # for annotations only
-    from .torch_encoder import Encoder
+from .torch_encoder import Encoder, pool
 
 logger = get_logger("onnx")
 
@@ -58,11 +56,9 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
     """
     try:
         import onnx  # noqa: F401  (torch's exporter needs it)
-        import torch
+        import torch  # lazy: torch
     except ImportError as err:  # the [train] extra
         raise MissingExtraError(missing_message("Exporting the encoder to ONNX", err.name or "onnx", str(err))) from err
-    from .torch_encoder import pool
-
     folder = ensure_path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model = encoder.model
@@ -121,7 +117,7 @@ def quantize_export(folder: PathLike, *, per_channel: bool = False, reduce_range
     if not has_export(folder) or not recorded:
         raise MissingInputError(Errors.E123.format(path=folder, file=ONNX_FILE, folder=folder))
     try:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
+        from onnxruntime.quantization import QuantType, quantize_dynamic  # lazy: onnxruntime
     except ImportError as err:  # it imports onnx, a package of the [train] extra
         if is_installed("onnxruntime") and (err.name or "").split(".")[0] != "onnxruntime":
             raise MissingExtraError(missing_message("Quantizing the encoder to int8", err.name or "onnx", str(err))) from err
@@ -207,7 +203,7 @@ class OnnxEncoder(CachedEncoder):
 
     def _make_session(self, threads: int) -> Any:
         try:
-            import onnxruntime
+            import onnxruntime  # lazy: onnxruntime
         except ImportError as err:
             raise ConfigError(Errors.E119.format(reason=str(err))) from err
         options = onnxruntime.SessionOptions()
@@ -263,7 +259,7 @@ def _load_tokenizer(folder: Path, max_length: int) -> Any:
         tokenizer.enable_truncation(max_length)
         tokenizer.no_padding()
         return lambda texts: [e.ids for e in tokenizer.encode_batch(texts)]
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers
 
     slow = AutoTokenizer.from_pretrained(str(folder))
     return lambda texts: slow(texts, truncation=True, max_length=max_length, padding=False,
@@ -310,9 +306,6 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
     """The encoder of a saved pipeline, run by ONNX Runtime or PyTorch as ``runtime`` says (see the
     factory's docstring); ``auto`` decides without loading anything it then drops. ``precision="int8"``:
     the int8 copy of the export (:func:`quantize_export`), checked first (E826), never a float32 fallback."""
-    from .torch_encoder import Encoder
-    from ..base.util import device_is_cpu
-
     if precision == INT8:
         check_int8(folder)
         return OnnxEncoder.from_disk(folder, quantized=True)
@@ -336,8 +329,6 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
 def check_int8(folder: Path) -> None:
     """E826 unless ``folder`` holds the int8 copy of a current export, recorded in ``onnx_export.json`` with
     the size and hash it has (sampled; ``spacy-sapbert verify`` compares the whole file)."""
-    from ..base.integrity import file_problem
-
     recorded = recorded_export(folder)
     record = (recorded.get("files") or {}).get(INT8_FILE) if isinstance(recorded.get("files"), dict) else None
     if not (folder / INT8_FILE).is_file():

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Optional, Seq
 
 import numpy
 
-from .cached import CachedEncoder
-from .files import SETTINGS_FILE, check_hub_model, check_recorded, looks_local, read_settings, write_settings
-from .pooling import POOLINGS, resolve_pooling
-from ..errors import ConfigError, Errors, MissingInputError
 from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
 from ..base.extras import require
 from ..base.processes import fork_guard
 from ..base.util import PathLike, ensure_path, get_logger, resolve_device
+from ..errors import ConfigError, Errors, MissingInputError
+from .cached import CachedEncoder
+from .files import SETTINGS_FILE, check_hub_model, check_recorded, looks_local, read_settings, write_settings
+from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current
+from .pooling import POOLINGS, resolve_pooling
 
 if TYPE_CHECKING:  # for annotations only
     import torch
@@ -57,7 +58,7 @@ def pool(last_hidden_state: "torch.Tensor", attention_mask: "torch.Tensor", pool
 
 def pad_token_rows(rows: Sequence[Sequence[int]], pad_id: int, device: Any) -> Tuple["torch.Tensor", "torch.Tensor"]:  # noqa: F821
     """``(input_ids, attention_mask)`` long tensors on ``device``, padded to the longest row."""
-    import torch
+    import torch  # lazy: torch
 
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -79,7 +80,7 @@ def _resolve_dtype(precision: str, device: "torch.device") -> Tuple["torch.dtype
     else fp16). On CPU the weights stay fp32; ``bf16`` (asked for explicitly, never guessed) runs the
     forward pass under CPU bf16 autocast: much faster on CPUs with bf16 instructions (AVX512-BF16,
     AMX), slow elsewhere, and the vectors move by ~1e-2, so near-ties between names may swap."""
-    import torch
+    import torch  # lazy: torch
 
     if precision not in PRECISIONS:
         raise ConfigError(Errors.E002.format(what="precision", value=precision, choices=", ".join(PRECISIONS)))
@@ -103,9 +104,9 @@ def load_hf_model(name_or_path: str, config: Any = None) -> Any:
     ``AutoModel.from_pretrained`` would import every config class of the library first to check its
     argument (half a second, most of a pipeline's own load time). Unknown types go through AutoModel.
     """
-    import transformers
-    from transformers import AutoConfig, AutoModel
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+    import transformers  # lazy: transformers
+    from transformers import AutoConfig, AutoModel  # lazy: transformers
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES  # lazy: transformers
 
     if config is None:
         config = AutoConfig.from_pretrained(name_or_path)
@@ -121,7 +122,7 @@ def weights_fingerprint(model: "torch.nn.Module") -> str:  # noqa: F821
     changed weight changes it) and a strided sample of values. One pass over the weights: cheap
     even for a 400 MB model, and deterministic (integer sums do not depend on thread count).
     """
-    import torch
+    import torch  # lazy: torch
 
     int_views = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
     digest = hashlib.sha256()
@@ -140,8 +141,6 @@ def weights_fingerprint(model: "torch.nn.Module") -> str:  # noqa: F821
 
 def _drop_stale_export(folder: Path, fingerprint: str, pooling: str) -> None:
     """Delete an ONNX export in ``folder`` made from other weights than those about to be written."""
-    from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current
-
     if any((folder / name).exists() for name in (EXPORT_FILE, ONNX_FILE, INT8_FILE)):
         if not export_is_current(folder, fingerprint, pooling):
             for name in (ONNX_FILE, INT8_FILE, EXPORT_FILE):
@@ -221,7 +220,7 @@ class Encoder(CachedEncoder):
             name = str(path.resolve())
         else:
             check_hub_model(name)  # E512 at once when the hub cannot give it
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # lazy: transformers
 
         try:
             tokenizer = AutoTokenizer.from_pretrained(name)
@@ -269,8 +268,6 @@ class Encoder(CachedEncoder):
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.model.state_dict().items()}
         self.model.save_pretrained(path, state_dict=state, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
-        from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE
-
         write_settings(path, self.settings(), exclude=(ONNX_FILE, INT8_FILE, EXPORT_FILE))  # with checksums of the files
 
     # ---- encoding -----------------------------------------------------------------------
@@ -285,7 +282,7 @@ class Encoder(CachedEncoder):
         )["input_ids"]
 
     def _inference(self) -> ContextManager[Any]:
-        import torch
+        import torch  # lazy: torch
 
         stack = contextlib.ExitStack()
         stack.enter_context(torch.inference_mode())
@@ -293,7 +290,7 @@ class Encoder(CachedEncoder):
         return stack
 
     def _encode_batch(self, rows: List[List[int]]) -> numpy.ndarray:
-        import torch
+        import torch  # lazy: torch
 
         batch = self._pad(rows)
         hidden = self.model(**batch).last_hidden_state
@@ -305,7 +302,7 @@ class Encoder(CachedEncoder):
         return {"input_ids": ids, "attention_mask": mask}
 
     def _probe_dim(self) -> int:
-        import torch
+        import torch  # lazy: torch
 
         with torch.inference_mode():
             batch = self.tokenizer(["a"], return_tensors="pt").to(self.device)

@@ -158,7 +158,7 @@ class DenseEncoder(System):
         self.matrix = self.cache.get(encoder, dictionary.names, batch_size=batch_size, show_progress=show_progress)
 
     def rank(self, queries: Sequence[str], k: int) -> List[Ranking]:
-        import torch
+        import torch  # lazy: torch
 
         qv = self.encoder.encode(list(queries), batch_size=self.batch_size)
         names = torch.from_numpy(self.matrix)
@@ -195,8 +195,8 @@ class ScispacyLinker(System):
                  resolve_abbreviations: bool = False, name: str = "scispaCy EntityLinker") -> None:
         import nmslib
         import spacy
-        from scispacy.candidate_generation import CandidateGenerator
-        from scispacy.linking import EntityLinker
+        from scispacy.candidate_generation import CandidateGenerator  # lazy: scispacy
+        from scispacy.linking import EntityLinker  # lazy: scispacy
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         self.name = name

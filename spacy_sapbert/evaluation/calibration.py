@@ -19,7 +19,10 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy
 
 from ..base.util import ensure_path, get_logger
+from ..calibration.metrics import calibration_report, no_link_scores, plot_reliability
+from ..linker.confidence import decide
 from ..mentions.datasets import Document
+from .calibration_fit import dev_mentions, find_linker
 
 logger = get_logger("evaluation.calibration")
 
@@ -38,10 +41,6 @@ def _pipelines(settings: Dict[str, Any]) -> List[tuple]:
 
 def system_section(nlp: Any, linker: Any, docs: Sequence[Document], bins: int) -> Dict[str, Any]:
     """The section of one linker with a calibration (see the module docstring)."""
-    from .calibration_fit import dev_mentions
-    from ..calibration.metrics import calibration_report, no_link_scores
-    from ..linker.confidence import decide
-
     dev = dev_mentions(nlp, linker, docs)
     usable = numpy.array([bool(ev.candidates) for ev in dev.evidence], dtype=bool)
     conf = linker.calibration.confidence(dev.evidence)
@@ -62,8 +61,6 @@ def calibration_results(settings: Dict[str, Any], docs: Sequence[Document], bins
     """``{system: section}`` for the run's pipeline systems whose linker has a calibration (others are
     named under ``"without calibration"``)."""
     import spacy
-
-    from .calibration_fit import find_linker
 
     out: Dict[str, Any] = {}
     for name, path in _pipelines(settings):
@@ -106,8 +103,6 @@ def render_calibration(result: Dict[str, Any]) -> List[str]:
 
 def plot_calibration(result: Dict[str, Any], path: Any) -> bool:
     """The reliability plot of every calibrated system; False (nothing written) when there is none."""
-    from ..calibration.metrics import plot_reliability
-
     curves = {name: sec["calibration"]["bins"] for name, sec in (result.get("calibration") or {}).items()
               if name != "without calibration"}
     if not curves:

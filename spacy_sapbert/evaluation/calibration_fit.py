@@ -20,11 +20,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
-from ..errors import ConfigError, Errors, MissingInputError
-from ..base.util import PathLike, ensure_path, get_logger
+from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 from ..calibration.features import DEFAULT_FEATURES, Evidence, feature_matrix
 from ..calibration.metrics import calibration_report
 from ..calibration.model import FILE_NAME, Calibration, fit
+from ..errors import ConfigError, Errors, MissingInputError
+from ..mentions.datasets import read_dataset, select_mentions
+from ..mentions.metrics import resolve_gold
+from .pipeline import gold_docs
 
 logger = get_logger("calibration")
 
@@ -65,9 +68,6 @@ def dev_mentions(nlp: Any, linker: Any, docs: Sequence[Any], *, batch_size: int 
     """Evidence of every gold mention of ``docs`` (:class:`~spacy_sapbert.mentions.datasets.Document`);
     a mention that overlaps an earlier one or has no offsets gets no candidates."""
     from spacy.tokens import Span
-
-    from ..mentions.metrics import resolve_gold
-    from .pipeline import gold_docs
 
     spacy_docs, where = gold_docs(nlp, docs)
     labels, key = linker.cfg["labels"], linker.cfg["spans_key"]
@@ -131,9 +131,6 @@ def calibrate(dataset: PathLike, pipeline: PathLike, *, output: Optional[PathLik
     ``path`` of the file written). ``nil_without_id``: mentions without a gold id (BC5CDR's ``-1``) are
     kept as "no concept fits" (fitted as wrong) instead of dropped."""
     import spacy
-
-    from ..mentions.datasets import read_dataset, select_mentions
-    from ..base.util import atomic_write
 
     pipe_path = ensure_path(pipeline)
     if not (pipe_path / "config.cfg").exists():

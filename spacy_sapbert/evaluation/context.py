@@ -17,7 +17,12 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from ..base.util import get_logger
-from ..mentions.datasets import Document
+from ..context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes
+from ..context.rerank import first_of_each, needs_context, rerank, with_example_names_many
+from ..context.tune import tune_at_linker_settings
+from ..errors import ConfigError, Errors
+from ..kb import normalize_name
+from ..mentions.datasets import Document, read_dataset, select_mentions
 from ..mentions.metrics import Gold, Ranking, resolve_gold
 
 logger = get_logger("evaluation.context")
@@ -56,8 +61,6 @@ def context_rankings(name_rankings: Sequence[Ranking],
     document written alike that is re-ranked too. ``vectors``: every mention's context vector, or a function
     that encodes the contexts of the mentions at the positions it is given (only those the linker would
     encode are asked for: :func:`lazy_context_vectors`)."""
-    from ..context.rerank import first_of_each, needs_context, rerank, with_example_names_many
-
     names = name_vectors is not None and getattr(weights, "example_names", False) and store.has_names
     ranked = ([list(r.concepts) for r in name_rankings] if not names else
               with_example_names_many([list(r.concepts) for r in name_rankings], name_vectors, store))
@@ -93,8 +96,6 @@ def lazy_context_vectors(encoder: Any, docs: Sequence[Document], *, batch_size: 
 
 def mention_keys(docs: Sequence[Document], queries: Sequence[str]) -> List[Tuple[int, str]]:
     """``(document position, normalised query)`` per mention: mentions written alike in one document."""
-    from ..kb import normalize_name
-
     doc_of = [d for d, doc in enumerate(docs) for _m in doc.mentions]
     return [(d, normalize_name(q)) for d, q in zip(doc_of, queries)]
 
@@ -123,12 +124,6 @@ def context_setup(settings: Dict[str, Any], kb: Any, name_system: Any, *, prep: 
     context encoder; weights from the config, or tuned on ``systems.context_dev`` at the run's (the linker's)
     ``context_margin`` and ``one_sense_per_document``, with the name system's (cached) name vectors."""
     import warnings
-
-    from ..context import ContextEncoder, ContextWeights, PrototypeStore, build_prototypes
-    from ..context.tune import tune_at_linker_settings
-    from ..errors import ConfigError, Errors
-    from ..mentions.datasets import read_dataset
-    from ..mentions.datasets import select_mentions
 
     sy = settings["systems"]
     ds = settings["dataset"]

@@ -14,13 +14,17 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import ConfigError, EmptyResultError, Errors
 from ..index import ConceptIndex
 from ..index.aggregate import aggregate_batch
 from ..index.hybrid import HybridCandidates, check_weight, gather, rank, top1
 from ..index.sparse import DEFAULT_NGRAM_RANGE, SparseIndex
+from ..kb.concept import normalize_name
+from ..mentions.datasets import iter_mentions, read_dataset
+from ..mentions.metrics import Gold, Ranking, resolve_gold
 from .baselines import System
 from .cache import VectorCache, encoder_key
-from ..mentions.metrics import Gold, Ranking
+from .preprocess import make_preprocessor
 
 WEIGHT_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 
@@ -110,10 +114,6 @@ def hybrid_systems(settings: Dict[str, Any], kb: Any, dense: Any, train: Sequenc
     """The ``[evaluate.systems] hybrid`` systems of a run: the sparse index alone and ``dense`` (a
     :class:`~.baselines.DenseEncoder`) + sparse, its weight ``sparse_weight`` or, with ``hybrid_tune``,
     tuned on the run's ``train`` mentions (never on the evaluated ones)."""
-    from ..errors import ConfigError, Errors
-    from ..mentions.metrics import resolve_gold
-    from .preprocess import make_preprocessor
-
     sy = settings["systems"]
     setup = HybridSetup(dense.encoder, kb, cache_dir=settings["cache_dir"], batch_size=settings["batch_size"],
                         ngram_range=tuple(sy["sparse_ngrams"]), show_progress=settings["show_progress"])
@@ -140,11 +140,6 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
     """``tune-hybrid``: the ``sparse_weight`` (and n-gram range) with the best strict acc@1 on the annotated
     mentions of ``path`` (normalised as the linker does), for ``encoder`` over ``kb``. Returns
     ``{"best": {"sparse_weight", "ngram_range", "acc@1"}, "name_only_acc@1", "mentions", "grid"}``."""
-    from ..errors import EmptyResultError, Errors
-    from ..kb.concept import normalize_name
-    from ..mentions.datasets import iter_mentions, read_dataset
-    from ..mentions.metrics import resolve_gold
-
     pairs = [(normalize_name(m.text), resolve_gold(kb, m.ids)) for m in iter_mentions(read_dataset(path, types=types))
              if m.ids]
     pairs = [(q, g) for q, g in pairs if q and g.in_kb]

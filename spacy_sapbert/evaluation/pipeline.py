@@ -16,10 +16,14 @@ from __future__ import annotations
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import ConfigError, Errors, Warnings
 from ..base.util import ensure_path, get_logger
+from ..encoding.torch_encoder import Encoder
+from ..errors import ConfigError, Errors, Warnings
+from ..index import ConceptIndex
 from ..mentions.datasets import Document
 from ..mentions.metrics import Gold, Ranking
+from .baselines import ScispacyLinker
+from .cache import VectorCache, encoder_key
 
 logger = get_logger("evaluation.pipeline")
 
@@ -46,8 +50,6 @@ def load_encoder(path: str, sy: Dict[str, Any], pooling: Optional[str] = None):
     """An encoder from a model folder; a spaCy pipeline folder gives its linker's encoder.
     ``pooling`` (this system's, e.g. ``systems.model_pooling``) else ``sy["pooling"]``: ``cls``,
     ``mean``, or ``auto`` (the folder's declaration, else ``cls``; an explicit value always wins)."""
-    from ..encoding.torch_encoder import Encoder
-
     p = ensure_path(path)
     wanted = pooling or sy["pooling"]
     if (p / "meta.json").exists() and (p / "config.cfg").exists():
@@ -155,8 +157,6 @@ class _CachedEncoder:
     :class:`~.cache.VectorCache` (same key as :class:`~.baselines.DenseEncoder`)."""
 
     def __init__(self, encoder, cache_dir, show_progress: bool) -> None:
-        from .cache import VectorCache, encoder_key
-
         self._encoder = encoder
         self._show_progress = show_progress
         for attr in ("dim", "fingerprint", "pooling", "max_length", "name"):
@@ -169,8 +169,6 @@ class _CachedEncoder:
 
 def _sapbert_pipeline(model: str, kb, settings: Dict[str, Any], resolve_abbreviations: bool, max_k: int):
     import spacy
-
-    from ..index import ConceptIndex
 
     sy = settings["systems"]
     encoder = load_encoder(model, sy)
@@ -253,13 +251,11 @@ def run_end_to_end(settings: Dict[str, Any], docs: Sequence[Document], golds: Se
         rankings = _rankings(linked, where)
         out[name] = (rankings, score_links(linked, where, golds, rankings), desc)
     if sy["scispacy"]:
-        from .baselines import ScispacyLinker
-
         linker = ScispacyLinker(dictionary, kb, k=max(sy["scispacy_k"], max_k), threshold=sy["scispacy_threshold"],
                                 resolve_abbreviations=options.resolve_abbreviations)
         linked = _copy_docs(base_docs)
         if options.resolve_abbreviations:
-            from scispacy.abbreviation import AbbreviationDetector
+            from scispacy.abbreviation import AbbreviationDetector  # lazy: scispacy
 
             detector = AbbreviationDetector(blank)
             with warnings.catch_warnings():  # the detector's empty global matcher (spaCy W036)

@@ -221,11 +221,11 @@ def write_errors(errors: Sequence[Dict], folder: Path) -> None:
 
 def plot_curves(result: Dict, path: Path, subset: str = "full") -> None:
     """acc@k for k = 1..max(ks), strict (solid) and lenient (dashed), one colour per system."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    import matplotlib.pyplot as plt  # lazy: matplotlib
+    from matplotlib.ticker import MaxNLocator  # lazy: matplotlib
 
     curves = result["curves"]
     modes = list(curves)

@@ -10,13 +10,19 @@ import warnings
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import ConfigError, EmptyResultError, Errors, MissingInputError, Warnings
 from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
-from .baselines import Dictionary, System
+from ..errors import ConfigError, EmptyResultError, Errors, MissingInputError, Warnings
+from ..kb import KnowledgeBase
+from ..kb.build import build_kb
 from ..mentions.datasets import Document, Mention, read_dataset, select_mentions
-from .context import ambiguity_mask
-from ..mentions.metrics import Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold, resolve_gold_id, score, subset_masks
-from .pipeline import load_encoder  # noqa: F401  (public here too: evaluation.run.load_encoder)
+from ..mentions.metrics import (Gold, Ranking, acc_at_k, check_ks, first_hit_lenient, first_hit_strict, resolve_gold,
+                                resolve_gold_id, score, subset_masks)
+from .baselines import DenseEncoder, Dictionary, ExactMatch, ScispacyLinker, System, TfidfCharNgrams
+from .calibration import calibration_results
+from .context import (ambiguity_mask, context_rankings, context_setup, lazy_context_vectors, mention_keys,
+                      prototype_masks)
+from .hybrid import hybrid_systems
+from .pipeline import load_encoder, run_end_to_end  # noqa: F401  (public here too: evaluation.run.load_encoder)
 from .preprocess import InputOptions, make_preprocessor, mention_queries
 from .protocol import (AMBIGUOUS, AMBIGUOUS_NO_REFERENCE, CANDIDATE_KS, CANDIDATE_RECALL, CLASSES, SPEED,
                        MentionClasses, candidate_recall, cold, link_speed)
@@ -27,16 +33,12 @@ logger = get_logger("evaluation.run")
 
 
 def load_kb(settings: Dict[str, Any]):
-    from ..kb import KnowledgeBase
-
     kb_cfg = settings["kb"]
     if kb_cfg.get("path"):
         path = ensure_path(kb_cfg["path"])
         if not path.exists():
             raise MissingInputError(Errors.E001.format(what="KB folder", path=path, hint="build one with `spacy-sapbert build-kb`."))
         return KnowledgeBase.from_disk(path), str(path)
-    from ..kb.build import build_kb
-
     sources = [(ensure_path(p), fmt) for p, fmt in kb_cfg["sources"]]
     return build_kb(sources), " + ".join(f"{fmt}:{p.name}" for p, fmt in sources)
 
@@ -66,8 +68,6 @@ def add_backoff(kb, train: Sequence[Mention]) -> int:
 
 
 def build_systems(settings: Dict[str, Any], kb, dictionary: Dictionary) -> List[System]:
-    from .baselines import DenseEncoder, ExactMatch, ScispacyLinker, TfidfCharNgrams
-
     sy = settings["systems"]
     out: List[System] = []
     for key, label, pooling in (("model", sy["model_name"], sy["model_pooling"]),
@@ -77,8 +77,6 @@ def build_systems(settings: Dict[str, Any], kb, dictionary: Dictionary) -> List[
                                     batch_size=settings["batch_size"], cache_dir=settings["cache_dir"],
                                     show_progress=settings["show_progress"]))
     if sy["hybrid"]:
-        from .hybrid import hybrid_systems
-
         dense = [s for s in out if isinstance(s, DenseEncoder)]
         if not dense:
             raise ConfigError(Errors.E305.format(system="hybrid", what="a name-only dense system to add sparse scores to",
@@ -110,8 +108,6 @@ def _ranked(system: System, queries: Sequence[str], max_k: int, depth: int
     """``(rankings at max_k, candidate rankings, candidate depth, speed)`` of one name-only system: the timed
     call (encoder caches emptied first) gives the acc@k rankings as they always were; the candidate stage is
     ranked apart to ``depth`` (scispaCy's linker proposes its own ``k`` concepts at most: its list is cut)."""
-    from .baselines import ScispacyLinker
-
     cold(getattr(system, "encoder", None))
     t = time.perf_counter()
     rankings = system.rank(queries, max_k)
@@ -146,8 +142,6 @@ def _errors(system: str, mode: str, mentions: Sequence[Mention], queries: Sequen
 
 def _reference(systems: Sequence[System]) -> Optional[int]:
     """Position of the run's reference name-only encoder (the model, else the base encoder), or None."""
-    from .baselines import DenseEncoder
-
     return next((i for i, s in enumerate(systems) if isinstance(s, DenseEncoder)), None)
 
 
@@ -159,8 +153,6 @@ def _context_systems(settings: Dict[str, Any], kb, base: System, docs: Sequence[
     adds the seen/unseen-in-prototypes masks. Each system's speed covers the name ranking, its example-name
     vectors and (context) every mention's context vector; building the store and tuning are setup."""
     from dataclasses import replace
-
-    from .context import context_rankings, context_setup, lazy_context_vectors, mention_keys, prototype_masks
 
     options = InputOptions(**settings["input"])
     prep = make_preprocessor(lowercase=options.lowercase, fold_punctuation=options.fold_punctuation)
@@ -285,8 +277,6 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
             logger.info("%s: strict acc@1 %.3f", name, result["results"]["mention_only"][name]["full"]["strict"]["acc@1"])
     counts["subsets"] = {name: sum(mask) for name, mask in masks.items()}
     if "end_to_end" in settings["modes"]:
-        from .pipeline import run_end_to_end
-
         e2e = run_end_to_end(settings, docs, golds, kb, dictionary, options, max_k)
         result["results"]["end_to_end"] = {}
         result["curves"]["end_to_end"] = {}
@@ -299,8 +289,6 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
             result["nel"][name] = nel
             errors += _errors(name, "end_to_end", mentions, queries, golds, rankings, kb)
     if settings.get("calibration"):  # optional section: spacy_sapbert.evaluation.calibration
-        from .calibration import calibration_results
-
         result["calibration"] = calibration_results(settings, docs, bins=settings["calibration_bins"])
     result["seconds"] = round(time.time() - started, 1)
     if out_path is not None:

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from ..base.defaults import MAX_LENGTH
-from ..errors import ConfigError, Errors, MissingInputError
 from ..base.util import PathLike, ensure_path
+from ..errors import ConfigError, Errors, MissingInputError
+from ..index.hybrid import check_weight
+from ..index.sparse import check_settings
 from ..mentions.datasets import FORMATS
 from ..mentions.metrics import check_ks
 from ..mentions.records import check_language
@@ -201,9 +203,6 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
     for key in ("prototypes", "context_dev"):
         systems[key] = _resolve(base, systems[key])
     if systems["hybrid"]:
-        from ..index.hybrid import check_weight
-        from ..index.sparse import check_settings
-
         systems["sparse_weight"] = check_weight(systems["sparse_weight"], name="evaluate.systems")
         check_settings("char_wb", systems["sparse_ngrams"])
         if systems["hybrid_tune"] and not ds["train"]:

@@ -19,9 +19,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 
-from ..base.processes import fork_guard
-from ..errors import Errors, MissingInputError
 from ..base.integrity import NPY_READ_ERRORS, unit_norm_problem
+from ..base.processes import fork_guard
+from ..base.util import atomic_write
+from ..errors import Errors, MissingInputError
 from .files import link_or_copy
 from .graph_search import exact_topk, masked_search
 from .hnsw_file import check_hnsw_file
@@ -38,7 +39,7 @@ class ExactBackend:
     kind = "exact"
 
     def __init__(self, vectors: numpy.ndarray) -> None:
-        import torch
+        import torch  # lazy: torch
 
         self._X = torch.from_numpy(numpy.ascontiguousarray(vectors, dtype=numpy.float32))
         self._pid = os.getpid()
@@ -54,8 +55,6 @@ class ExactBackend:
         pass
 
     def save(self, folder: Path) -> List[str]:
-        from ..base.util import atomic_write
-
         with atomic_write(folder / VECTORS_FILE, "wb") as fh:
             numpy.save(fh, self._X.numpy())
         return [VECTORS_FILE]

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy
 from tqdm import tqdm
 
-from ..errors import Errors, IncompatibleError, Warnings
 from ..base.outputs import FileLock, check_parent
 from ..base.util import PathLike, atomic_write, ensure_path, get_logger
+from ..encoding.bulk import names_precision
+from ..errors import Errors, IncompatibleError, Warnings
 
 WORK_FILE = "work.json"
 LOCK_FILE = "work.lock"
@@ -69,8 +70,6 @@ def _encode_names(kb: Any, enc: Any, *, batch_size: int, work_dir: Optional[Path
 
 def work_record(kb: Any, enc: Any, chunk_size: int) -> Dict[str, Any]:
     """What ``work.json`` records: the chunks in a work folder belong to this KB, encoder and chunking."""
-    from ..encoding.bulk import names_precision
-
     return {"encoder_fingerprint": enc.fingerprint, "pooling": enc.pooling, "max_length": int(enc.max_length),
             "kb_checksum": kb.checksum, "chunk_size": int(chunk_size), "n_names": len(kb.names),
             "precision": names_precision(enc)}

@@ -8,6 +8,7 @@ from typing import Any, Collection, Optional, Tuple
 import numpy
 
 from ..errors import ConfigError, EmptyResultError, Errors
+from ..kb.languages import language_codes
 
 
 class FilterMixin:
@@ -19,8 +20,6 @@ class FilterMixin:
     def set_languages(self, languages: Optional[Collection[str]]) -> None:
         """Search only the names in ``languages`` (ISO 639-1 / UMLS LAT codes, ``und``: unknown) from now
         on; None: all names. A row mask over the same index, nothing rebuilt; saved with the index."""
-        from ..kb.languages import language_codes
-
         codes = language_codes(languages) if languages else None
         if codes:
             self._filter(None, False, codes)  # E739 now if no name is in these languages

@@ -26,7 +26,7 @@ Gather = Callable[[numpy.ndarray], numpy.ndarray]
 
 def exact_topk(X: Any, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
     """Exact top ``k`` rows of ``X`` (a float32 torch matrix) for each query, masked rows excluded."""
-    import torch
+    import torch  # lazy: torch
 
     mask = None if row_mask is None else torch.from_numpy(~row_mask)
     step = max(1, _EXACT_BLOCK // max(1, X.shape[0]))
@@ -56,7 +56,7 @@ def top_k(rows: numpy.ndarray, scores: numpy.ndarray, k: int) -> Result:
 def exact_allowed(vectors: numpy.ndarray, k: int, row_mask: numpy.ndarray, gather: Gather,
                   block: int = EXACT_FILTER_ROWS) -> Result:
     """Exact top ``k`` among the allowed rows, gathered ``block`` rows at a time."""
-    import torch
+    import torch  # lazy: torch
 
     allowed = numpy.flatnonzero(row_mask)
     best_r = numpy.full((len(vectors), k), -1, dtype=numpy.int64)

@@ -81,7 +81,7 @@ def _spec(lists: int, dim: int) -> str:
 
 def _faiss() -> Any:
     try:
-        import faiss
+        import faiss  # lazy: faiss
     except ImportError as err:
         raise ConfigError(Errors.E582.format(reason=str(err))) from err
     return faiss

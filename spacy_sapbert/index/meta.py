@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from ..base.integrity import inside
 from ..errors import Errors, IncompatibleError, MissingInputError
 
 MAX_EF_SEARCH = 1_000_000  # search depth (hnsw ef, ivf cells scanned): beyond it, memory, not recall
@@ -94,8 +95,6 @@ def check_meta(meta: Any, path: Path) -> Dict[str, Any]:
     """``meta`` (the parsed ``index_meta.json`` at ``path``) when every known field has its type and range
     (E557 otherwise); a ``files`` record map, when present, has plain names inside the folder and sizes and
     hashes of the right form."""
-    from ..base.integrity import inside
-
     if not isinstance(meta, dict):
         raise _bad(path, "(the whole file)", type(meta).__name__, "a JSON object")
     if meta.get("kind") in REMOVED_KINDS:

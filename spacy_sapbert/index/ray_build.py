@@ -16,9 +16,12 @@ from typing import Any, Dict, Optional
 import numpy
 from tqdm import tqdm
 
-from ..errors import ConfigError, Errors
 from ..base.ray_session import ray_session, reraise_job_error
 from ..base.util import PathLike, atomic_write, ensure_path
+from ..encoding.onnx_encoder import OnnxEncoder
+from ..encoding.torch_encoder import Encoder
+from ..errors import ConfigError, Errors
+from ..kb import KnowledgeBase
 from .build import _check_work_dir, _load_chunk, chunk_path, work_record
 
 
@@ -28,18 +31,12 @@ class EncodeChunks:
 
     def __init__(self, kb_dir: str, model: str, encoder_options: Dict[str, Any], batch_size: int,
                  threads: int) -> None:
-        from ..kb import KnowledgeBase
-
         self.kb = KnowledgeBase.from_disk(kb_dir)
         if "onnx_folder" in encoder_options:  # the driver's ONNX export (build-index --runtime onnx)
-            from ..encoding.onnx_encoder import OnnxEncoder
-
             self.enc: Any = OnnxEncoder(encoder_options["onnx_folder"], threads=int(threads), cache_size=0,
                                         quantized=bool(encoder_options.get("quantized")))
         else:
-            import torch
-
-            from ..encoding.torch_encoder import Encoder
+            import torch  # lazy: torch
 
             torch.set_num_threads(int(threads))
             self.enc = Encoder.load(model, **encoder_options)

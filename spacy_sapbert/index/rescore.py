@@ -45,7 +45,7 @@ _STATM = "/proc/self/statm"
 def torch_rows(X16: numpy.ndarray) -> Any:
     """A torch view of ``X16`` (float16 ``[n, dim]``, often a read-only memory map: no copy, no page read).
     Only read through: torch warns that it cannot mark a read-only buffer as such."""
-    import torch
+    import torch  # lazy: torch
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -55,7 +55,7 @@ def torch_rows(X16: numpy.ndarray) -> Any:
 def candidate_scores(rows16: Any, queries: numpy.ndarray, cand: numpy.ndarray) -> numpy.ndarray:
     """float32 ``[n, depth]`` inner products of each query with its candidate rows (``cand``, int64, -1 where
     there is none: -inf there) of ``rows16`` (:func:`torch_rows`)."""
-    import torch
+    import torch  # lazy: torch
 
     q = torch.from_numpy(numpy.ascontiguousarray(queries, dtype=numpy.float32))
     c = torch.from_numpy(numpy.ascontiguousarray(cand, dtype=numpy.int64))

@@ -22,20 +22,23 @@ from spacy.tokens import Doc, Span
 from spacy.util import minibatch
 from spacy.vocab import Vocab
 
-from ..encoding.torch_encoder import CachedEncoder, Encoder
-from ..errors import ConfigError, Errors, MissingExtraError, Warnings
 from ..base.extras import declare_extra, is_installed
-from .extension import register_kb_ents
-from ..index import META_FILE, ConceptIndex, IndexSettings
-from ..index.sparse import SparseIndex, write_beside
+from ..base.util import ensure_path, get_logger
+from ..calibration.model import Calibration
 from ..context.ranker import ContextRanker, context_settings
 from ..context.store import PrototypeStore
-from ..calibration.model import Calibration
+from ..encoding.onnx_encoder import INT8, quantized_copy
+from ..encoding.torch_encoder import CachedEncoder, Encoder
+from ..errors import ConfigError, Errors, IntegrityError, MissingExtraError, Warnings
+from ..index import META_FILE, ConceptIndex, IndexSettings
+from ..index.sparse import SparseIndex, write_beside
+from ..kb import KnowledgeBase
+from ..rerank.stage import RerankStage
 from .confidence import decide, register_confidence
+from .extension import register_kb_ents
 from .ranking import LinkerRanking
 from .settings import DEFAULT_CONFIG, LinkerSettings, settings_signature
 from .storage import LinkerStorage
-from ..base.util import ensure_path, get_logger
 
 logger = get_logger("linker")
 _SCORE_LIMIT = 1.02  # scores of unit vectors lie in [-1, 1]; float16 rounding and the load checks' 1e-2 stay below
@@ -74,8 +77,6 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         """Use an already loaded encoder and index (its ``kb`` comes along); checked for a match. An int8
         encoder (:class:`~spacy_sapbert.encoding.onnx_encoder.OnnxEncoder` with ``quantized=True``) goes with
         precision ``int8`` and no other (E827): what runs now is what the saved pipeline runs."""
-        from ..encoding.onnx_encoder import INT8
-
         if (getattr(encoder, "precision", None) == INT8) != (self.cfg["precision"] == INT8):
             raise ConfigError(Errors.E827.format(name=self.name, precision=self.cfg["precision"],
                                                  encoder=getattr(encoder, "precision", None)))
@@ -138,8 +139,6 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         index is built, the fields of :class:`~spacy_sapbert.index.IndexSettings` as a dict (in a config:
         ``[initialize.components.sapbert_linker.index_settings]``, e.g. ``kind = "ivf"``) or the object itself;
         its ``ef_search`` defaults to the component's ``ef_search``."""
-        from ..kb import KnowledgeBase
-
         if kb_path is None:
             raise ConfigError(Errors.E115.format(name=self.name))
         if nlp is not None and self.cfg["resolve_abbreviations"]:  # its package then installs scispaCy too
@@ -171,8 +170,6 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         if calibration_path is not None:
             self.calibration = None  # replaced below
         if reranker_path is not None:
-            from ..rerank.stage import RerankStage
-
             self.reranker = RerankStage(reranker_path, device=self.cfg["device"])
         self.set_resources(encoder, index, path=index_path or "<memory>")  # checks one set before
         if calibration_path is not None:
@@ -208,8 +205,6 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         import shutil
         import tempfile
         import weakref
-
-        from ..encoding.onnx_encoder import quantized_copy
 
         tmp = Path(tempfile.mkdtemp(prefix="sapbert_int8_"))
         weakref.finalize(self, shutil.rmtree, str(tmp), ignore_errors=True)
@@ -253,8 +248,6 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
     def _refuse_score(self, cands: List[Tuple[str, float]]) -> None:
         """E556: a score outside [-1, 1] never reaches kb_ents (the index's and the store's own guards raise
         first; this one also covers the scores the context re-ranking mixes from both)."""
-        from ..errors import IntegrityError
-
         score = next(s for _, s in cands if not -_SCORE_LIMIT <= s <= _SCORE_LIMIT)
         where = self.index.path if self.index is not None and self.index.path is not None else "<memory>"
         raise IntegrityError(Errors.E556.format(score=score, what="the index (or prototype store) of "

@@ -21,8 +21,10 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import ConfigError, Errors, MissingInputError
 from ..base.util import atomic_dir, atomic_write, ensure_path
+from ..errors import ConfigError, Errors, MissingInputError
+from ..index import ConceptIndex
+from ..kb import KnowledgeBase
 
 POINTER_FILE = "resources.json"
 ENV_VAR = "SPACY_SAPBERT_RESOURCES"
@@ -108,9 +110,6 @@ def find(pointer: Dict[str, Any], configured: Optional[str], *, pipeline_path: A
 def check(folder: Path, pointer: Dict[str, Any]) -> Any:
     """Raise unless ``folder`` holds the KB and index ``pointer`` names (cheap: metadata only); returns
     the folder's :class:`~spacy_sapbert.kb.KnowledgeBase`, opened for the check."""
-    from ..index import ConceptIndex
-    from ..kb import KnowledgeBase
-
     kb = KnowledgeBase.from_disk(folder / "kb")  # memory-mapped: milliseconds
     kb_checksum = kb.checksum
     index_meta = ConceptIndex.read_meta(folder / "index")

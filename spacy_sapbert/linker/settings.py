@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, TypeVar, Union
 
 from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
+from ..encoding.onnx_encoder import check_int8_settings, check_runtime
 from ..errors import ConfigError, Errors
 from ..index.hybrid import check_mode, check_weight
+from ..index.meta import MAX_EF_SEARCH, MAX_K
 from ..index.query_variants import check_kinds
 from ..kb.languages import language_codes
+from ..rerank.apply import check_rerank_settings
 from .confidence import validate_confidence_cfg
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -123,9 +126,6 @@ class LinkerSettings:
         if self.languages:
             normalise(self, "languages", list(language_codes(self.languages)))
         self._check_counts()
-        from ..encoding.onnx_encoder import check_int8_settings, check_runtime
-        from ..rerank.apply import check_rerank_settings
-
         check_runtime(self.runtime)
         if self.precision == "int8":
             check_int8_settings("sapbert_linker", self.runtime, self.device)
@@ -149,8 +149,6 @@ class LinkerSettings:
     def _check_counts(self) -> None:
         """E111 for a count below its minimum, E559 above its maximum (10**20 candidates: an OverflowError, not a
         search)."""
-        from ..index.meta import MAX_EF_SEARCH, MAX_K
-
         for what, minimum, maximum in (("k", 1, MAX_K), ("max_entities_per_mention", 1, MAX_K),
                                        ("batch_size", 1, None), ("ef_search", 1, MAX_EF_SEARCH),
                                        ("context_k", 1, MAX_K)):

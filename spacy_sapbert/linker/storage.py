@@ -10,15 +10,19 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional
 
-from ..calibration.model import FILE_NAME as CALIBRATION_FILE
+from ..base.util import ensure_path
 from ..calibration.model import Calibration
+from ..calibration.model import FILE_NAME as CALIBRATION_FILE
 from ..context.store import PrototypeStore
-from ..encoding.onnx_encoder import INT8, ensure_int8, load_saved_encoder, write_export_for
 from ..encoding.cached import CachedEncoder
+from ..encoding.onnx_encoder import INT8, ensure_int8, load_saved_encoder, write_export_for
 from ..encoding.torch_encoder import Encoder
 from ..errors import ConfigError, Errors
 from ..index import ConceptIndex
-from ..base.util import ensure_path
+from ..kb import KnowledgeBase
+from ..rerank.stage import RerankStage
+from .packing import checked_files, pack_folder, unpack_folder
+from .resources import check, export_resources, find, pointer_for, read_pointer, write_pointer
 
 if TYPE_CHECKING:  # for annotations only
     from .component import SapbertLinker
@@ -67,10 +71,6 @@ class LinkerStorage:
         self.index.to_disk(path / "index")
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
-        from ..kb import KnowledgeBase
-
-        from .resources import find, read_pointer
-
         path = ensure_path(path)
         pointer = read_pointer(path)
         if pointer is None and not (path / "index").exists():  # an uninitialised linker was saved: so is this one
@@ -88,8 +88,6 @@ class LinkerStorage:
         if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
             self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
         if (path / "reranker").exists():  # the re-ranker travels with the pipeline too
-            from ..rerank.stage import RerankStage
-
             self.reranker = RerankStage(path / "reranker", device=self.cfg["device"])
         self.calibration = None  # the folder's own calibration (or none) replaces one held before
         self.set_resources(encoder, index, path=folder / "index")
@@ -103,16 +101,12 @@ class LinkerStorage:
     def export_resources(self, folder: Any, *, overwrite: bool = False) -> Path:
         """Write the KB and index to the resources folder ``folder`` (``kb/`` + ``index/``) and use it
         from now on: with ``resources="outside"`` the pipeline then saves only a pointer to it."""
-        from .resources import export_resources
-
         if self.encoder is None or self.index is None:
             raise ConfigError(Errors.E114.format(name=self.name))
         self._resources_dir = export_resources(self.kb, self.index, folder, overwrite=overwrite)
         return self._resources_dir
 
     def _save_pointer(self, path: Path) -> None:
-        from .resources import check, pointer_for, write_pointer
-
         folder = self._resources_dir
         if folder is None and self.cfg["resources_path"]:
             folder = ensure_path(self.cfg["resources_path"])
@@ -125,16 +119,12 @@ class LinkerStorage:
         write_pointer(path, pointer)
 
     def to_bytes(self, *, exclude: Iterable[str] = ()) -> bytes:
-        from .packing import pack_folder
-
         with tempfile.TemporaryDirectory() as tmp:
             self.to_disk(tmp)
             return pack_folder(Path(tmp))
 
     def from_bytes(self, data: bytes, *, exclude: Iterable[str] = ()) -> "SapbertLinker":
         """Load bytes from :meth:`to_bytes`; only the file names ``to_disk`` writes are accepted (E550)."""
-        from .packing import checked_files, unpack_folder
-
         checked_files(data)  # refuse a bad blob before making the folder
         # the files stay on disk while this component lives: the KB is memory-mapped and an ONNX
         # encoder reads its model file again in a forked process

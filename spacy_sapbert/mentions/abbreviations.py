@@ -13,7 +13,7 @@ LongForms = Dict[int, Tuple[int, str]]
 
 def make_detector(vocab: Vocab) -> Any:
     """scispaCy's AbbreviationDetector, used only for its matchers (it needs an object with .vocab)."""
-    from scispacy.abbreviation import AbbreviationDetector
+    from scispacy.abbreviation import AbbreviationDetector  # lazy: scispacy
 
     class _VocabOnly:
         def __init__(self, vocab: Vocab) -> None:
@@ -41,7 +41,7 @@ def long_forms(doc: Doc, get_detector: Callable[[], Any]) -> LongForms:
     found = _from_doc(doc)
     if found:
         return found
-    from scispacy.abbreviation import filter_matches
+    from scispacy.abbreviation import filter_matches  # lazy: scispacy
 
     detector = get_detector()
     matches = detector.matcher(doc)

@@ -18,8 +18,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import ConfigError, EmptyResultError, Errors, Warnings
 from ..base.util import PathLike, atomic_write, ensure_path, get_logger
+from ..errors import ConfigError, EmptyResultError, Errors, Warnings
+from ..mentions.datasets import read_pubtator
 
 logger = get_logger("ner.convert")
 
@@ -93,8 +94,6 @@ def pubtator_to_docs(
     """Read one PubTator file and return ``(docs, stats)``: spaCy ``Doc`` objects whose
     ``doc.ents`` are the gold mentions (``doc.user_data["doc_id"]`` holds the PMID)."""
     from spacy.util import filter_spans
-
-    from ..mentions.datasets import read_pubtator
 
     if misaligned not in MISALIGNED_CHOICES:
         raise ConfigError(

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
-from ..errors import ConfigError, Errors
+from ..errors import ConfigError, Errors, IncompatibleError
 from .candidates import nearest_names
 
 Ranked = List[Tuple[str, float]]
@@ -106,8 +106,6 @@ def rerank(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: nu
 
 def check_compatible(meta: dict, *, kb_checksum: str, encoder_fingerprint: str, path: Optional[Any] = None) -> None:
     """Refuse a re-ranker trained for another KB or another name encoder (E811, naming both)."""
-    from ..errors import IncompatibleError
-
     for what, theirs, ours in (("KB", meta.get("kb_checksum"), kb_checksum),
                                ("name encoder", meta.get("encoder_fingerprint"), encoder_fingerprint)):
         if theirs != ours:

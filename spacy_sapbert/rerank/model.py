@@ -23,10 +23,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy
 
-from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
 from ..base.extras import missing_message
 from ..base.integrity import check_files, file_records
-from ..base.util import PathLike, atomic_write, ensure_path
+from ..base.util import PathLike, atomic_write, ensure_path, resolve_device
+from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
 
 META_FILE = "sapbert_reranker.json"
 ONNX_FILE = "model.onnx"
@@ -105,10 +105,8 @@ class CrossEncoder:
         one-output head."""
         if not 8 <= int(max_length) <= 512:
             raise ConfigError(Errors.E111.format(what="max_length (8-512)", minimum=8, value=max_length))
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
-        from ..base.util import resolve_device
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer  # lazy: transformers
+        from transformers.utils import logging as hf_logging  # lazy: transformers
 
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # "some weights were newly initialised": the head, on purpose
@@ -134,7 +132,7 @@ class CrossEncoder:
 
     def score(self, mentions: Sequence[str], names: Sequence[str], *, batch_size: int = 64) -> numpy.ndarray:
         """Logits of the pairs, float32 ``[n]``; pairs are scored in batches of similar length."""
-        import torch
+        import torch  # lazy: torch
 
         out = numpy.zeros(len(mentions), dtype=numpy.float32)
         order = sorted(range(len(mentions)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
@@ -169,9 +167,7 @@ class CrossEncoder:
         folder = ensure_path(path)
         meta = read_meta(folder)
         check_meta_files(folder, meta, full=full_check)
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        from ..base.util import resolve_device
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer  # lazy: transformers
 
         model = AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=1)
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
@@ -184,8 +180,8 @@ def export_int8(model: CrossEncoder, folder: PathLike) -> Path:
     int8 quantization) to a saved re-ranker folder, recorded in its ``sapbert_reranker.json``."""
     try:
         import onnx  # noqa: F401  (torch's exporter needs it)
-        import torch
-        from onnxruntime.quantization import QuantType, quantize_dynamic
+        import torch  # lazy: torch
+        from onnxruntime.quantization import QuantType, quantize_dynamic  # lazy: onnxruntime
     except ImportError as err:  # torch / onnx: the [train] extra (E820, exit 2 from the command line)
         raise MissingExtraError(missing_message("Exporting the re-ranker to ONNX", err.name or "onnx", str(err))) from err
     folder = ensure_path(folder)
@@ -237,7 +233,7 @@ class OnnxCrossEncoder:
         if INT8_FILE not in (self.meta.get("onnx_files") or {}):
             raise MissingInputError(Errors.E804.format(path=self.folder, file=INT8_FILE))
         check_meta_files(self.folder, self.meta)
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # lazy: transformers
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
         self.max_length = int(self.meta["max_length"])
@@ -248,7 +244,7 @@ class OnnxCrossEncoder:
 
     def _make_session(self, threads: int) -> Any:
         try:
-            import onnxruntime
+            import onnxruntime  # lazy: onnxruntime
         except ImportError as err:
             raise ConfigError(Errors.E119.format(reason=str(err))) from err
         options = onnxruntime.SessionOptions()

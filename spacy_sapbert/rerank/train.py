@@ -108,7 +108,7 @@ def _checkpoints(output: Path) -> List[Path]:
 
 def _save_checkpoint(output: Path, step: int, model: CrossEncoder, optimizer: Any, scheduler: Any,
                      settings: RerankerSettings) -> None:
-    import torch
+    import torch  # lazy: torch
 
     with atomic_dir(output / "checkpoints" / f"step-{step:06d}", overwrite=True) as tmp:
         model.model.save_pretrained(tmp, safe_serialization=True)
@@ -120,8 +120,8 @@ def _save_checkpoint(output: Path, step: int, model: CrossEncoder, optimizer: An
 
 
 def _restore(checkpoint: Path, model: CrossEncoder, optimizer: Any, scheduler: Any) -> int:
-    import torch
-    from safetensors.torch import load_file
+    import torch  # lazy: torch
+    from safetensors.torch import load_file  # lazy: safetensors
 
     model.model.load_state_dict(load_file(str(checkpoint / "model.safetensors"), device=str(model.device)))
     optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))
@@ -142,7 +142,7 @@ def _schedule(groups: int, settings: RerankerSettings) -> List[List[int]]:
 
 def group_loss(model: CrossEncoder, groups: Sequence[Group]) -> Any:
     """Mean over ``groups`` of the cross-entropy of the gold name (index 0) among the group's names."""
-    import torch
+    import torch  # lazy: torch
 
     mentions = [g.mention for g in groups for _ in g.names]
     names = [n for g in groups for n in g.names]
@@ -157,8 +157,8 @@ def train_reranker(docs: Sequence[Any], kb: Any, index: Any, encoder: Any, outpu
     """Train a re-ranker for the bi-encoder (``encoder`` + ``index`` over ``kb``) on the annotated mentions of
     ``docs`` (never a test set) and ``settings.pseudo_mentions`` KB synonyms; starts from ``base`` (default: the
     encoder's own folder). Returns a summary (groups, steps, final loss, candidate recall, model folder)."""
-    import torch
-    from transformers import get_linear_schedule_with_warmup
+    import torch  # lazy: torch
+    from transformers import get_linear_schedule_with_warmup  # lazy: transformers
 
     settings = (settings or RerankerSettings()).check()
     output = ensure_path(output)

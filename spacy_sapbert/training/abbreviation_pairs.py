@@ -19,9 +19,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
-from ..errors import ConfigError, Errors, Warnings
-from ..kb.concept import normalize_name
 from ..base.util import PathLike, get_logger
+from ..errors import ConfigError, Errors, SapbertError, Warnings
+from ..kb.concept import normalize_name
+from ..mentions.abbreviations import long_forms, make_detector
+from ..mentions.datasets import read_pubtator
 from .variants import number, punctuation
 
 logger = get_logger("training.abbreviation_pairs")
@@ -29,9 +31,6 @@ logger = get_logger("training.abbreviation_pairs")
 
 def read_raw_texts(paths: Sequence[PathLike]) -> List[str]:
     """The documents' texts (title + " " + abstract) of PubTator files, in file order."""
-    from ..errors import SapbertError
-    from ..mentions.datasets import read_pubtator
-
     texts: List[str] = []
     for path in paths:
         if not Path(path).is_file():
@@ -47,8 +46,6 @@ def read_raw_texts(paths: Sequence[PathLike]) -> List[str]:
 def mine_abbreviations(texts: Iterable[str]) -> Counter:
     """``Counter`` of ``(short form, long form)`` (both normalised) defined in ``texts``."""
     import spacy
-
-    from ..mentions.abbreviations import long_forms, make_detector
 
     nlp = spacy.blank("en")
     detector = make_detector(nlp.vocab)

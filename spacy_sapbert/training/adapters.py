@@ -24,7 +24,7 @@ TARGET_MODULES = r".*layer\.\d+\.(attention\.self\.(query|key|value)|attention\.
 def add_adapters(model: Any, rank: int, alpha: float, dropout: float) -> Any:
     """``model`` wrapped with LoRA adapters of ``rank``; only the adapters are trainable."""
     try:
-        from peft import LoraConfig, get_peft_model
+        from peft import LoraConfig, get_peft_model  # lazy: peft
     except ImportError as err:
         raise ConfigError(Errors.E215.format(what=str(err))) from None
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=TARGET_MODULES, bias="none")
@@ -47,14 +47,14 @@ def exportable(model: Any) -> Any:
 
 
 def adapter_state(model: Any) -> Dict[str, Any]:
-    from peft import get_peft_model_state_dict
+    from peft import get_peft_model_state_dict  # lazy: peft
 
     return {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model).items()}
 
 
 def load_adapter_state(model: Any, weights: Dict[str, Any]) -> None:
     """Restore adapter weights saved by :func:`adapter_state`; a mismatch raises ValueError."""
-    from peft import set_peft_model_state_dict
+    from peft import set_peft_model_state_dict  # lazy: peft
 
     expected = set(adapter_state(model))
     if set(weights) != expected:

@@ -3,15 +3,14 @@ from __future__ import annotations
 
 from typing import Any, Tuple
 
+from ..encoding.files import check_hub_model
+from ..encoding.torch_encoder import load_hf_model
 from ..errors import ConfigError, Errors
 
 
 def load_base_model(name_or_path: str) -> Tuple[Any, Any]:
     """Tokenizer + encoder model; anything that is not a BERT-like encoder → E205."""
-    from transformers import AutoConfig, AutoTokenizer
-
-    from ..encoding.files import check_hub_model
-    from ..encoding.torch_encoder import load_hf_model
+    from transformers import AutoConfig, AutoTokenizer  # lazy: transformers
 
     check_hub_model(name_or_path)  # E512 at once when it is no folder and the hub cannot give it
     try:

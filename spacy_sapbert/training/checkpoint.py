@@ -19,10 +19,11 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from ..encoding.files import SETTINGS_FILE, write_settings  # noqa: F401  (SETTINGS_FILE: kept importable here)
 from ..errors import ConfigError, Errors, MissingInputError, TrainingError
-from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from .adapters import ADAPTER_FILE, adapter_state, exportable, is_adapted, load_adapter_state
+from .config import TrainConfig
 
 logger = get_logger("training.checkpoint")
 
@@ -84,8 +85,6 @@ def _first_difference(a: Any, b: Any, prefix: str = "", defaults: Any = _ABSENT)
 
 def _defaults() -> Dict[str, Any]:
     """What each identity setting is at its default (for runs recorded before a setting existed)."""
-    from .config import TrainConfig
-
     return {"config": json.loads(json.dumps(_identity_config(TrainConfig().to_dict())))}
 
 
@@ -130,7 +129,7 @@ def list_checkpoints(output: Path) -> List[Tuple[int, Path]]:
 def save_model_folder(model: Any, tokenizer: Any, folder: Path, settings: Dict[str, Any]) -> None:
     """A plain HF folder (adapters merged in) + tokenizer + settings; an adapted model also leaves
     its adapter weights alone in ``adapter.safetensors`` (what resume restores)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # lazy: safetensors
 
     exportable(model).save_pretrained(folder, safe_serialization=True)
     if is_adapted(model):
@@ -151,7 +150,7 @@ def save_checkpoint(
     *,
     keep: int = 2,
 ) -> Path:
-    import torch
+    import torch  # lazy: torch
 
     target = output / "checkpoints" / f"step-{step:06d}"
     with atomic_dir(target, overwrite=True) as tmp:
@@ -167,8 +166,8 @@ def save_checkpoint(
 
 def load_checkpoint(folder: Path, model: Any, optimizer: Any, scaler: Optional[Any]) -> Dict[str, Any]:
     """Restore weights, optimizer and scaler in place; return the trainer state. Any damage → E207."""
-    import torch
-    from safetensors.torch import load_file
+    import torch  # lazy: torch
+    from safetensors.torch import load_file  # lazy: safetensors
 
     try:
         state = json.loads((folder / STATE_FILE).read_text(encoding="utf8"))

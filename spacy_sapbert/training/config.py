@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..base.defaults import MAX_LENGTH
-from ..errors import ConfigError, Errors, Warnings
 from ..base.util import PathLike
+from ..errors import ConfigError, Errors, MissingInputError, Warnings
+from ..kb.languages import language_codes
 from .dev_eval import DEV_CANDIDATES
 from .schedule import parse_every
 
@@ -232,8 +233,6 @@ class TrainConfig:
         if t.epochs == 0 and t.max_steps == 0:
             raise ConfigError(Errors.E212.format(path=source, what="set training.epochs or training.max_steps"))
         if self.pairs.languages is not None:
-            from ..kb.languages import language_codes
-
             self.pairs.languages = list(language_codes(self.pairs.languages))  # E735 for an unknown code
         _validate_mention_like(self.pairs.mention_like, source)
         cap = self.pairs.max_pairs_per_concept
@@ -326,8 +325,6 @@ def load_config(
             target[name] = value
         return TrainConfig.from_dict(data, source=source, task=task)
     if not Path(path).is_file():
-        from ..errors import MissingInputError
-
         raise MissingInputError(Errors.E001.format(what="Config file", path=path, hint="see configs/pretrain.cfg."))
     try:
         cfg = Config().from_disk(path, overrides=overrides, interpolate=True)

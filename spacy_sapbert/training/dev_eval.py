@@ -26,6 +26,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..base.util import get_logger
+from ..kb.concept import normalize_name
+from ..mentions.metrics import seen_mask, seen_split
 
 logger = get_logger("training.dev_eval")
 
@@ -85,9 +87,6 @@ class DevEvaluator:
 
     def __init__(self, dev: DevSet, *, candidates: str = "shortlist", sample_names: int = 500,
                  shortlist_k: int = 5, gold_names: int = 5, seed: int = 0) -> None:
-        from ..mentions.metrics import seen_mask
-        from ..kb.concept import normalize_name
-
         started = time.perf_counter()
         self.dev, self.candidates = dev, candidates
         kb = dev.kb
@@ -138,8 +137,6 @@ class DevEvaluator:
     def evaluate(self, encoder: Any, *, name_vectors: Optional[np.ndarray] = None) -> Tuple[Dict[str, Any], np.ndarray]:
         """``(figures, vectors of the candidate names)`` for ``encoder`` (any object with ``encode``);
         ``name_vectors``: the candidate names' vectors when the caller has them already."""
-        from ..mentions.metrics import seen_split
-
         started = time.perf_counter()
         kb, ks = self.dev.kb, self.dev.ks
         names = name_vectors if name_vectors is not None else encoder.encode([kb.names[int(r)] for r in self.rows])

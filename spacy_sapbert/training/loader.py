@@ -63,7 +63,7 @@ def sorted_padded(flat: np.ndarray, lengths: np.ndarray, pad_id: int) -> Tuple["
     """``(ids, lengths, inverse)``: token ids given as ``(flat, lengths)`` sorted by length (ties by position)
     in one ``[names, longest]`` long tensor padded with ``pad_id``, their lengths, and ``inverse`` (row ``i``
     of the input is row ``inverse[i]`` of ``ids``). Vectorised; three tensors, cheap to send between processes."""
-    import torch
+    import torch  # lazy: torch
 
     n = len(lengths)
     order = np.argsort(lengths, kind="stable")
@@ -81,7 +81,7 @@ def sorted_padded(flat: np.ndarray, lengths: np.ndarray, pad_id: int) -> Tuple["
 def cut_parts(ids: "torch.Tensor", lengths: "torch.Tensor", size: int) -> List[Part]:
     """``(input_ids, attention_mask)`` parts of at most ``size`` rows (0: one part) of ``sorted_padded``'s
     ``ids``, each cut to its own longest name."""
-    import torch
+    import torch  # lazy: torch
 
     size = size or max(len(lengths), 1)
     parts: List[Part] = []
@@ -117,7 +117,7 @@ class StepInputs:
         return self.n_steps
 
     def __getitem__(self, k: int) -> Tuple["torch.Tensor", "torch.Tensor", "torch.Tensor", "torch.Tensor"]:
-        import torch
+        import torch  # lazy: torch
 
         if not 0 <= k < self.n_steps:
             raise IndexError(k)
@@ -128,7 +128,7 @@ class StepInputs:
 
     def iterate(self, workers: int, *, pin_memory: bool = False) -> Iterator[Any]:
         """The items in order, made ahead by a ``DataLoader`` with ``workers`` processes."""
-        from torch.utils.data import DataLoader
+        from torch.utils.data import DataLoader  # lazy: torch
 
         return iter(DataLoader(self, batch_size=None, shuffle=False, num_workers=workers,  # type: ignore[arg-type]
                                prefetch_factor=4 if workers else None, pin_memory=pin_memory))

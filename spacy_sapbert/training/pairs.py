@@ -25,9 +25,9 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 
 import numpy as np
 
-from ..errors import DataFormatError, EmptyResultError, Errors, MissingInputError
-from ..kb.concept import normalize_name
 from ..base.util import PathLike, atomic_dir, ensure_path, get_logger
+from ..errors import DataFormatError, EmptyResultError, Errors, IncompatibleError, MissingInputError
+from ..kb.concept import normalize_name
 
 logger = get_logger("training.pairs")
 
@@ -347,8 +347,6 @@ class PairSet:
 
     def check_kb(self, kb: Any) -> None:
         """Raise if the pairs were written from another KB (their ids would point elsewhere)."""
-        from ..errors import IncompatibleError
-
         if self.meta.get("kb_checksum") != kb.checksum:
             raise IncompatibleError(
                 Errors.E203.format(path=self.path, theirs=self.meta.get("kb_checksum"), ours=kb.checksum)

@@ -12,6 +12,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from ..base.util import get_logger
+from ..encoding.torch_encoder import Encoder
 from . import hard_negatives as hn
 from .distributed import barrier
 
@@ -73,9 +74,7 @@ class HardNegativeMining:
         return np.unique(np.asarray(self.pairs.pairs[np.concatenate(batches)])[:, 0]).astype(np.int64)
 
     def _mine(self, step: int) -> hn.HardNegativeTable:
-        from ..encoding.torch_encoder import Encoder
-
-        import torch
+        import torch  # lazy: torch
 
         started = time.perf_counter()
         was_training = self.module.training

@@ -9,14 +9,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
+from ..base.util import PathLike, ensure_path, get_logger, resolve_device
 from ..errors import ConfigError, Errors
-from ..base.util import PathLike, ensure_path, get_logger
+from ..kb import KnowledgeBase
 from . import checkpoint as ckpt
 from .config import TrainConfig
 from .distributed import barrier, init_distributed
 from .mention_like import check_record, finetune_mentions, pretrain_pairs
 from .pairs import META_FILE, PairSet, write_kb_pairs, write_task_pairs
-from .trainer import DevSet, TrainResult, Trainer, check_precision
+from .trainer import DevSet, Trainer, TrainResult, check_precision
 
 logger = get_logger("training.run")
 
@@ -25,24 +26,18 @@ KBLike = Union[Any, PathLike]
 
 def _load_kb(kb: KBLike) -> Any:
     if isinstance(kb, (str, Path)):
-        from ..kb import KnowledgeBase
-
         return KnowledgeBase.from_disk(kb)
     return kb
 
 
 def _precheck(output: Path, resume: bool, config: TrainConfig) -> None:
     """Refuse early (before writing pairs): AMP off CUDA, ``output`` holding a run without resume."""
-    from ..base.util import resolve_device
-
     check_precision(config.training.amp, resolve_device(config.training.device))
     if (output / ckpt.RUN_FILE).is_file() and not resume:
         raise ConfigError(Errors.E209.format(path=output))
 
 
 def _pairs(output: Path, config: TrainConfig, kb: Any, write: Any) -> PairSet:
-    from ..base.util import resolve_device
-
     folder = output / "pairs"
     info = init_distributed(config.training.distributed, resolve_device(config.training.device).type)
     if info.is_main and not (folder / META_FILE).is_file():

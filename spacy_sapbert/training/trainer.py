@@ -21,20 +21,22 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..errors import ConfigError, Errors, TrainingError
 from ..base.util import PathLike, ensure_path, get_logger, resolve_device
+from ..encoding.pooling import resolve_pooling
+from ..encoding.torch_encoder import Encoder, weights_fingerprint
+from ..errors import ConfigError, Errors, TrainingError
 from . import checkpoint as ckpt
-from .config import TrainConfig
-from .distributed import barrier, broadcast_flag, gather_with_grad, init_distributed, shutdown
-from .losses import make_loss
-from .miners import TripletMarginMiner
-from .batching import EpochBatches
 from .adapters import add_adapters, exportable
+from .base_model import check_precision, load_base_model
+from .batching import EpochBatches
+from .config import TrainConfig
+from .dev_eval import DevEvaluator, DevSet, selection_score
+from .distributed import barrier, broadcast_flag, gather_with_grad, init_distributed, shutdown
 from .forward import SubBatchEncoder
 from .loader import Part, StepInputs, cut_parts, padded_parts, rank_share, token_source
-from .base_model import check_precision, load_base_model
+from .losses import make_loss
+from .miners import TripletMarginMiner
 from .pairs import PairSet
-from .dev_eval import DevEvaluator, DevSet, selection_score
 from .refresh_negatives import HardNegativeMining
 from .schedule import Schedule
 from .summary import TrainResult, dev_line, write_summary
@@ -52,9 +54,7 @@ class Trainer(HardNegativeMining):
 
     def __init__(self, config: TrainConfig, kb: Any, pairs: PairSet, base_model: str, output: PathLike,
                  *, dev: Optional[DevSet] = None) -> None:
-        import torch
-
-        from ..encoding.pooling import resolve_pooling
+        import torch  # lazy: torch
 
         self._created = time.perf_counter()
         self.config, self.kb, self.pairs, self.base_model = config, kb, pairs, str(base_model)
@@ -80,7 +80,7 @@ class Trainer(HardNegativeMining):
         self.module = model.to(self.device)  # the Hugging Face model: saved, evaluated, clipped
         self.model = SubBatchEncoder(self.module, self.pooling)  # what a step calls
         if self.dist.enabled:
-            from torch.nn.parallel import DistributedDataParallel
+            from torch.nn.parallel import DistributedDataParallel  # lazy: torch
 
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.model = DistributedDataParallel(self.model, device_ids=ids)
@@ -119,7 +119,7 @@ class Trainer(HardNegativeMining):
         return {"margin": loss.triplet_margin}
 
     def _make_optimizer(self) -> Any:
-        import torch
+        import torch  # lazy: torch
 
         decay, no_decay = [], []
         for name, param in self.module.named_parameters():
@@ -137,8 +137,6 @@ class Trainer(HardNegativeMining):
         return t.max_steps if t.max_steps > 0 else t.epochs * self.batches.n_batches()
 
     def settings(self) -> Dict[str, Any]:
-        from ..encoding.torch_encoder import weights_fingerprint
-
         return {
             "name": f"sapbert-trained:{self.base_model}",
             "pooling": self.pooling,
@@ -151,7 +149,7 @@ class Trainer(HardNegativeMining):
     def _inputs(self, rows: np.ndarray) -> Tuple[List[Part], "torch.Tensor", "torch.Tensor"]:  # noqa: F821
         """``(parts, inverse, labels)`` on the CPU for the pair ``rows``: this process's share, tokenised
         (or read from the pre-tokenised table), length-sorted and padded (see ``loader.py``)."""
-        import torch
+        import torch  # lazy: torch
 
         text_ids, labels = rank_share(rows, self.dist.world_size, self.dist.rank)
         parts, inverse = padded_parts(*self.tokens.flat(text_ids), self.config.training.sub_batch, self.pad_id)
@@ -173,7 +171,7 @@ class Trainer(HardNegativeMining):
              inputs: Optional[Tuple[List[Part], "torch.Tensor", "torch.Tensor"]] = None) -> float:  # noqa: F821
         """One optimizer step on the pairs ``batch``; ``inputs``: their model inputs made ahead (by the
         loader's workers; only without hard negatives, which depend on the current weights)."""
-        import torch
+        import torch  # lazy: torch
 
         t = self.config.training
         torch.manual_seed((t.seed * 1_000_003 + global_step * 7_919 + self.dist.rank) % (2**62))
@@ -210,7 +208,7 @@ class Trainer(HardNegativeMining):
         return float(loss.detach())
 
     def _first_step(self, batch: np.ndarray, global_step: int, inputs: Any = None) -> float:
-        import torch
+        import torch  # lazy: torch
 
         oom_types: Tuple[type, ...] = (MemoryError, torch.cuda.OutOfMemoryError)
         try:
@@ -232,8 +230,6 @@ class Trainer(HardNegativeMining):
         """Strict acc@k of the current weights on the dev set, overall and seen / unseen (see
         ``dev_eval.py``: a fixed candidate set, exact search); ``step``: the weights' step, under which
         the KB's name vectors are kept for the next hard-negative mining (``dev_candidates = "all"``)."""
-        from ..encoding.torch_encoder import Encoder
-
         if self.dev is None:
             return {}
         started = time.perf_counter()
