@@ -265,3 +265,52 @@ def drawn_floors(page: str) -> List[Tuple[str, ...]]:
 def test_the_development_page_draws_the_floors():
     page = (PACKAGE.parent / "docs" / "development.md").read_text(encoding="utf8")
     assert drawn_floors(page) == LAYERS
+
+
+def _function_level_imports(tree: ast.AST) -> List[ast.stmt]:
+    """Import statements inside a function (any depth), skipping ``if TYPE_CHECKING:`` bodies."""
+    found: List[ast.stmt] = []
+    stack: List[Tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, in_function = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend((child, in_function) for child in node.orelse)
+            continue
+        if in_function and isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        stack.extend((child, inside) for child in ast.iter_child_nodes(node))
+    return found
+
+
+def lazy_imports_without_reason(package: Path) -> List[str]:
+    """``file:line`` of every import of the package's own modules placed inside a function without a trailing
+    ``# lazy: <reason>`` comment (the reason: the heavy dependency it keeps off the import path, or why else)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text(encoding="utf8")
+        lines = source.splitlines()
+        for node in _function_level_imports(ast.parse(source, str(path))):
+            own = node.level > 0 if isinstance(node, ast.ImportFrom) else False
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == ROOT:
+                own = True
+            if isinstance(node, ast.Import):
+                own = any(alias.name.split(".")[0] == ROOT for alias in node.names)
+            if own and "# lazy:" not in lines[node.lineno - 1] and "# lazy:" not in lines[node.end_lineno - 1]:
+                found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    return found
+
+
+def test_own_imports_sit_at_the_top_unless_they_say_why():
+    missing = lazy_imports_without_reason(PACKAGE)
+    assert not missing, ("imports of the package inside a function without '# lazy: <reason>' (move them to the "
+                         "top of the file, or say which heavy dependency keeps them there): " + ", ".join(missing))
+
+
+def test_a_silent_lazy_import_is_found(tmp_path):
+    package = _write_package(tmp_path, {
+        "__init__.py": "",
+        "a.py": "def f():\n    from .b import x\n    from .b import y  # lazy: torch\n    import json\n",
+        "b.py": "x = y = 1\n",
+    })
+    assert lazy_imports_without_reason(package) == ["spacy_sapbert/a.py:2"]
