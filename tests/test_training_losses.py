@@ -157,3 +157,10 @@ def test_make_loss_rejects_unknown_and_bad_settings():
         MultiSimilarityLoss(alpha=0)
     with pytest.raises(ConfigError, match=r"\[SB-E002\].*temperature"):
         InfoNCELoss(temperature=0)
+
+
+def test_config_accepts_exactly_the_registered_losses():
+    from spacy_sapbert.training.config import LOSS_NAMES
+    from spacy_sapbert.training.losses import LOSSES
+
+    assert tuple(LOSSES) == LOSS_NAMES

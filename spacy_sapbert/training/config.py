@@ -121,9 +121,14 @@ class TrainingSettings:
     loader_workers: int = 0  # > 0: DataLoader processes prepare the steps' inputs ahead (not with hard negatives)
 
 
+#: The names ``loss.name`` accepts: the keys of :data:`~spacy_sapbert.training.losses.LOSSES` (that module imports
+#: torch, this one must not; a test keeps the two equal).
+LOSS_NAMES = ("multi_similarity", "infonce", "triplet")
+
+
 @dataclass
 class LossSettings:
-    name: str = "multi_similarity"  # multi_similarity | infonce | triplet
+    name: str = "multi_similarity"  # one of LOSS_NAMES
     alpha: float = 2.0
     beta: float = 50.0
     base: float = 0.5
@@ -186,7 +191,7 @@ class TrainConfig:
             ("training.amp", t.amp, AMP_CHOICES),
             ("training.batching", t.batching, BATCHING_CHOICES),
             ("training.adapter", t.adapter, ADAPTER_CHOICES),
-            ("loss.name", self.loss.name, ("multi_similarity", "infonce", "triplet")),
+            ("loss.name", self.loss.name, LOSS_NAMES),
             ("miner.kind", self.miner.kind, ("all", "hard", "semihard")),
         ]
         for what, value, choices in checks:
