@@ -75,8 +75,8 @@ def help_texts() -> Iterator[Tuple[str, str]]:
 
 def documented_files() -> List[Path]:
     globs = ["README.md", "docs/**/*.md", "configs/*", "project.yml", "Makefile", "assets/README.md",
-             "spacy_sapbert/**/*.py", "scripts/*.py", "benchmarks/**/*.py"]
-    files = sorted({p for g in globs for p in ROOT.glob(g) if p.is_file()})
+             "spacy_sapbert/**/*.py", "scripts/*.py", "benchmarks/*.py", "benchmarks/studies/*.py"]
+    files = sorted({p for g in globs for p in ROOT.glob(g) if p.is_file()})  # not benchmarks/output/: run outputs
     assert any(p.name == "README.md" for p in files) and any(p.suffix == ".cfg" for p in files)
     return files
 

@@ -28,7 +28,7 @@ from ..index.ray_build import encode_names_ray
 from ..index.settings import DEFAULTS
 from ..kb import KnowledgeBase
 
-logger = get_logger("linking")
+logger = get_logger("commands")
 
 
 def build_index_dir(
