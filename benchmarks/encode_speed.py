@@ -12,6 +12,11 @@ both mean-pooled, on one seeded sample of MEDIC names (the same names for every 
 - "levers": the encoder alone on the sample, each lever by itself against today's path, best of ``--rounds``
   interleaved rounds: without length sorting (batches in KB order), ONNX Runtime, int8, bf16 autocast, batch
   size, threads; and the distinct token rows (identical rows now run once).
+- "compute ceiling": what no float32 lever can pass on this CPU. The multiply-adds of one name (its tokens,
+  special tokens included, times the per-token work of the dense layers and attention from the model's
+  config.json) against a float32 matmul of the feed-forward layer's shape measured here (numpy, all threads):
+  ceiling names/s = measured FLOP/s / FLOPs per name. Softmax, layer norm, GELU, tokenising and padding are left
+  out, so a real encoder stays below it; a target above it needs fewer FLOPs (int8, a smaller model) or a GPU.
 - recall criterion for every lever that changes numbers: minimum and mean cosine of its vectors to today's
   float32 vectors (criterion: >= 0.99), and the share of NCBI-disease test mentions whose top-1 name in the
   sample is the same as with float32 vectors (a proxy of the top-1 criterion on the full KB: >= 99.5 %).
@@ -122,6 +127,52 @@ def padding_share(enc: Any, texts: Sequence[str], batch_size: int, sort: bool) -
 def top1_same(names_vecs: numpy.ndarray, ref_names: numpy.ndarray, q: numpy.ndarray, q_ref: numpy.ndarray) -> float:
     """Share of queries whose best name (variant's name and query vectors) equals the float32 one's."""
     return float(numpy.mean((q @ names_vecs.T).argmax(1) == (q_ref @ ref_names.T).argmax(1)))
+
+
+def flops_per_token(model: str, seq_len: float) -> float:
+    """Multiply-adds x 2 of one token through a BERT-like encoder (``config.json``): Q, K, V, output and the two
+    feed-forward matrices of every layer, plus attention scores and weighted sum over ``seq_len`` positions."""
+    import json
+
+    cfg = json.loads((Path(model) / "config.json").read_text(encoding="utf8"))
+    h, inter, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    return 2.0 * layers * (4 * h * h + 2 * h * inter + 2 * seq_len * h)
+
+
+def matmul_gflops(hidden: int, inter: int, rows: int = 2048, repeats: int = 30) -> float:
+    """Best-of-3 float32 GFLOP/s of a [rows, hidden] x [hidden, inter] matmul (numpy, its default threads)."""
+    rng = numpy.random.default_rng(0)
+    a = rng.random((rows, hidden), dtype=numpy.float32)
+    b = rng.random((hidden, inter), dtype=numpy.float32)
+    a @ b
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * rows * hidden * inter * repeats / best / 1e9
+
+
+def compute_ceiling(label: str, model: str, names: List[str], measured: Dict[str, float]) -> List[Any]:
+    """One row of the compute-ceiling table (see the module docstring); ``measured``: lever -> names/s."""
+    import json
+
+    from spacy_sapbert.encoding.torch_encoder import Encoder
+
+    cfg = json.loads((Path(model) / "config.json").read_text(encoding="utf8"))
+    enc = Encoder.load(model, pooling="mean", max_length=25, device="cpu", precision="fp32", cache_size=0)
+    lengths = [len(r) for r in enc._token_rows(list(names))]
+    mean_len = sum(lengths) / len(lengths)
+    per_name = flops_per_token(model, mean_len) * mean_len
+    gflops = matmul_gflops(cfg["hidden_size"], cfg["intermediate_size"])
+    ceiling = gflops * 1e9 / per_name
+    today = measured["today: torch fp32, length-sorted, batch 256"]
+    fp32 = {k: v for k, v in measured.items() if "int8" not in k and "bf16" not in k and "fp16" not in k}
+    best_key = max(fp32, key=fp32.get)
+    return [label, round(mean_len, 2), round(per_name / 1e9, 4), round(gflops, 1), round(ceiling, 1),
+            round(today, 1), best_key, round(fp32[best_key], 1), round(fp32[best_key] / ceiling, 2),
+            round(ceiling / today, 2), load()]
 
 
 def run_levers(label: str, model: str, names: List[str], mentions: List[str], opts: argparse.Namespace,
@@ -263,7 +314,7 @@ def main() -> None:
     if "bert-base" in opts.encoders:
         models["bert-base"] = ("BERT-base shape, random (768-d, 12 layers)",
                                str(bert_base_random(opts.cache, opts.tokenizer or minilm)))
-    lever_rows, build_rows, figures = [], [], {"load_start": load(), "device": opts.device}
+    lever_rows, build_rows, ceiling_rows, figures = [], [], [], {"load_start": load(), "device": opts.device}
     if opts.device.startswith("cuda"):
         figures["gpu"] = torch.cuda.get_device_name(0)
     for key in opts.encoders.split(","):
@@ -273,6 +324,8 @@ def main() -> None:
         lever_rows += rows
         figures[key] = figs
         rates = {r[1]: r[2] for r in rows}
+        if opts.device == "cpu":
+            ceiling_rows.append(compute_ceiling(label, model, names, rates))
         print(f"{label}: build-index", flush=True)
         build_rows += run_builds(label, model, kb_dir, len(names), opts, opts.cache, rates)
     figures["load_end"] = load()
