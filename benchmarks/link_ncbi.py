@@ -21,6 +21,10 @@ use can hide a cost), the peak RSS with one pipeline and with the warm reload's 
 (anonymous / file-backed) before and after the load, after the first doc and after linking, and what
 importing torch + transformers, onnxruntime and scispaCy's linker modules adds to a process that has
 imported spaCy (a dependency's cost, not the files').
+The floor: a third worker loads what both systems' pipelines hold besides their linker (``spacy.blank("en")``, which
+in the development environment also imports spacy-transformers' entry point and with it torch, and scispaCy's
+abbreviation detector, which both run) and links nothing; each system's own part is its figure minus the floor's
+(cold and warm load, peak RSS with one pipeline, linking time), and the own parts are compared too.
 Both resolve abbreviations; both have threshold 0 so acc@k is not cut. Our linker runs three times
 against the same fp32 index: at its defaults (``runtime="auto"``: the pipeline holds an ONNX export,
 so ONNX Runtime runs the encoder in fp32), with ``runtime="torch"`` (PyTorch fp32, the same vectors),
@@ -101,7 +105,13 @@ def _int8_pipeline(work: Path) -> None:
 
 
 def _load(kind: str, work: Path):
-    """One system's pipeline, loaded the way its users load it."""
+    """One system's pipeline, loaded the way its users load it (``floor``: see the module docstring)."""
+    if kind == "floor":
+        import scispacy.abbreviation  # noqa: F401  (registers the abbreviation_detector factory)
+
+        nlp = spacy.blank("en")
+        nlp.add_pipe("abbreviation_detector")
+        return nlp
     if kind.startswith("sapbert"):
         if kind == "sapbert-int8":  # the same pipeline after `export-onnx --quantize` (precision int8 in its config)
             return spacy.load(work / "nlp_sapbert_int8")
@@ -211,7 +221,8 @@ def worker(kind: str, work: Path, passes: int, profile: bool = False) -> None:
               "docs": len(docs), "mentions_linked": n_mentions, "docs_per_s": len(docs) / link_s,
               "mentions_per_s": n_mentions / link_s, "peak_rss_mb": peak_rss_mb(),
               "peak_rss_one_pipeline_mb": peak_one_mb, "memory": memory, "time_shares": shares}
-    result.update(_score(docs, gold, "kb_ents"))
+    if kind != "floor":
+        result.update(_score(docs, gold, "kb_ents"))
     result["modules_loaded"] = sorted(m for m in ("torch", "transformers", "spacy_transformers", "onnxruntime")
                                       if m in sys.modules)
     if "sapbert_linker" in nlp.pipe_names:
@@ -386,7 +397,7 @@ def main() -> None:
                              "--lean-runs fresh processes), as a user who installs the package without extras sees them")
     parser.add_argument("--lean-runs", type=int, default=3, help="fresh processes per system with --lean-python")
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--worker", choices=["sapbert", "sapbert-torch", "sapbert-bf16", "sapbert-int8", "scispacy"], default=None,
+    parser.add_argument("--worker", choices=["sapbert", "sapbert-torch", "sapbert-bf16", "sapbert-int8", "scispacy", "floor"], default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -414,6 +425,7 @@ def main() -> None:
             _int8_pipeline(work)
             figures["sapbert-int8"] = _run_worker("sapbert-int8", work, args.passes)
         figures["scispacy"] = _run_worker("scispacy", work, args.passes)
+        figures["floor"] = _run_worker("floor", work, args.passes)
         figures["import_spacy_s"] = _import_spacy_s(sys.executable)
         # what the heavy optional imports cost a load that makes them (the dependencies' own cost, not the files')
         figures["import_cost"] = {"torch, transformers": _import_cost(sys.executable, "torch,transformers"),
@@ -441,6 +453,7 @@ def main() -> None:
     figures["ratios"].update({
         "acc@1 (ours - scispaCy)": ours["acc@1"] - theirs["acc@1"],
     })
+    figures["own"] = _own_parts(figures)
     for key, label in (("sapbert-torch", "torch fp32"), ("sapbert-bf16", "torch bf16"), ("sapbert-int8", "onnx int8")):
         if key in figures:
             figures["ratios"][f"mentions_per_s (ours {label}/scispaCy)"] = \
@@ -451,6 +464,20 @@ def main() -> None:
     _write_results(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2), encoding="utf8")
+
+
+_OWN = (("load s (cold)", "load_s"), ("load s (warm)", "warm_load_s"),
+        ("peak RSS MB (one pipeline)", "peak_rss_one_pipeline_mb"), ("linking s (all docs)", "link_s"))
+
+
+def _own_parts(f: Dict[str, Any]) -> Dict[str, Dict[str, float]]:
+    """Each system's figure minus the floor's (what its own files and code add), and ours / scispaCy's of those."""
+    floor = f["floor"]
+    own = {key: {label: f[key][field] - floor[field] for label, field in _OWN}
+           for key in ("sapbert", "sapbert-int8", "scispacy") if key in f}
+    own["ratio"] = {label: own["sapbert"][label] / own["scispacy"][label] if own["scispacy"][label] > 0
+                    else float("nan") for label, _ in _OWN}
+    return own
 
 
 def _import_spacy_s(python: str, runs: int = 3) -> float:
@@ -538,6 +565,8 @@ def _print_report(f: Dict[str, Any]) -> None:
         for k, v in lean["ratios"].items():
             print(f"lean {k}: {v:.2f}")
         print(f"lean `import spacy` before either load: {lean['import_spacy_s']:.2f} s")
+    for label, v in (f.get("own") or {}).get("ratio", {}).items():
+        print(f"own part {label} (ours/scispaCy): {v:.2f}")
     if "import_spacy_s" in f:
         print(f"\n`import spacy` before either load (this environment): {f['import_spacy_s']:.2f} s")
     print(f"\nmentions: {f['sapbert']['mentions']} gold, {f['sapbert']['mentions_linked']} entities linked")
@@ -577,6 +606,16 @@ def _write_results(f: Dict[str, Any]) -> None:
               round(f[k]["warm_first_doc_s"], 2), round(f[k]["peak_rss_one_pipeline_mb"]),
               round(f[k]["memory"]["after linking"].get("anon", 0)), round(f[k]["memory"]["after linking"].get("file", 0))]
              for name, k in _FOOTPRINT_ROWS if k in f])
+    if f.get("own"):
+        own, floor = f["own"], f["floor"]
+        tables["the floor and each system's own part"] = table(
+            ["system"] + [label for label, _ in _OWN],
+            [["floor: spacy.blank('en') + abbreviation detector (both systems hold it)"]
+             + [round(floor[field], 2) for _, field in _OWN]]
+            + [[f"{name}: own part (minus the floor)"] + [round(own[k][label], 2) for label, _ in _OWN]
+               for name, k in (("sapbert_linker, defaults", "sapbert"), ("sapbert_linker, precision='int8'", "sapbert-int8"),
+                               ("scispaCy EntityLinker", "scispacy")) if k in own]
+            + [["own parts, ours / scispaCy's"] + [round(own["ratio"][label], 2) for label, _ in _OWN]])
     if f.get("import_cost"):
         tables["import cost after spacy"] = table(
             ["modules", "s", "resident MB"],
@@ -590,7 +629,8 @@ def _write_results(f: Dict[str, Any]) -> None:
              for name, k in (("sapbert_linker, defaults", "sapbert"), ("scispaCy EntityLinker", "scispacy"))])
     notes = [f"model: {f['setup']['model']}; {f['setup']['note']}",
              f"KB: {f['kb']['concepts']:,} concepts, {f['kb']['names']:,} names; "
-             f"{f['sapbert']['mentions']} gold mentions."] + [f"{k}: {v:.2f}" for k, v in f["ratios"].items()]
+             f"{f['sapbert']['mentions']} gold mentions."] + [f"{k}: {v:.2f}" for k, v in f["ratios"].items()] \
+        + [f"own part {label} (ours/scispaCy): {v:.2f}" for label, v in (f.get("own") or {}).get("ratio", {}).items()]
     print(f"results: {write_results('link_ncbi', tables, notes=notes)}")
 
 
