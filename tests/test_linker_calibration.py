@@ -332,3 +332,46 @@ def test_changed_candidate_stage_and_reranker_settings_warn(pipeline, fitted):
     nlp = spacy.load(pipeline, config={"components": {"sapbert_linker": {"reranker_margin": 0.5}}})
     with pytest.warns(UserWarning, match=r"SB-W785.*reranker_margin 0.05 then, 0.5 now"):
         nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(path), path=path)
+
+
+def test_evaluate_scores_mentions_without_gold_id_as_should_not_link(pipeline, fitted, dev_path, tmp_path):
+    """BC5CDR's ``-1`` mentions: left out of accuracy (W301), but the no-link section scores them as
+    "should not be linked", apart from the mentions whose concept the KB lacks, for both thresholds."""
+    from thinc.api import Config
+
+    from spacy_sapbert.evaluation.calibration import NO_GOLD_ID, NOT_IN_KB
+    from spacy_sapbert.evaluation.report import render_markdown
+    from spacy_sapbert.evaluation.run import evaluate
+    from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
+
+    lines = dev_path.read_text(encoding="utf8").splitlines()
+    nil_dev = tmp_path / "nil_dev.txt"  # the D999 mention of every even document becomes a -1 mention
+    nil_dev.write_text("\n".join(ln[:-4] + "-1" if ln.endswith("\tD999") and int(ln.split("\t")[0]) % 2 == 0
+                                 else ln for ln in lines) + "\n", encoding="utf8")
+    nlp = spacy.load(pipeline)
+    nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(fitted[0]))
+    nlp.to_disk(tmp_path / "calibrated")
+    block = {"dataset": {"path": str(nil_dev)}, "kb": {"path": str(pipeline / "sapbert_linker" / "kb")},
+             "systems": {"tfidf": False, "scispacy": False, "pipeline": str(tmp_path / "calibrated"),
+                         "pipeline_name": "calibrated"},
+             "show_progress": False, "calibration": True, "calibration_bins": 5}
+    settings = settings_from_config(merge_config(default_config(), Config({"evaluate": block}), {}))
+    with pytest.warns(UserWarning, match="SB-W301"), pytest.warns(UserWarning, match="SB-W300"):
+        result = evaluate(settings)
+    assert result["counts"]["no_gold_id"] == 20 and result["counts"]["evaluated"] == 140  # accuracy: without them
+    sec = result["calibration"]["calibrated"]
+    assert sec["no_gold_id"] == 20 and sec["gold_not_in_kb"] == 20
+    assert sec["calibration"]["n"] == 140  # the ECE: mentions with a gold id only
+    score_rule, conf_rule = "score >= threshold (-1.0)", "confidence >= confidence_threshold (0.5)"
+    assert sec["no_link"][score_rule]["should_not_link"] == 40 and sec["no_link"][score_rule]["n"] == 160
+    for kind in (NO_GOLD_ID, NOT_IN_KB):
+        for rule in (score_rule, conf_rule):
+            scores = sec["no_link_by_kind"][kind][rule]
+            assert scores["should_not_link"] == 20 and scores["n"] == 140  # this kind against the 120 in the KB
+    # threshold -1 links all; the confidence leaves some of each kind unlinked, its false alarms shared
+    assert sec["no_link_by_kind"][NO_GOLD_ID][score_rule]["recall"] == 0.0
+    by_conf = [sec["no_link_by_kind"][kind][conf_rule] for kind in (NO_GOLD_ID, NOT_IN_KB)]
+    assert by_conf[0]["tp"] + by_conf[1]["tp"] == sec["no_link"][conf_rule]["tp"] > 0
+    assert by_conf[0]["fp"] == by_conf[1]["fp"] == sec["no_link"][conf_rule]["fp"]
+    page = render_markdown(result)
+    assert f"| {NO_GOLD_ID} | {conf_rule} |" in page and "no gold id (-1): 20" in page

@@ -7,10 +7,15 @@ handling, all candidates with raw scores), so a mention's top concept is known e
 would decline it; the confidence and the decision come from the same functions the linker runs
 (:mod:`spacy_sapbert.calibration.features`, :func:`spacy_sapbert.linker.confidence.decide`). Gold ids are
 resolved in the *pipeline's* KB: a mention whose gold concepts it lacks (a concept removed on purpose,
-an id of another vocabulary) should not be linked. Reported per system: ``n``, the share of right top
-concepts, ECE over ``calibration_bins`` equal-width bins with their counts, and no-link precision /
-recall / F1 of the linker's own decision and of the two thresholds side by side (``threshold`` on the
-raw score, ``confidence_threshold`` on the confidence), plus a reliability plot (``reliability.png``).
+an id of another vocabulary) should not be linked, and so should a mention without gold id (BC5CDR's
+``-1``: the annotators found no concept for it), which the rest of the evaluation leaves out. Reported
+per system: ``n`` (mentions with a gold id and candidates), the share of right top concepts, ECE over
+``calibration_bins`` equal-width bins with their counts, and no-link precision / recall / F1 of the
+linker's own decision and of the two thresholds side by side (``threshold`` on the raw score,
+``confidence_threshold`` on the confidence): over every mention that should not be linked
+(``no_link``), and per kind (``no_link_by_kind``: the ``-1`` mentions, the mentions whose gold
+concept the KB lacks; each against the mentions whose concept is in the KB), plus a reliability plot
+(``reliability.png``).
 """
 from __future__ import annotations
 
@@ -39,22 +44,39 @@ def _pipelines(settings: Dict[str, Any]) -> List[tuple]:
     return out
 
 
+# the kinds of mentions that should not be linked, scored apart (each against the mentions that should be)
+NO_GOLD_ID = "no gold id (-1)"
+NOT_IN_KB = "gold concept not in the KB"
+
+
+def _rules(cfg: Dict[str, Any], decided: numpy.ndarray, top: numpy.ndarray,
+           conf: numpy.ndarray) -> Dict[str, numpy.ndarray]:
+    """``{rule: linked}``: the linker's own decision, the fixed score threshold and the confidence threshold."""
+    return {f"linker's decision (threshold_on = {cfg['threshold_on']})": decided,
+            f"score >= threshold ({cfg['threshold']})": top >= cfg["threshold"],
+            f"confidence >= confidence_threshold ({cfg['confidence_threshold']})": conf >= cfg["confidence_threshold"]}
+
+
 def system_section(nlp: Any, linker: Any, docs: Sequence[Document], bins: int) -> Dict[str, Any]:
-    """The section of one linker with a calibration (see the module docstring)."""
+    """The section of one linker with a calibration (see the module docstring). ``docs`` may hold mentions
+    without gold id (``-1``): they count in the no-link scores (should not be linked), not in the ECE."""
     dev = dev_mentions(nlp, linker, docs)
-    usable = numpy.array([bool(ev.candidates) for ev in dev.evidence], dtype=bool)
+    no_id = numpy.array([not m.ids for d in docs for m in d.mentions], dtype=bool)
+    in_kb = dev.in_kb
+    usable = numpy.array([bool(ev.candidates) for ev in dev.evidence], dtype=bool) & ~no_id
     conf = linker.calibration.confidence(dev.evidence)
     top = numpy.array([ev.candidates[0][1] if ev.candidates else -1.0 for ev in dev.evidence])
     decided = numpy.array([bool(cands) for cands, _ in decide(linker.cfg, linker.calibration, dev.evidence)])
-    cfg = linker.cfg
-    no_link = {
-        f"linker's decision (threshold_on = {cfg['threshold_on']})": no_link_scores(dev.in_kb, decided),
-        f"score >= threshold ({cfg['threshold']})": no_link_scores(dev.in_kb, top >= cfg["threshold"]),
-        f"confidence >= confidence_threshold ({cfg['confidence_threshold']})":
-            no_link_scores(dev.in_kb, conf >= cfg["confidence_threshold"]),
-    }
+    rules = _rules(linker.cfg, decided, top, conf)
+    no_link = {rule: no_link_scores(in_kb, linked) for rule, linked in rules.items()}
+    by_kind: Dict[str, Dict[str, Any]] = {}
+    for kind, mask in ((NO_GOLD_ID, no_id), (NOT_IN_KB, ~in_kb & ~no_id)):
+        if mask.any():  # this kind against the mentions whose concept is in the KB, the other kind left out
+            rows = mask | in_kb
+            by_kind[kind] = {rule: no_link_scores(in_kb[rows], linked[rows]) for rule, linked in rules.items()}
     return {"calibration": calibration_report(conf[usable], dev.correct[usable], bins), "no_link": no_link,
-            "gold_not_in_kb": int((~dev.in_kb).sum()), "fitted": dict(linker.calibration.info)}
+            "no_link_by_kind": by_kind, "gold_not_in_kb": int((~in_kb & ~no_id).sum()),
+            "no_gold_id": int(no_id.sum()), "fitted": dict(linker.calibration.info)}
 
 
 def calibration_results(settings: Dict[str, Any], docs: Sequence[Document], bins: int = 10) -> Dict[str, Any]:
@@ -87,13 +109,17 @@ def render_calibration(result: Dict[str, Any]) -> List[str]:
         out += [f"## Calibration — {name}", "",
                 f"_{cal['n']} mentions with candidates, top concept right: {_pct(cal['accuracy'])} %, mean "
                 f"confidence {_pct(cal['mean_confidence'])} %; expected calibration error **{cal['ece']:.4f}** "
-                f"({len(cal['bins'])} equal-width bins); gold not in the pipeline's KB: {sec['gold_not_in_kb']}_", "",
+                f"({len(cal['bins'])} equal-width bins; mentions with a gold id); gold not in the pipeline's KB: "
+                f"{sec['gold_not_in_kb']}, no gold id (-1): {sec.get('no_gold_id', 0)}_", "",
                 "| confidence bin | mentions | mean confidence | right |", "|---|---:|---:|---:|"]
         out += [f"| {b['lower']:.1f}–{b['upper']:.1f} | {b['count']} | {_pct(b['confidence'])} | {_pct(b['accuracy'])} |"
                 for b in cal["bins"]]
-        out += ["", "| no link when | no-link P | no-link R | no-link F1 | left unlinked |", "|---|---:|---:|---:|---:|"]
-        out += [f"| {rule} | {_pct(s['precision'])} | {_pct(s['recall'])} | {_pct(s['f1'])} | {s['left_unlinked']} |"
-                for rule, s in sec["no_link"].items()]
+        groups = {"every mention that should not be linked": sec["no_link"], **sec.get("no_link_by_kind", {})}
+        out += ["", "| should not be linked | no link when | no-link P | no-link R | no-link F1 | should not link "
+                "| left unlinked |", "|---|---|---:|---:|---:|---:|---:|"]
+        out += [f"| {group} | {rule} | {_pct(s['precision'])} | {_pct(s['recall'])} | {_pct(s['f1'])} | "
+                f"{s['should_not_link']} | {s['left_unlinked']} |"
+                for group, rules in groups.items() for rule, s in rules.items()]
         out.append("")
     without = (result.get("calibration") or {}).get("without calibration")
     if without:
