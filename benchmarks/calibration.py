@@ -293,8 +293,8 @@ def main() -> None:
              "gold spans; mentions whose gold is not in the KB (BC5CDR -1, removed concepts) count as wrong in "
              "the fit and as 'should not link'",
              "ECE raw cosine: the top-1 cosine (clipped to [0, 1]) read as a probability, for comparison",
-             "the interval resamples whole documents (1000 times): a misread abbreviation repeats through a "
-             "document, so its mentions are not independent; the noise floor draws the outcomes from the "
+             "the interval resamples whole documents (1000 times; normal interval): a mention the linker gets "
+             "wrong repeats through a document, so its mentions are not independent; the noise floor draws the outcomes from the "
              "confidences themselves (1000 times)",
              "figures.miscalibration_by_text: on the measured set, after the features were chosen, the mention "
              "texts with the largest sum of (right - confidence): where the remaining error comes from"]

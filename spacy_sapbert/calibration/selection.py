@@ -2,7 +2,7 @@
 
 :func:`cross_validated` gives every mention a probability from a calibration fitted without its
 document (``folds`` folds of whole documents, seeded: mentions of one document are not independent:
-one abbreviation the linker misreads repeats through a document). :func:`compare_feature_sets` scores
+a mention the linker gets wrong repeats through a document). :func:`compare_feature_sets` scores
 candidate feature sets (:data:`FEATURE_SETS`) by the expected calibration error of those out-of-fold
 probabilities, averaged over ``seeds`` fold assignments, with the log loss beside it; the set with the
 lowest mean ECE is the one to adopt (``benchmarks/calibration.py`` runs it on NCBI dev and half of
