@@ -98,6 +98,10 @@ def test_calibrate_reports_counts_and_held_back_error(fitted, dev_path):
     assert counts["fit"] + counts["holdout"] == 160 and counts["holdout"] > 0  # not-in-KB mentions fitted as wrong
     assert 0 < report["fit"]["accuracy"] < 1  # both outcomes, else no fit
     assert report["holdout"]["n"] == counts["holdout"] and 0 <= report["holdout"]["ece"] <= 1
+    low, high = report["holdout"]["ece_interval"]  # bootstrap over the held-back documents, around the ECE
+    assert 0 <= low <= report["holdout"]["ece"] <= high
+    floor, floor_95 = report["holdout"]["ece_noise_floor"]
+    assert 0 < floor <= floor_95 < 1
     assert sum(b["count"] for b in report["holdout"]["bins"]) == counts["holdout"]
     cal = Calibration.from_disk(path)
     assert cal.info["ece_holdout"] == report["holdout"]["ece"] and cal.settings["k"] == 10
@@ -272,6 +276,7 @@ def test_cli_calibrate(pipeline, dev_path, tmp_path):
                                  "--holdout", "0.25", "--seed", "3"])
     assert result.exit_code == 0, result.output
     assert "expected calibration error" in result.output and (tmp_path / "c" / "calibration.json").exists()
+    assert "95 % bootstrap interval over documents" in result.output
     bad = runner.invoke(app, ["calibrate", str(dev_path), "--pipeline", str(pipeline), "-o", str(tmp_path / "d"),
                               "--holdout", "1.5"])
     assert bad.exit_code != 0 and "SB-E796" in str(bad.exception)
