@@ -283,3 +283,16 @@ def test_ece_interval_and_noise_floor():
         ece_interval(conf, right, groups[:10])
     with pytest.raises(ConfigError, match="SB-E796"):
         ece_noise_floor(conf, level=1.0)
+
+
+def test_a_file_fitted_on_the_earlier_seven_features_keeps_loading(tmp_path):
+    """The default features changed (log_chars and has_digit dropped); a calibration.json fitted before names
+    its own seven, all still computed: it loads, checks and gives the confidences it gave."""
+    earlier = ("top_score", "margin", "close_concepts", "is_kb_name", "log_chars", "words", "has_digit")
+    assert tuple(DEFAULT_FEATURES) != earlier
+    evidence, right, _ = _logistic_sample(300, seed=5)
+    old = fit(feature_matrix(evidence, earlier), right, earlier, kb_checksum="kb", encoder_fingerprint="enc")
+    old.to_disk(tmp_path / "calibration.json")
+    loaded = Calibration.from_disk(tmp_path / "calibration.json", kb_checksum="kb", encoder_fingerprint="enc")
+    assert loaded.feature_names == earlier
+    assert loaded.confidence(evidence).tolist() == old.confidence(evidence).tolist()
