@@ -380,3 +380,33 @@ def test_evaluate_scores_mentions_without_gold_id_as_should_not_link(pipeline, f
     assert by_conf[0]["fp"] == by_conf[1]["fp"] == sec["no_link"][conf_rule]["fp"]
     page = render_markdown(result)
     assert f"| {NO_GOLD_ID} | {conf_rule} |" in page and "no gold id (-1): 20" in page
+
+
+def test_a_pipeline_without_calibration_gets_the_fixed_thresholds_no_link(pipeline, dev_path, tmp_path):
+    """No calibration: the -1 mentions and the ones whose concept the KB lacks are still scored, by the linker's
+    decision and its fixed threshold (no confidence rule), and the report says so."""
+    from spacy_sapbert.evaluation.calibration import (NO_GOLD_ID, NO_LINK_ONLY, NOT_IN_KB, WITHOUT,
+                                                      calibration_results, render_calibration)
+    from spacy_sapbert.mentions.datasets import read_dataset, select_mentions
+
+    # a fixed threshold that leaves mentions unlinked
+    spacy.load(pipeline, config={"components": {"sapbert_linker": {"threshold": 0.99}}}).to_disk(tmp_path / "plain")
+    lines = dev_path.read_text(encoding="utf8").splitlines()
+    nil_dev = tmp_path / "nil_dev.txt"
+    nil_dev.write_text("\n".join(ln[:-4] + "-1" if ln.endswith("\tD999") and int(ln.split("\t")[0]) < 10 else ln
+                                 for ln in lines) + "\n", encoding="utf8")
+    docs, _ = select_mentions(read_dataset(nil_dev), exclude_composite=False, keep_without_id=True)
+    systems = {"model": None, "base_encoder": None, "model_name": "m", "base_encoder_name": "b",
+               "pipeline": str(tmp_path / "plain"), "pipeline_name": "plain"}
+    found = calibration_results({"systems": systems}, docs, bins=5)
+    assert found[WITHOUT] == ["plain"] and "plain" not in found
+    sec = found[NO_LINK_ONLY]["plain"]
+    assert sec["no_gold_id"] == 10 and sec["gold_not_in_kb"] == 30 and "calibration" not in sec
+    rules = list(sec["no_link"])
+    assert rules == ["linker's decision (threshold_on = score)", "score >= threshold (0.99)"]
+    minus_one = sec["no_link_by_kind"][NO_GOLD_ID][rules[1]]
+    assert minus_one["should_not_link"] == 10 and minus_one["n"] == 130 and minus_one["left_unlinked"] > 0
+    assert sec["no_link_by_kind"][NOT_IN_KB][rules[1]]["should_not_link"] == 30
+    page = "\n".join(render_calibration({"calibration": found}))
+    assert "## No-link — plain (no calibration: the fixed threshold only)" in page
+    assert f"| {NO_GOLD_ID} | {rules[1]} |" in page and "_No calibration in: plain" in page
