@@ -294,8 +294,8 @@ def main() -> None:
              "the fit and as 'should not link'",
              "ECE raw cosine: the top-1 cosine (clipped to [0, 1]) read as a probability, for comparison",
              "the interval resamples whole documents (1000 times; normal interval): a mention the linker gets "
-             "wrong repeats through a document, so its mentions are not independent; the noise floor draws the outcomes from the "
-             "confidences themselves (1000 times)",
+             "wrong repeats through a document, so its mentions are not independent; the noise floor draws the "
+             "outcomes from the confidences themselves (1000 times)",
              "figures.miscalibration_by_text: on the measured set, after the features were chosen, the mention "
              "texts with the largest sum of (right - confidence): where the remaining error comes from"]
     if args.no_write:

@@ -250,7 +250,8 @@ def test_compare_feature_sets_ranks_by_out_of_fold_error():
     evidence, right, groups = _documents()
     sets = {"top": ["top_score"], "words": ["words"], "top, words": ["top_score", "words"]}
     rows = compare_feature_sets(evidence, right, groups, sets, seeds=(0, 1))
-    assert sorted(r["name"] for r in rows) == sorted(sets) and [r["ece"] for r in rows] == sorted(r["ece"] for r in rows)
+    assert sorted(r["name"] for r in rows) == sorted(sets)
+    assert [r["ece"] for r in rows] == sorted(r["ece"] for r in rows)
     for row in rows:  # each row: the mean over the seeds of the out-of-fold ECE and log loss of its set
         x = feature_matrix(evidence, sets[row["name"]])
         probs = [numpy.clip(cross_validated(x, right, groups, sets[row["name"]], seed=s), 1e-6, 1 - 1e-6)

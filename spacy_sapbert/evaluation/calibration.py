@@ -61,7 +61,8 @@ def _rules(cfg: Dict[str, Any], decided: numpy.ndarray, top: numpy.ndarray,
     rules = {f"linker's decision (threshold_on = {cfg['threshold_on']})": decided,
              f"score >= threshold ({cfg['threshold']})": top >= cfg["threshold"]}
     if conf is not None:
-        rules[f"confidence >= confidence_threshold ({cfg['confidence_threshold']})"] = conf >= cfg["confidence_threshold"]
+        rule = f"confidence >= confidence_threshold ({cfg['confidence_threshold']})"
+        rules[rule] = conf >= cfg["confidence_threshold"]
     return rules
 
 
