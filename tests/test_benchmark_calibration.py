@@ -34,8 +34,13 @@ def test_rows_and_rendered_tables(bench):
     module, results_io, render, results = bench
     fit_part, test_part = _dev(2000, 1), _dev(2000, 2)
     cal = module.fit_on(_Linker(), fit_part)
-    row, detail = module.ece_row("synthetic", fit_part, test_part, cal)
+    earlier = module.fit_on(_Linker(), fit_part, module.EARLIER)
+    row, detail = module.ece_row("synthetic", fit_part, test_part, cal, earlier=earlier)
     assert row[0] == "synthetic" and row[1] == 2000 and row[2] == 2000 and row[5] < 0.05
+    assert cal.feature_names != earlier.feature_names and 0 <= row[8] < 0.05  # the earlier seven features beside
+    low, high = (float(v) for v in row[6].split("–"))
+    floor, floor_95 = (float(v) for v in row[7].split(" / "))
+    assert low <= row[5] <= high and 0 < floor < floor_95
     assert sum(b["count"] for b in detail["calibrated"]["bins"]) == 2000
     rows = module.no_link_rows("synthetic", fit_part, test_part, cal)
     assert [r[1] for r in rows] == ["cosine, fixed 0.5", "cosine, best on the fit part", "calibrated confidence, 0.5",
@@ -71,3 +76,19 @@ def test_feature_matrix_of_the_synthetic_set_is_finite():
     x = feature_matrix(dev.evidence, ("top_score", "margin"))
     assert numpy.isfinite(x).all() and x.shape == (100, 2)
     fit(x, dev.correct, ("top_score", "margin"), kb_checksum="k", encoder_fingerprint="e")
+
+
+def test_feature_selection_rows_choose_on_the_dev_fit_sets_only(bench):
+    module = bench[0]
+    both = module.concat(_dev(200, 1), _dev(200, 2))
+    assert len(both.evidence) == 400 and both.doc_index[200] == 50 and len(set(both.doc_index)) == 100
+    rows = module.selection_rows("synthetic", _dev(400, 3), chooses=True)
+    from spacy_sapbert.calibration.selection import FEATURE_SETS
+
+    assert sorted(r[1] for r in rows) == sorted(FEATURE_SETS) and all(r[-1] == "yes" for r in rows)
+    assert [r[3] for r in rows] == sorted(r[3] for r in rows)
+    # the set with the lowest mean ECE over the choosing fit sets; a set shown only ("no") never decides
+    fake = [["a", "x", "", 0.03, 0, 0, "yes"], ["b", "x", "", 0.05, 0, 0, "yes"], ["a", "y", "", 0.045, 0, 0, "yes"],
+            ["b", "y", "", 0.045, 0, 0, "yes"], ["c", "x", "", 0.5, 0, 0, "no"], ["c", "z", "", 0.0, 0, 0, "no"]]
+    assert module.chosen(fake) == "x"
+    assert module.chosen(fake[:4] + [["c", "y", "", 0.0, 0, 0, "yes"]]) == "y"

@@ -9,7 +9,7 @@ import numpy
 import pytest
 
 from spacy_sapbert.calibration import Calibration, Evidence, feature_matrix, fit
-from spacy_sapbert.calibration.features import DEFAULT_FEATURES, check_features, describe
+from spacy_sapbert.calibration.features import DEFAULT_FEATURES, FEATURES, check_features, describe
 from spacy_sapbert.calibration.metrics import (best_threshold, calibration_report, expected_calibration_error,
                                                no_link_scores, reliability)
 from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError, IncompatibleError
@@ -17,7 +17,8 @@ from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError,
 
 def test_features_of_one_mention():
     ev = Evidence("heart attack 2", [("D1", 0.9), ("D2", 0.89), ("D3", 0.5)], is_name=True)
-    got = describe(ev, DEFAULT_FEATURES)
+    got = describe(ev, list(FEATURES))
+    assert set(DEFAULT_FEATURES) < set(FEATURES)
     assert got["top_score"] == pytest.approx(0.9)
     assert got["margin"] == pytest.approx(0.01)
     assert got["close_concepts"] == 1.0  # D2 within 0.02, D3 not
@@ -210,3 +211,89 @@ def test_missing_feature_at_load_is_a_coded_error(calibration, tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"SB-E792.*extra:rerank_score"):
         Calibration.from_disk(path, kb_checksum="kb-sum", encoder_fingerprint="enc-fp")
+
+
+def _documents(n_docs=60, per_doc=12, seed=0):
+    """Mentions in documents: a known P(right) = sigmoid(4 * (top - 0.6)); each document's mentions share a
+    length (a feature that says nothing about being right)."""
+    rng = numpy.random.default_rng(seed)
+    evidence, right, groups = [], [], []
+    for d in range(n_docs):
+        words = int(rng.integers(1, 6))
+        for _ in range(per_doc):
+            top = float(rng.uniform(0.2, 1.0))
+            evidence.append(Evidence(" ".join(["w"] * words), [("A", top), ("B", top - 0.1)]))
+            right.append(bool(rng.random() < 1 / (1 + numpy.exp(-8 * (top - 0.6)))))
+            groups.append(d)
+    return evidence, numpy.array(right), numpy.array(groups)
+
+
+def test_cross_validated_probabilities_never_see_their_own_document():
+    from spacy_sapbert.calibration.selection import cross_validated
+
+    evidence, right, groups = _documents()
+    x = feature_matrix(evidence, ["top_score"])
+    p = cross_validated(x, right, groups, ["top_score"], folds=5, seed=0)
+    assert p.shape == right.shape and expected_calibration_error(p, right) < 0.08
+    # flipping the outcomes of one document changes the others' probabilities, never its own
+    flipped = right.copy()
+    flipped[groups == 7] = ~flipped[groups == 7]
+    q = cross_validated(x, flipped, groups, ["top_score"], folds=5, seed=0)
+    assert numpy.array_equal(p[groups == 7], q[groups == 7]) and not numpy.array_equal(p, q)
+    with pytest.raises(ConfigError, match="SB-E796"):
+        cross_validated(x, right, groups, ["top_score"], folds=61)
+
+
+def test_compare_feature_sets_ranks_by_out_of_fold_error():
+    from spacy_sapbert.calibration.selection import compare_feature_sets, cross_validated
+
+    evidence, right, groups = _documents()
+    sets = {"top": ["top_score"], "words": ["words"], "top, words": ["top_score", "words"]}
+    rows = compare_feature_sets(evidence, right, groups, sets, seeds=(0, 1))
+    assert sorted(r["name"] for r in rows) == sorted(sets)
+    assert [r["ece"] for r in rows] == sorted(r["ece"] for r in rows)
+    for row in rows:  # each row: the mean over the seeds of the out-of-fold ECE and log loss of its set
+        x = feature_matrix(evidence, sets[row["name"]])
+        probs = [numpy.clip(cross_validated(x, right, groups, sets[row["name"]], seed=s), 1e-6, 1 - 1e-6)
+                 for s in (0, 1)]
+        assert row["ece"] == pytest.approx(numpy.mean([expected_calibration_error(p, right) for p in probs]))
+        assert row["log_loss"] == pytest.approx(numpy.mean([-numpy.mean(numpy.where(right, numpy.log(p),
+                                                                                    numpy.log(1 - p))) for p in probs]))
+        assert row["features"] == sets[row["name"]]
+    by_name = {r["name"]: r for r in rows}  # ECE alone also rewards a set that predicts the base rate:
+    assert by_name["top"]["log_loss"] < by_name["words"]["log_loss"]  # the log loss beside it shows which one knows
+
+
+def test_ece_interval_and_noise_floor():
+    from spacy_sapbert.calibration.metrics import ece_interval, ece_noise_floor
+
+    rng = numpy.random.default_rng(3)
+    conf = rng.uniform(0, 1, 2000)
+    right = rng.random(2000) < conf  # calibrated: the ECE is only noise
+    low, high = ece_interval(conf, right, resamples=300)
+    assert 0 <= low <= expected_calibration_error(conf, right) <= high < 0.06
+    mean, upper = ece_noise_floor(conf, draws=300)
+    assert 0 < mean < upper < 0.05
+    # outcomes shared within documents: resampling documents gives a wider interval than resampling mentions
+    groups = numpy.repeat(numpy.arange(40), 50)
+    clumped = numpy.repeat(rng.random(40) < 0.5, 50)
+    flat = numpy.full(2000, 0.5)
+    by_doc, by_mention = ece_interval(flat, clumped, groups, resamples=300), ece_interval(flat, clumped, resamples=300)
+    assert by_doc[1] - by_doc[0] > 3 * (by_mention[1] - by_mention[0])
+    with pytest.raises(ConfigError, match="SB-E796"):
+        ece_interval(conf, right, groups[:10])
+    with pytest.raises(ConfigError, match="SB-E796"):
+        ece_noise_floor(conf, level=1.0)
+
+
+def test_a_file_fitted_on_the_earlier_seven_features_keeps_loading(tmp_path):
+    """The default features changed (log_chars and has_digit dropped); a calibration.json fitted before names
+    its own seven, all still computed: it loads, checks and gives the confidences it gave."""
+    earlier = ("top_score", "margin", "close_concepts", "is_kb_name", "log_chars", "words", "has_digit")
+    assert tuple(DEFAULT_FEATURES) != earlier
+    evidence, right, _ = _logistic_sample(300, seed=5)
+    old = fit(feature_matrix(evidence, earlier), right, earlier, kb_checksum="kb", encoder_fingerprint="enc")
+    old.to_disk(tmp_path / "calibration.json")
+    loaded = Calibration.from_disk(tmp_path / "calibration.json", kb_checksum="kb", encoder_fingerprint="enc")
+    assert loaded.feature_names == earlier
+    assert loaded.confidence(evidence).tolist() == old.confidence(evidence).tolist()

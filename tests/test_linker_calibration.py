@@ -98,6 +98,10 @@ def test_calibrate_reports_counts_and_held_back_error(fitted, dev_path):
     assert counts["fit"] + counts["holdout"] == 160 and counts["holdout"] > 0  # not-in-KB mentions fitted as wrong
     assert 0 < report["fit"]["accuracy"] < 1  # both outcomes, else no fit
     assert report["holdout"]["n"] == counts["holdout"] and 0 <= report["holdout"]["ece"] <= 1
+    low, high = report["holdout"]["ece_interval"]  # bootstrap over the held-back documents, around the ECE
+    assert 0 <= low <= report["holdout"]["ece"] <= high
+    floor, floor_95 = report["holdout"]["ece_noise_floor"]
+    assert 0 < floor <= floor_95 < 1
     assert sum(b["count"] for b in report["holdout"]["bins"]) == counts["holdout"]
     cal = Calibration.from_disk(path)
     assert cal.info["ece_holdout"] == report["holdout"]["ece"] and cal.settings["k"] == 10
@@ -272,6 +276,7 @@ def test_cli_calibrate(pipeline, dev_path, tmp_path):
                                  "--holdout", "0.25", "--seed", "3"])
     assert result.exit_code == 0, result.output
     assert "expected calibration error" in result.output and (tmp_path / "c" / "calibration.json").exists()
+    assert "95 % bootstrap interval over documents" in result.output
     bad = runner.invoke(app, ["calibrate", str(dev_path), "--pipeline", str(pipeline), "-o", str(tmp_path / "d"),
                               "--holdout", "1.5"])
     assert bad.exit_code != 0 and "SB-E796" in str(bad.exception)
@@ -332,3 +337,76 @@ def test_changed_candidate_stage_and_reranker_settings_warn(pipeline, fitted):
     nlp = spacy.load(pipeline, config={"components": {"sapbert_linker": {"reranker_margin": 0.5}}})
     with pytest.warns(UserWarning, match=r"SB-W785.*reranker_margin 0.05 then, 0.5 now"):
         nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(path), path=path)
+
+
+def test_evaluate_scores_mentions_without_gold_id_as_should_not_link(pipeline, fitted, dev_path, tmp_path):
+    """BC5CDR's ``-1`` mentions: left out of accuracy (W301), but the no-link section scores them as
+    "should not be linked", apart from the mentions whose concept the KB lacks, for both thresholds."""
+    from thinc.api import Config
+
+    from spacy_sapbert.evaluation.calibration import NO_GOLD_ID, NOT_IN_KB
+    from spacy_sapbert.evaluation.report import render_markdown
+    from spacy_sapbert.evaluation.run import evaluate
+    from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
+
+    lines = dev_path.read_text(encoding="utf8").splitlines()
+    nil_dev = tmp_path / "nil_dev.txt"  # the D999 mention of every even document becomes a -1 mention
+    nil_dev.write_text("\n".join(ln[:-4] + "-1" if ln.endswith("\tD999") and int(ln.split("\t")[0]) % 2 == 0
+                                 else ln for ln in lines) + "\n", encoding="utf8")
+    nlp = spacy.load(pipeline)
+    nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(fitted[0]))
+    nlp.to_disk(tmp_path / "calibrated")
+    block = {"dataset": {"path": str(nil_dev)}, "kb": {"path": str(pipeline / "sapbert_linker" / "kb")},
+             "systems": {"tfidf": False, "scispacy": False, "pipeline": str(tmp_path / "calibrated"),
+                         "pipeline_name": "calibrated"},
+             "show_progress": False, "calibration": True, "calibration_bins": 5}
+    settings = settings_from_config(merge_config(default_config(), Config({"evaluate": block}), {}))
+    with pytest.warns(UserWarning, match="SB-W301"), pytest.warns(UserWarning, match="SB-W300"):
+        result = evaluate(settings)
+    assert result["counts"]["no_gold_id"] == 20 and result["counts"]["evaluated"] == 140  # accuracy: without them
+    sec = result["calibration"]["calibrated"]
+    assert sec["no_gold_id"] == 20 and sec["gold_not_in_kb"] == 20
+    assert sec["calibration"]["n"] == 140  # the ECE: mentions with a gold id only
+    score_rule, conf_rule = "score >= threshold (-1.0)", "confidence >= confidence_threshold (0.5)"
+    assert sec["no_link"][score_rule]["should_not_link"] == 40 and sec["no_link"][score_rule]["n"] == 160
+    for kind in (NO_GOLD_ID, NOT_IN_KB):
+        for rule in (score_rule, conf_rule):
+            scores = sec["no_link_by_kind"][kind][rule]
+            assert scores["should_not_link"] == 20 and scores["n"] == 140  # this kind against the 120 in the KB
+    # threshold -1 links all; the confidence leaves some of each kind unlinked, its false alarms shared
+    assert sec["no_link_by_kind"][NO_GOLD_ID][score_rule]["recall"] == 0.0
+    by_conf = [sec["no_link_by_kind"][kind][conf_rule] for kind in (NO_GOLD_ID, NOT_IN_KB)]
+    assert by_conf[0]["tp"] + by_conf[1]["tp"] == sec["no_link"][conf_rule]["tp"] > 0
+    assert by_conf[0]["fp"] == by_conf[1]["fp"] == sec["no_link"][conf_rule]["fp"]
+    page = render_markdown(result)
+    assert f"| {NO_GOLD_ID} | {conf_rule} |" in page and "no gold id (-1): 20" in page
+
+
+def test_a_pipeline_without_calibration_gets_the_fixed_thresholds_no_link(pipeline, dev_path, tmp_path):
+    """No calibration: the -1 mentions and the ones whose concept the KB lacks are still scored, by the linker's
+    decision and its fixed threshold (no confidence rule), and the report says so."""
+    from spacy_sapbert.evaluation.calibration import (NO_GOLD_ID, NO_LINK_ONLY, NOT_IN_KB, WITHOUT,
+                                                      calibration_results, render_calibration)
+    from spacy_sapbert.mentions.datasets import read_dataset, select_mentions
+
+    # a fixed threshold that leaves mentions unlinked
+    spacy.load(pipeline, config={"components": {"sapbert_linker": {"threshold": 0.99}}}).to_disk(tmp_path / "plain")
+    lines = dev_path.read_text(encoding="utf8").splitlines()
+    nil_dev = tmp_path / "nil_dev.txt"
+    nil_dev.write_text("\n".join(ln[:-4] + "-1" if ln.endswith("\tD999") and int(ln.split("\t")[0]) < 10 else ln
+                                 for ln in lines) + "\n", encoding="utf8")
+    docs, _ = select_mentions(read_dataset(nil_dev), exclude_composite=False, keep_without_id=True)
+    systems = {"model": None, "base_encoder": None, "model_name": "m", "base_encoder_name": "b",
+               "pipeline": str(tmp_path / "plain"), "pipeline_name": "plain"}
+    found = calibration_results({"systems": systems}, docs, bins=5)
+    assert found[WITHOUT] == ["plain"] and "plain" not in found
+    sec = found[NO_LINK_ONLY]["plain"]
+    assert sec["no_gold_id"] == 10 and sec["gold_not_in_kb"] == 30 and "calibration" not in sec
+    rules = list(sec["no_link"])
+    assert rules == ["linker's decision (threshold_on = score)", "score >= threshold (0.99)"]
+    minus_one = sec["no_link_by_kind"][NO_GOLD_ID][rules[1]]
+    assert minus_one["should_not_link"] == 10 and minus_one["n"] == 130 and minus_one["left_unlinked"] > 0
+    assert sec["no_link_by_kind"][NOT_IN_KB][rules[1]]["should_not_link"] == 30
+    page = "\n".join(render_calibration({"calibration": found}))
+    assert "## No-link — plain (no calibration: the fixed threshold only)" in page
+    assert f"| {NO_GOLD_ID} | {rules[1]} |" in page and "_No calibration in: plain" in page

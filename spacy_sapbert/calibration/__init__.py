@@ -3,7 +3,9 @@
 - :mod:`.features`: the named features of one mention (:class:`Evidence` -> vector), shared by fitting,
   the linker and the evaluation;
 - :mod:`.model`: :class:`Calibration` (fit, predict, JSON file with checks);
-- :mod:`.metrics`: reliability bins, expected calibration error, no-link precision / recall / F1;
+- :mod:`.metrics`: reliability bins, expected calibration error (with a bootstrap interval over documents and
+  its noise floor), no-link precision / recall / F1;
+- :mod:`.selection`: feature sets compared by document-grouped cross-validation inside the fit set;
 - :mod:`.dev`: fit one from a dev set and a pipeline (what ``spacy-sapbert calibrate`` runs; not
   imported here: it reads datasets and loads pipelines).
 

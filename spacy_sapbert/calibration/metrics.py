@@ -3,7 +3,9 @@
 - :func:`reliability`: equal-width bins over [0, 1] (10 by default); per bin the mentions it holds,
   their mean confidence and the share whose top concept was right. A confidence of exactly 1 falls in
   the last bin.
-- :func:`expected_calibration_error`: ``sum(count_b / n * |accuracy_b - confidence_b|)`` over the bins.
+- :func:`expected_calibration_error`: ``sum(count_b / n * |accuracy_b - confidence_b|)`` over the bins;
+  :func:`ece_interval` its bootstrap interval (resampling documents), :func:`ece_noise_floor` what a perfectly
+  calibrated confidence would show on the same mentions by chance (ECE is biased upwards on small sets).
 - :func:`no_link_scores`: the positive class is "do not link" (the gold concept is not in the KB):
   precision = share of the mentions left unlinked that should be, recall = share of those that should
   not be linked that were left unlinked, F1 their harmonic mean.
@@ -13,7 +15,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
@@ -66,6 +68,50 @@ def calibration_report(confidence: Sequence[float], correct: Sequence[bool], bin
     return {"n": int(conf.size), "accuracy": float(right.mean()) if conf.size else None,
             "mean_confidence": float(conf.mean()) if conf.size else None,
             "ece": expected_calibration_error(conf, right, bins), "bins": reliability(conf, right, bins)}
+
+
+def ece_interval(confidence: Sequence[float], correct: Sequence[bool], groups: Optional[Sequence[int]] = None, *,
+                 bins: int = 10, resamples: int = 1000, level: float = 0.95, seed: int = 0) -> Tuple[float, float]:
+    """A bootstrap interval of the ECE at ``level``: ``groups`` (a document per mention) resamples whole documents,
+    as mentions of one document are not independent; None resamples mentions. The normal interval (the ECE
+    +- z * the standard deviation of the resampled ECEs, clipped at 0): ECE is biased upwards on a resampled set
+    as on any finite one, so percentiles of the resampled ECEs sit above the estimate (even wholly above it)."""
+    conf = numpy.asarray(confidence, dtype=numpy.float64)
+    right = numpy.asarray(correct, dtype=bool)
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1 or not 0 < level < 1:
+        raise ConfigError(Errors.E796.format(what="the bootstrap's resamples and level",
+                                             expected="an integer >= 1 and a share in (0, 1)",
+                                             value=(resamples, level)))
+    groups = numpy.arange(conf.size) if groups is None else numpy.asarray(groups)
+    if groups.shape != conf.shape or not conf.size:
+        raise ConfigError(Errors.E796.format(what="the mentions and their documents", expected="as many, at least one",
+                                             value=f"{conf.size} and {groups.size}"))
+    docs, inverse = numpy.unique(groups, return_inverse=True)
+    members = [numpy.flatnonzero(inverse == d) for d in range(len(docs))]
+    rng = numpy.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):
+        pick = numpy.concatenate([members[d] for d in rng.integers(0, len(docs), len(docs))])
+        values.append(expected_calibration_error(conf[pick], right[pick], bins))
+    from statistics import NormalDist
+
+    centre = expected_calibration_error(conf, right, bins)
+    half = NormalDist().inv_cdf(0.5 + level / 2) * float(numpy.std(values))
+    return max(0.0, centre - half), centre + half
+
+
+def ece_noise_floor(confidence: Sequence[float], *, bins: int = 10, draws: int = 1000, level: float = 0.95,
+                    seed: int = 0) -> Tuple[float, float]:
+    """The ECE a *perfectly* calibrated confidence would show on these mentions by chance: outcomes drawn
+    with the confidences as probabilities, ``draws`` times; (mean, ``level`` percentile)."""
+    conf = numpy.asarray(confidence, dtype=numpy.float64)
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1 or not 0 < level < 1 or not conf.size:
+        raise ConfigError(Errors.E796.format(what="the draws, level and confidences",
+                                             expected="an integer >= 1, a share in (0, 1) and at least one mention",
+                                             value=(draws, level, conf.size)))
+    rng = numpy.random.default_rng(seed)
+    values = [expected_calibration_error(conf, rng.random(conf.size) < conf, bins) for _ in range(draws)]
+    return float(numpy.mean(values)), float(numpy.percentile(values, 100 * level))
 
 
 def no_link_scores(should_link: Sequence[bool], linked: Sequence[bool]) -> Dict[str, Any]:
@@ -122,5 +168,5 @@ def plot_reliability(curves: Dict[str, List[Dict[str, Any]]], path: Path, title:
     plt.close(fig)
 
 
-__all__ = ["reliability", "expected_calibration_error", "calibration_report", "no_link_scores", "best_threshold",
-           "plot_reliability"]
+__all__ = ["reliability", "expected_calibration_error", "calibration_report", "ece_interval", "ece_noise_floor",
+           "no_link_scores", "best_threshold", "plot_reliability"]

@@ -37,8 +37,11 @@ def calibrate_command(
     typer.echo(f"fitted on {counts['fit']} mentions (of {counts['mentions']}, {counts['gold_not_in_kb']} with gold not in "
                f"the KB, fitted as wrong); top-1 right {report['fit']['accuracy']:.3f}")
     if "holdout" in report:
-        typer.echo(f"held back: {counts['holdout']} mentions, expected calibration error "
-                   f"{report['holdout']['ece']:.4f} (top-1 right {report['holdout']['accuracy']:.3f})")
+        held = report["holdout"]
+        low, high = held["ece_interval"]
+        typer.echo(f"held back: {counts['holdout']} mentions, expected calibration error {held['ece']:.4f} "
+                   f"(95 % bootstrap interval over documents {low:.3f}-{high:.3f}; a perfectly calibrated confidence "
+                   f"shows {held['ece_noise_floor'][0]:.3f} on them by chance) (top-1 right {held['accuracy']:.3f})")
     typer.echo(f"written: {report['path']}")
     if output is None:
         typer.echo("the pipeline now sets the calibrated confidence (confidence_attr, default span._.kb_confidence); "

@@ -15,7 +15,8 @@ class WarningTexts:
     # ---- W300–W399: evaluation ----
     W300 = ("{n} of {total} mentions have gold ids that are not in the KB (e.g. {examples}); they are counted as "
             "wrong and reported as 'gold_not_in_kb' in metrics.json.")
-    W301 = "{n} mentions have no gold id ('-1') and are left out of the evaluation; metrics.json reports the count."
+    W301 = ("{n} mentions have no gold id ('-1') and are left out of the evaluation; metrics.json reports the count "
+            "(with calibration = true, the no-link section scores them as 'should not be linked').")
 
     # ---- W400–W499: project, assets, NER ----
     # UMLS download (W400–W439)

@@ -9,7 +9,8 @@ confidence is the probability that the link is right among the mentions the link
 no concept fits included (counted in the report). Mentions without any candidate (empty text) are left
 out: their confidence is 0. Documents, not mentions, are split: a seeded ``holdout`` share of them is kept back and the
 expected calibration error is measured there with the calibration fitted on the rest (the one
-saved). The calibration is written as ``calibration.json`` into the linker's folder of the pipeline
+saved), with a 95 % bootstrap interval over the held-back documents (``ece_interval``) and the ECE a
+perfectly calibrated confidence would show on them by chance (``ece_noise_floor``: mean, 95th percentile). The calibration is written as ``calibration.json`` into the linker's folder of the pipeline
 (``P/<component>/``), or into ``output`` when given, atomically.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy
 
 from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 from ..calibration.features import DEFAULT_FEATURES, Evidence, feature_matrix
-from ..calibration.metrics import calibration_report
+from ..calibration.metrics import calibration_report, ece_interval, ece_noise_floor
 from ..calibration.model import FILE_NAME, Calibration, fit
 from ..errors import ConfigError, Errors, MissingInputError
 from ..mentions.datasets import read_dataset, select_mentions
@@ -116,7 +117,10 @@ def fit_dev(linker: Any, dev: DevMentions, *, holdout: float = 0.3, seed: int = 
                               "features": list(features),
                               "fit": calibration_report(cal.predict(x[fit_rows]), y[fit_rows], bins)}
     if test_rows.any():
-        report["holdout"] = calibration_report(cal.predict(x[test_rows]), y[test_rows], bins)
+        held_conf, docs = cal.predict(x[test_rows]), numpy.asarray(dev.doc_index)[test_rows]
+        report["holdout"] = {**calibration_report(held_conf, y[test_rows], bins),
+                             "ece_interval": list(ece_interval(held_conf, y[test_rows], docs, bins=bins, seed=seed)),
+                             "ece_noise_floor": list(ece_noise_floor(held_conf, bins=bins, seed=seed))}
     summary = {**counts, "source": source, "seed": seed,
                "ece_holdout": report["holdout"]["ece"] if "holdout" in report else None,
                "accuracy_fit": report["fit"]["accuracy"]}

@@ -196,8 +196,8 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
     ks = check_ks(settings["ks"])
     options = InputOptions(**settings["input"])
     ds = settings["dataset"]
-    docs, counts = select_mentions(read_dataset(ds["path"], format=ds["format"], types=ds["types"],
-                                                language=ds.get("language")), settings["exclude_composite"])
+    read = read_dataset(ds["path"], format=ds["format"], types=ds["types"], language=ds.get("language"))
+    docs, counts = select_mentions(read, settings["exclude_composite"])
     if counts["no_gold_id"]:
         warnings.warn(Warnings.W301.format(n=counts["no_gold_id"]))
     mentions = [m for d in docs for m in d.mentions]
@@ -289,7 +289,9 @@ def evaluate(settings: Dict[str, Any], *, config_text: Optional[str] = None,
             result["nel"][name] = nel
             errors += _errors(name, "end_to_end", mentions, queries, golds, rankings, kb)
     if settings.get("calibration"):  # optional section: spacy_sapbert.evaluation.calibration
-        result["calibration"] = calibration_results(settings, docs, bins=settings["calibration_bins"])
+        # the mentions without gold id too: the no-link section scores them as "should not be linked"
+        with_nil, _ = select_mentions(read, settings["exclude_composite"], keep_without_id=True)
+        result["calibration"] = calibration_results(settings, with_nil, bins=settings["calibration_bins"])
     result["seconds"] = round(time.time() - started, 1)
     if out_path is not None:
         with atomic_dir(out_path, overwrite=overwrite) as tmp:

@@ -281,8 +281,11 @@ def iter_mentions(docs: Collection[Document]) -> List[Mention]:
     return [m for d in docs for m in d.mentions]
 
 
-def select_mentions(docs: Sequence[Document], exclude_composite: bool) -> Tuple[List[Document], Dict[str, int]]:
-    """Drop mentions without gold id (and composite ones when asked); return kept docs and counts."""
+def select_mentions(docs: Sequence[Document], exclude_composite: bool,
+                    keep_without_id: bool = False) -> Tuple[List[Document], Dict[str, int]]:
+    """Drop mentions without gold id (and composite ones when asked); return kept docs and counts.
+    ``keep_without_id``: keep the mentions without gold id (BC5CDR's ``-1``: no concept fits them; the
+    evaluation's no-link section scores them as "should not be linked"); they are counted all the same."""
     counts = {"read": 0, "no_gold_id": 0, "composite": 0}
     kept: List[Document] = []
     for d in docs:
@@ -291,6 +294,8 @@ def select_mentions(docs: Sequence[Document], exclude_composite: bool) -> Tuple[
             counts["read"] += 1
             if not m.ids:
                 counts["no_gold_id"] += 1
+                if keep_without_id:
+                    ms.append(m)
                 continue
             if m.composite:
                 counts["composite"] += 1
