@@ -365,10 +365,11 @@ def together(args: Any) -> None:
         "python benchmarks/reranker_unseen.py --together --sets " + " ".join(args.sets) + f" --threads {args.threads}"
         " --use ncbi=WORK/reranker_unseen/ncbi_k16_e1_s240_p1000_lr4e-05_b8/model --cache CACHE"), notes=[
         "spacy-sapbert evaluate's systems ([evaluate.systems] hybrid, candidates, query_variants, reranker), MEDIC "
-        "2012, the base all-MiniLM-L6-v2 (mean pooling, exact search), CPU. Strict acc@1 in %; classes of the "
-        "protocol on the mention as written (a dictionary name / a train mention of the set's train file / "
-        "neither = the refined subset; unseen / seen in train); composite mentions left out; mentions whose gold "
-        "id is not in MEDIC stay in, as misses (figures: gold_not_in_kb).",
+        "2012, the base all-MiniLM-L6-v2 (mean pooling, exact search), CPU. Strict acc@1 in %; evaluate's classes "
+        "on the normalised mention each group links (a dictionary name / a train mention of the set's train "
+        "file / neither = the refined subset; unseen / seen in train), so resolving abbreviations moves some "
+        "mentions between classes (figures.<set>.runs.<group>.counts); composite mentions left out; mentions "
+        "whose gold id is not in MEDIC stay in, as misses (counts.gold_not_in_kb).",
         "Two column groups: mentions as written (input.resolve_abbreviations = false) and with abbreviations "
         "resolved from the same document (scispaCy's detector, the linker's default); the abbreviation detection "
         "is outside every system's timing.",

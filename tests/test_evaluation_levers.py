@@ -149,7 +149,8 @@ def test_evaluate_reports_the_reranker_with_its_stage_recall(fixtures_dir, tmp_p
     settings = _settings(fixtures_dir, tmp_path, base_encoder=str(tiny_bert_path), reranker=str(fixture_reranker),
                          reranker_k=3, reranker_margin=1.0, **HYBRID)
     with pytest.warns(UserWarning, match="SB-W30"):
-        result = evaluate(settings)
+        result = evaluate(settings, output=tmp_path / "report")
+    assert "base encoder + hybrid + re-ranker" in (tmp_path / "report" / "report.md").read_text(encoding="utf8")
     names = set(result["results"]["mention_only"])
     assert names == {"base encoder", "hybrid: sparse only", "base encoder + hybrid", "base encoder + hybrid + re-ranker"}
     recall = result["candidate_recall"]["mention_only"]

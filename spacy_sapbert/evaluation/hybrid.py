@@ -124,7 +124,11 @@ class HybridSystem(System):
                                      kinds=self.kinds, vectors=vectors)
 
     def rank(self, queries: Sequence[str], k: int) -> List[Ranking]:
-        return [Ranking(concepts=[(x.concept_id, x.score) for x in found]) for found in self.scored(queries, k)]
+        """Each distinct query ranked once, as the linker ranks the distinct texts of a batch."""
+        unique = sorted(set(queries))
+        by_text = {q: Ranking(concepts=[(x.concept_id, x.score) for x in found])
+                   for q, found in zip(unique, self.scored(unique, k))}
+        return [by_text[q] for q in queries]
 
     def describe(self) -> Dict[str, object]:
         sp = self.setup.sparse.meta
