@@ -166,3 +166,11 @@ def test_a_reranker_for_another_kb_is_refused(fixtures_dir, tmp_path, tiny_bert_
     settings["input"]["backoff"] = True  # training mentions become aliases: another KB than the re-ranker's
     with pytest.raises(IncompatibleError, match="SB-E811.*KB"), pytest.warns(UserWarning, match="SB-W30"):
         evaluate(settings)
+
+
+def test_a_reranker_without_a_dense_system_is_refused(fixtures_dir, tmp_path, fixture_reranker):
+    from spacy_sapbert.errors import ConfigError as _ConfigError
+
+    settings = _settings(fixtures_dir, tmp_path, exact_match=True, reranker=str(fixture_reranker))
+    with pytest.raises(_ConfigError, match="SB-E305.*reranker.*base_encoder"):
+        _systems(settings)
