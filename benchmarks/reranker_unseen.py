@@ -17,6 +17,13 @@ names), composite mentions left out. Rows "margin m" re-rank only mentions whose
 
     python benchmarks/reranker_unseen.py [--sets ncbi bc5cdr] [--max-steps 250] [--pseudo-mentions 1000]
     python benchmarks/reranker_unseen.py --max-margin 0.2 --use ncbi=RUN/model bc5cdr=RUN/model   # no training
+    python benchmarks/reranker_unseen.py --together --use ncbi=RUN/model --cache CACHE   # all levers at once
+
+``--together`` (results ``reranker_together``): the levers at once through ``spacy-sapbert evaluate``'s systems, on
+both sets: name-only; hybrid (the weight benchmarks/hybrid_unseen.py tuned on the train split, candidates
+interleave, sparse_k 64); hybrid + the NCBI re-ranker at the dense weight and margin tuned above (read from
+results/reranker_unseen.json); and both with all four query-variant kinds. Columns as above, in two groups:
+mentions as written, and with abbreviations resolved from the same document (the linker's default).
 
 Work files (re-ranker runs, candidate logits) go to --output (default benchmarks/output/reranker_unseen/), name vectors
 to --cache; a rerun resumes unfinished training runs and reuses finished ones. ``--train-only`` stops after training.
@@ -250,6 +257,131 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     return rows, chosen
 
 
+TOGETHER_GROUPS = ("as written", "abbreviations resolved (linker default)")
+TOGETHER_CELLS = ("overall", "dictionary name", "train mention", "neither", "unseen in train", "seen in train",
+                  "recall@1", "recall@5", "recall@16", "recall@64", "x name-only")
+TOGETHER_COLUMNS = ["system"] + [f"{group}: {cell}" for group in TOGETHER_GROUPS for cell in TOGETHER_CELLS]
+VARIANT_KINDS = ["number", "generic_head", "punctuation", "word_order"]
+
+
+def together_settings(key: str, reranker: Path, tuned: Dict[str, Any], resolved: bool, kinds: Sequence[str],
+                      args: Any) -> Dict[str, Any]:
+    """The ``evaluate`` settings of one together run: the base MiniLM (name-only), + hybrid (the weight tuned on
+    the set's train split, candidates interleave, ``kinds`` as query variants), + the re-ranker at the dense
+    weight and margin tuned on the held-out data; nothing else."""
+    from thinc.api import Config
+
+    from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
+
+    title, train_path, _tune_path, test_path, types = SETS[key]
+    block = {
+        "name": f"{title}: levers together", "ks": list(RECALL_KS), "candidate_ks": list(RECALL_KS),
+        "cache_dir": str(args.cache or args.output / "cache"), "batch_size": 128, "show_progress": False,
+        "dataset": {"path": str(test_path), "types": types, "train": [str(train_path)]},
+        "kb": {"sources": [[str(MEDIC), "medic"]]},
+        "input": {"resolve_abbreviations": resolved},
+        "systems": {"base_encoder": minilm_path(), "base_pooling": "mean", "max_length": 25, "device": "cpu",
+                    "exact_match": False, "tfidf": False, "scispacy": False,
+                    "hybrid": True, "sparse_weight": tuned["sparse_weight"], "sparse_k": max(RECALL_KS),
+                    "sparse_ngrams": [2, 3], "candidates": "interleave", "query_variants": list(kinds),
+                    "reranker": str(reranker), "reranker_k": args.k, "reranker_margin": tuned["margin"],
+                    "reranker_dense_weight": tuned["dense_weight"]},
+    }
+    return settings_from_config(merge_config(default_config(), Config({"evaluate": block}), {}))
+
+
+def together_cells(result: Dict[str, Any], name: str, reference: str) -> List[Any]:
+    """One column group of a system: strict acc@1 per class, seen in train, candidate recall@k, speed ratio."""
+    split = result["classes"]["mention_only"][name]
+    overall, unseen = split["overall"], split["unseen_in_train"]
+    n_seen = overall["n"] - unseen["n"]
+    seen = (overall["acc"] * overall["n"] - (unseen["acc"] or 0.0) * unseen["n"]) / n_seen if n_seen else None
+    recall = result["candidate_recall"]["mention_only"][name]
+    speed = result["systems"][name]["mentions_per_s"]
+    ref = result["systems"][reference]["mentions_per_s"]
+    return [_pct(split[part]["acc"]) for part in ("overall", "dictionary", "train", "neither")] + \
+        [_pct(unseen["acc"]), _pct(seen)] + [_pct(recall[f"recall@{k}"]) for k in RECALL_KS] + \
+        [round(speed / ref, 2) if speed and ref else None]
+
+
+def together(args: Any) -> None:
+    """The levers together (``--together``): name-only, hybrid, hybrid + re-ranker, and both with query variants,
+    through ``spacy-sapbert evaluate``'s systems; mentions as written and with abbreviations resolved."""
+    import json
+    import warnings
+
+    import torch
+
+    from spacy_sapbert.evaluation.run import evaluate
+
+    torch.set_num_threads(args.threads)
+    results = Path(__file__).resolve().parent / "results"
+    reranked = json.loads((results / "reranker_unseen.json").read_text(encoding="utf8"))["figures"]
+    hybrid = json.loads((results / "hybrid_unseen.json").read_text(encoding="utf8"))["figures"]
+    given = dict(item.split("=", 1) for item in args.use)
+    tables: Dict[str, Any] = {}
+    figures: Dict[str, Any] = {"variant_kinds": VARIANT_KINDS, "k": max(RECALL_KS), "sparse_k": max(RECALL_KS),
+                               "reranker_k": args.k, "candidates": "interleave"}
+    for key in args.sets:
+        title = SETS[key][0]
+        reranker = Path(given.get(key) or given.get("ncbi") or args.output / run_name("ncbi", args) / "model")
+        tuned = {"sparse_weight": float(hybrid[title]["weight"]), "dense_weight": float(reranked[key]["dense_weight"]),
+                 "margin": float(reranked[key]["margin"])}
+        hyb = f"hybrid (w = {tuned['sparse_weight']:g}, interleave)"
+        rr = f"re-ranker (dense weight {tuned['dense_weight']:g}, margin {tuned['margin']:g})"
+        labels = [("name-only (dense)", "base encoder", False), (hyb, "base encoder + hybrid", False),
+                  (f"{hyb} + {rr}", "base encoder + hybrid + re-ranker", False),
+                  (f"{hyb} + query variants", "base encoder + hybrid", True),
+                  (f"{hyb} + query variants + {rr}", "base encoder + hybrid + re-ranker", True)]
+        rows: Dict[str, List[Any]] = {label: [label] for label, _, _ in labels}
+        runs: Dict[str, Any] = {}
+        for resolved in (False, True):
+            for with_variants in (False, True):
+                settings = together_settings(key, reranker, tuned, resolved, VARIANT_KINDS if with_variants else [],
+                                             args)
+                started = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # W300/W301: gold ids not in MEDIC, counted in the figures
+                    result = evaluate(settings)
+                tag = f"{'resolved' if resolved else 'written'}{' + variants' if with_variants else ''}"
+                runs[tag] = {"seconds": round(time.perf_counter() - started, 1), "counts": {
+                    k: result["counts"][k] for k in ("evaluated", "gold_not_in_kb", "classes")},
+                    "mentions_per_s": {n: s.get("mentions_per_s") for n, s in result["systems"].items()},
+                    "reordered": {n: s.get("distinct_texts_reordered") for n, s in result["systems"].items()
+                                  if "distinct_texts_reordered" in s}}
+                for label, name, variants in labels:
+                    if variants == with_variants:
+                        rows[label] += together_cells(result, name, "base encoder")
+                print(title, tag, runs[tag], flush=True)
+        tables[f"{title}: the levers together (strict acc@1 and candidate recall, %)"] = \
+            table(TOGETHER_COLUMNS, [rows[label] for label, _, _ in labels])
+        figures[key] = {"tuned": tuned, "reranker": Path(reranker).parent.name, "runs": runs,
+                        "weight_tuned_on": f"{SETS[key][1].name} (benchmarks/hybrid_unseen.py)",
+                        "reranker_tuned_on": reranked[key]["tuned_on"] + " (benchmarks/reranker_unseen.py)"}
+    if args.no_write:
+        print(json.dumps(tables, indent=1))
+        return
+    write_results("reranker_together", tables, figures=figures, command=(
+        "python benchmarks/reranker_unseen.py --together --sets " + " ".join(args.sets) + f" --threads {args.threads}"
+        " --use ncbi=WORK/reranker_unseen/ncbi_k16_e1_s240_p1000_lr4e-05_b8/model --cache CACHE"), notes=[
+        "spacy-sapbert evaluate's systems ([evaluate.systems] hybrid, candidates, query_variants, reranker), MEDIC "
+        "2012, the base all-MiniLM-L6-v2 (mean pooling, exact search), CPU. Strict acc@1 in %; evaluate's classes "
+        "on the normalised mention each group links (a dictionary name / a train mention of the set's train "
+        "file / neither = the refined subset; unseen / seen in train), so resolving abbreviations moves some "
+        "mentions between classes (figures.<set>.runs.<group>.counts); composite mentions left out; mentions "
+        "whose gold id is not in MEDIC stay in, as misses (counts.gold_not_in_kb).",
+        "Two column groups: mentions as written (input.resolve_abbreviations = false) and with abbreviations "
+        "resolved from the same document (scispaCy's detector, the linker's default); the abbreviation detection "
+        "is outside every system's timing.",
+        "recall@k: the candidate stage (a re-ranker's rows show its stage's; it re-orders the top 16 only). "
+        "x name-only: a system's linking mentions/s (everything it encodes or scores, encoder caches emptied) over "
+        "name-only's in the same evaluate run, k = 64 (noisy on the shared 2 cores; figures.runs has the rates).",
+        "Hybrid weight tuned on the set's train split (benchmarks/hybrid_unseen.py), re-ranker dense weight and "
+        "margin tuned on NCBI dev / a held-out tenth of BC5CDR train (benchmarks/reranker_unseen.py; tuned on "
+        "the dense lists), the re-ranker trained on NCBI train only (used on BC5CDR too); nothing tuned on the "
+        "reported sets."])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", choices=sorted(SETS), default=["ncbi", "bc5cdr"])
@@ -268,7 +400,13 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=OUTPUT / "reranker_unseen")
     parser.add_argument("--cache", type=Path, default=None, help="name-vector cache folder (default: under --output)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--together", action="store_true",
+                        help="the levers together through evaluate (results reranker_together): the NCBI re-ranker "
+                             "(--use ncbi=FOLDER, else this script's NCBI run) on both sets")
     args = parser.parse_args()
+    if args.together:
+        together(args)
+        return
 
     import torch
 

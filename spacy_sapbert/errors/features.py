@@ -165,6 +165,9 @@ class FeatureErrors:
     E813 = ("Linker setting reranker_dense_weight = {value!r} cannot be used: it must be a finite number from 0 to "
             "{maximum} (the weight of the name encoder's score added to the re-ranker's logit; 0: the re-ranker "
             "alone). Use the weight tuned on a dev set (docs/reranker.md), or 0.")
+    E814 = ("[evaluate.systems] {key} = {value!r} in {path} cannot be used: it must be {allowed}. Fix the key "
+            "(configs/evaluate.cfg lists every key with its meaning; docs/evaluation.md, 'Levers together').")
+    E815 = ("[evaluate.systems] {key} in {path} needs {what}. {fix}")
     # ---- E820–E822: the lean runtime and its extras ----
     E820 = ("{what} needs {packages}, which the runtime install (no extras) leaves out ({reason}). Install the "
             "extra: `pip install \"spacy-sapbert[{extra}]\"`.")

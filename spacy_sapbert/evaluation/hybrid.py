@@ -17,7 +17,8 @@ import numpy as np
 from ..errors import ConfigError, EmptyResultError, Errors
 from ..index import ConceptIndex
 from ..index.aggregate import aggregate_batch
-from ..index.hybrid import HybridCandidates, check_weight, gather, rank, top1
+from ..index.hybrid import HybridCandidates, HybridScore, check_mode, check_weight, gather, rank, top1
+from ..index.query_variants import check_kinds, query_variants
 from ..index.sparse import DEFAULT_NGRAM_RANGE, SparseIndex
 from ..kb.concept import normalize_name
 from ..mentions.datasets import iter_mentions, read_dataset
@@ -44,16 +45,42 @@ class HybridSetup:
             kb, encoder_fingerprint=encoder.fingerprint, ngram_range=ngram_range)
 
     def vectors(self, queries: Sequence[str]) -> np.ndarray:
+        """Vectors of ``queries`` through the run's vector cache (tuning, benchmarks: not timed)."""
         return self.cache.get(self.encoder, list(queries), batch_size=self.batch_size, show_progress=self.show_progress)
+
+    def encode(self, queries: Sequence[str]) -> np.ndarray:
+        """Vectors of ``queries`` from the encoder itself, as the linker makes them (a system's timed ranking:
+        never read from the disk cache)."""
+        if not queries:
+            return np.zeros((0, self.encoder.dim), np.float32)
+        return np.asarray(self.encoder.encode(list(queries), batch_size=self.batch_size), np.float32)
+
+    def candidates(self, queries: Sequence[str], *, k: int, sparse_k: int, weight: float, mode: str = "score",
+                   kinds: Sequence[str] = (), vectors: Optional[np.ndarray] = None) -> List[List[HybridScore]]:
+        """The linker's hybrid candidate stage for normalised ``queries``: dense + sparse lists (and one pair
+        per query variant of ``kinds``), the ``k`` concepts picked as ``mode`` says, ranked under ``weight``;
+        every vector encoded by the encoder (:meth:`encode`), the queries' own unless ``vectors`` are given."""
+        queries = list(queries)
+        variants = [query_variants(q, kinds) for q in queries] if kinds else []
+        flat = [v for vs in variants for v in vs]
+        if vectors is None:
+            both = self.encode(queries + flat)
+            vectors, variant_vectors = both[:len(queries)], both[len(queries):]
+        else:
+            variant_vectors = self.encode(flat)
+        found = gather(self.index, self.sparse, queries, vectors, k=k, sparse_k=sparse_k,
+                       variants=variants, variant_vectors=variant_vectors if flat else None)
+        return rank(found, weight, k, self.kb.concept_ids, mode=mode)
 
     def gather(self, queries: Sequence[str], *, k: int, sparse_k: int, variants: Sequence[Sequence[str]] = (),
                variant_vectors: Optional[np.ndarray] = None) -> HybridCandidates:
         return gather(self.index, self.sparse, list(queries), self.vectors(queries), k=k, sparse_k=sparse_k,
                       variants=variants, variant_vectors=variant_vectors)
 
-    def rank(self, found: HybridCandidates, weight: float, k: int) -> List[Ranking]:
+    def rank(self, found: HybridCandidates, weight: float, k: int, mode: str = "score") -> List[Ranking]:
         ids = self.kb.concept_ids
-        return [Ranking(concepts=[(x.concept_id, x.score) for x in ranked]) for ranked in rank(found, weight, k, ids)]
+        return [Ranking(concepts=[(x.concept_id, x.score) for x in ranked])
+                for ranked in rank(found, weight, k, ids, mode=mode)]
 
     def sparse_only(self, queries: Sequence[str], k: int) -> List[Ranking]:
         """The sparse index alone: concepts by their best name's tf-idf cosine (ties by concept id)."""
@@ -78,18 +105,35 @@ def tune_weight(setup: HybridSetup, found: HybridCandidates, golds: Sequence[Gol
 
 
 class HybridSystem(System):
-    """A name encoder's dense scores + the sparse index, ``(dense + w * sparse) / (1 + w)`` (strict only)."""
+    """A name encoder's dense scores + the sparse index, ``(dense + w * sparse) / (1 + w)`` (strict only), its
+    candidates picked as the linker's ``candidates`` and widened by its ``query_variants`` (``kinds``)."""
 
-    def __init__(self, setup: HybridSetup, *, weight: float, sparse_k: int = 20, name: str = "hybrid") -> None:
+    def __init__(self, setup: HybridSetup, *, weight: float, sparse_k: int = 20, name: str = "hybrid",
+                 candidates: str = "score", kinds: Sequence[str] = ()) -> None:
         self.setup, self.weight, self.sparse_k, self.name = setup, check_weight(weight), int(sparse_k), name
+        self.mode, self.kinds = check_mode(candidates), check_kinds(list(kinds))
         self.tuned: Optional[Dict[str, Any]] = None
 
+    @property
+    def encoder(self) -> Any:  # emptied before the timed call (protocol.cold)
+        return self.setup.encoder
+
+    def scored(self, queries: Sequence[str], k: int, vectors: Optional[np.ndarray] = None) -> List[List[HybridScore]]:
+        """The top ``k`` concepts of each query with their scores (:meth:`HybridSetup.candidates`)."""
+        return self.setup.candidates(queries, k=k, sparse_k=self.sparse_k, weight=self.weight, mode=self.mode,
+                                     kinds=self.kinds, vectors=vectors)
+
     def rank(self, queries: Sequence[str], k: int) -> List[Ranking]:
-        return self.setup.rank(self.setup.gather(queries, k=k, sparse_k=self.sparse_k), self.weight, k)
+        """Each distinct query ranked once, as the linker ranks the distinct texts of a batch."""
+        unique = sorted(set(queries))
+        by_text = {q: Ranking(concepts=[(x.concept_id, x.score) for x in found])
+                   for q, found in zip(unique, self.scored(unique, k))}
+        return [by_text[q] for q in queries]
 
     def describe(self) -> Dict[str, object]:
         sp = self.setup.sparse.meta
         return {**super().describe(), "sparse_weight": self.weight, "sparse_k": self.sparse_k,
+                "candidates": self.mode, "query_variants": list(self.kinds),
                 "analyzer": sp["analyzer"], "ngram_range": sp["ngram_range"], "score": "(dense + w*sparse)/(1+w)",
                 "model": str(getattr(self.setup.encoder, "name", "")), "search": "exact", "tuned": self.tuned}
 
@@ -118,7 +162,8 @@ def hybrid_systems(settings: Dict[str, Any], kb: Any, dense: Any, train: Sequenc
     setup = HybridSetup(dense.encoder, kb, cache_dir=settings["cache_dir"], batch_size=settings["batch_size"],
                         ngram_range=tuple(sy["sparse_ngrams"]), show_progress=settings["show_progress"])
     system = HybridSystem(setup, weight=sy["sparse_weight"], sparse_k=int(sy["sparse_k"]),
-                          name=f"{dense.name} + {sy['hybrid_name']}")
+                          name=f"{dense.name} + {sy['hybrid_name']}", candidates=sy["candidates"],
+                          kinds=sy["query_variants"])
     if sy["hybrid_tune"]:
         opts = settings["input"]
         prep = make_preprocessor(lowercase=opts["lowercase"], fold_punctuation=opts["fold_punctuation"])

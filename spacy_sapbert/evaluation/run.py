@@ -21,12 +21,13 @@ from .baselines import DenseEncoder, Dictionary, ExactMatch, ScispacyLinker, Sys
 from .calibration import calibration_results
 from .context import (ambiguity_mask, context_rankings, context_setup, lazy_context_vectors, mention_keys,
                       prototype_masks)
-from .hybrid import hybrid_systems
+from .hybrid import HybridSystem, hybrid_systems
 from .pipeline import load_encoder, run_end_to_end  # noqa: F401  (public here too: evaluation.run.load_encoder)
 from .preprocess import InputOptions, make_preprocessor, mention_queries
 from .protocol import (AMBIGUOUS, AMBIGUOUS_NO_REFERENCE, CANDIDATE_KS, CANDIDATE_RECALL, CLASSES, SPEED,
                        MentionClasses, candidate_recall, cold, link_speed)
 from .report import write_report
+from .reranking import rerank_system
 from .settings import DEFAULT_CONFIG, MODES, load_evaluate_config, settings_from_config
 
 logger = get_logger("evaluation.run")
@@ -82,6 +83,10 @@ def build_systems(settings: Dict[str, Any], kb, dictionary: Dictionary) -> List[
             raise ConfigError(Errors.E305.format(system="hybrid", what="a name-only dense system to add sparse scores to",
                                                  hint="Set [evaluate.systems] model or base_encoder."))
         out += hybrid_systems(settings, kb, dense[0], read_train_mentions(settings) if sy["hybrid_tune"] else [])
+    if sy["reranker"] is not None:  # the linker's re-ranker on the hybrid system's candidates, else the dense ones
+        dense = [s for s in out if isinstance(s, DenseEncoder)]
+        hybrid = [s for s in out if isinstance(s, HybridSystem)]
+        out.append(rerank_system(settings, kb, dense[0] if dense else None, hybrid[0] if hybrid else None))
     if sy["exact_match"]:
         out.append(ExactMatch(dictionary))
     if sy["tfidf"]:
@@ -107,14 +112,16 @@ def _ranked(system: System, queries: Sequence[str], max_k: int, depth: int
             ) -> Tuple[List[Ranking], List[Ranking], int, Dict[str, Any]]:
     """``(rankings at max_k, candidate rankings, candidate depth, speed)`` of one name-only system: the timed
     call (encoder caches emptied first) gives the acc@k rankings as they always were; the candidate stage is
-    ranked apart to ``depth`` (scispaCy's linker proposes its own ``k`` concepts at most: its list is cut)."""
+    ranked apart to ``depth`` (scispaCy's linker proposes its own ``k`` concepts at most: its list is cut; a
+    re-ranker system's candidates are its ``candidate_stage``'s)."""
     cold(getattr(system, "encoder", None))
     t = time.perf_counter()
     rankings = system.rank(queries, max_k)
     speed = link_speed(len(queries), time.perf_counter() - t)
     if isinstance(system, ScispacyLinker):
         depth = min(depth, int(system.params["k"]))
-    candidates = system.rank(queries, depth) if depth > max_k else rankings
+    stage = getattr(system, "candidate_stage", None)  # a re-ranker's candidates are its stage's
+    candidates = (stage or system).rank(queries, depth) if depth > max_k or stage is not None else rankings
     return rankings, candidates, depth, speed
 
 

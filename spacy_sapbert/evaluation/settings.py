@@ -12,11 +12,14 @@ from typing import Any, Dict, Mapping, Optional
 from ..base.defaults import MAX_LENGTH
 from ..base.util import PathLike, ensure_path
 from ..errors import ConfigError, Errors, MissingInputError
-from ..index.hybrid import check_weight
+from ..index.hybrid import CANDIDATE_MODES, check_mode, check_weight
+from ..index.query_variants import KINDS, check_kinds
 from ..index.sparse import check_settings
 from ..mentions.datasets import FORMATS
 from ..mentions.metrics import check_ks
 from ..mentions.records import check_language
+from ..rerank.apply import (DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_K, DEFAULT_RERANK_MARGIN, MAX_DENSE_WEIGHT,
+                            check_dense_weight, check_rerank_settings)
 
 MODES = ("mention_only", "end_to_end")
 
@@ -92,6 +95,13 @@ sparse_weight = 0.5
 sparse_k = 20
 sparse_ngrams = [2,3]
 hybrid_tune = false
+candidates = "score"
+query_variants = []
+reranker = null
+reranker_name = "re-ranker"
+reranker_k = {DEFAULT_RERANK_K}
+reranker_margin = {DEFAULT_RERANK_MARGIN}
+reranker_dense_weight = {DEFAULT_DENSE_WEIGHT}
 """
 
 
@@ -208,6 +218,7 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
         if systems["hybrid_tune"] and not ds["train"]:
             raise ConfigError(Errors.E303.format(path=where, what="systems.hybrid_tune needs training files in "
                                                  "[evaluate.dataset] train (the weight is tuned on their mentions)"))
+    _check_levers(systems, base, where)
     return {
         "name": str(ev["name"]), "seed": int(ev["seed"]), "ks": list(ev["ks"]),
         "candidate_ks": list(check_ks(ev["candidate_ks"])), "modes": list(modes),
@@ -218,6 +229,48 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
         "dataset": ds, "kb": kb, "input": {k: bool(v) for k, v in dict(ev["input"]).items()}, "systems": systems,
         "config_path": str(config_path),
     }
+
+
+def _check_levers(systems: Dict[str, Any], base: Path, where: Any) -> None:
+    """The candidate-stage keys (``candidates``, ``query_variants``: they shape the hybrid system, so they need
+    ``hybrid = true``) and the re-ranker keys, as the linker checks its own (E814 for a bad value, E815 for a
+    key that needs another); ``reranker`` becomes a ``Path``."""
+
+    def refuse(key: str, allowed: str) -> None:
+        raise ConfigError(Errors.E814.format(key=key, value=systems[key], path=where, allowed=allowed))
+
+    try:
+        systems["candidates"] = check_mode(systems["candidates"])
+    except ConfigError:
+        refuse("candidates", f"one of {', '.join(CANDIDATE_MODES)}")
+    try:
+        systems["query_variants"] = check_kinds(systems["query_variants"])
+    except ConfigError:
+        refuse("query_variants", f"a list of distinct kinds from {', '.join(KINDS)} ([] = none)")
+    if not systems["hybrid"]:
+        for key, default in (("candidates", "score"), ("query_variants", [])):
+            if systems[key] != default:
+                raise ConfigError(Errors.E815.format(
+                    key=key, path=where, what="hybrid = true (it shapes the hybrid system's candidate stage)",
+                    fix=f"Set hybrid = true (and a sparse_weight), or {key} = {default!r}."))
+    try:
+        check_rerank_settings(systems["reranker_k"], systems["reranker_margin"], DEFAULT_DENSE_WEIGHT)
+    except ConfigError:
+        if isinstance(systems["reranker_k"], bool) or not isinstance(systems["reranker_k"], int) \
+                or not 2 <= systems["reranker_k"] <= 1024:
+            refuse("reranker_k", "an integer from 2 to 1024")
+        refuse("reranker_margin", "a finite number >= 0 (1.0: every mention)")
+    try:
+        systems["reranker_dense_weight"] = check_dense_weight(systems["reranker_dense_weight"])
+    except ConfigError:
+        refuse("reranker_dense_weight", f"a finite number from 0 to {MAX_DENSE_WEIGHT:g} (0: the re-ranker alone)")
+    systems["reranker_margin"] = float(systems["reranker_margin"])
+    folder = systems.get("reranker")
+    systems["reranker"] = _resolve(base, folder) if folder and str(folder).strip() else None
+    if systems["reranker"] is not None and not systems["reranker"].is_dir():
+        raise ConfigError(Errors.E815.format(
+            key="reranker", path=where, what=f"a re-ranker folder, but '{systems['reranker']}' is not one",
+            fix="Give the model/ folder `spacy-sapbert train-reranker` wrote (OUTPUT/model), or reranker = null."))
 
 
 def _bins(value: Any, where: Any) -> int:
