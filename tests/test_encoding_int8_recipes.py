@@ -125,3 +125,17 @@ def test_a_recipe_whose_layers_the_graph_lacks_warns_and_quantizes_everything(ex
     recorded = recorded_export(folder)
     assert recorded["int8_recipe"] == "layer-9-float" and recorded["int8_options"]["exclude_nodes"] == []
     assert OnnxEncoder(folder, quantized=True).precision == "int8"
+
+
+def test_build_index_int8_keeps_the_recipe_its_benchmark_measured(tiny_bert_path, exported, tmp_path):
+    """build-index --precision int8 (the KB names) stays on `dynamic`, the recipe encode_speed measured, even over
+    a work folder that holds another recipe's int8 copy."""
+    from spacy_sapbert.encoding.bulk import bulk_encoder
+    from spacy_sapbert.encoding.torch_encoder import Encoder
+
+    folder = _copy(exported, tmp_path)
+    quantize_export(folder)  # the name encoder's default: not what build-index runs
+    enc = Encoder.load(str(tiny_bert_path), pooling="mean", device="cpu")
+    runner = bulk_encoder(enc, "onnx", "int8", folder)
+    assert runner.precision == "int8" and recorded_export(folder)["int8_recipe"] == "dynamic"
+    assert recorded_export(folder)["int8_options"]["per_channel"] is False
