@@ -110,7 +110,7 @@ def test_a_keyboard_interrupt_raised_by_a_library_also_exits_130(monkeypatch, ca
 
 
 def test_a_signal_the_caller_ignores_stays_ignored(monkeypatch, capsys, tmp_path):
-    def ignored_signal(path, quantize=False):
+    def ignored_signal(path, quantize=False, recipe=None):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.2)
         return [tmp_path]

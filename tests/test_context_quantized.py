@@ -53,6 +53,9 @@ def test_quantize_keeps_the_encoder_and_round_trips(files, tiny_bert_path):
     assert (full * small).sum(axis=1).min() > 0.9  # close to float32, not equal
     assert not np.allclose(full, small, atol=1e-6)
     assert q.quantize(files / "unused") is q and not (files / "unused").exists()
+    # the context encoder keeps the recipe its benchmarks measured, not the name encoder's default
+    recorded = json.loads((files / "encoder_int8" / "onnx_export.json").read_text())
+    assert recorded["int8_recipe"] == "dynamic" and recorded["int8_options"]["per_channel"] is False
 
 
 def test_store_records_and_loads_the_int8_encoder(files):

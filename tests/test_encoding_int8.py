@@ -69,8 +69,8 @@ def test_export_quantize_writes_records_and_the_pipeline_runs_it(int8_pipeline, 
     recorded = json.loads((folder / EXPORT_FILE).read_text())
     assert recorded["int8"] == INT8_FILE and recorded["files"][INT8_FILE]["size"] == (folder / INT8_FILE).stat().st_size
     assert set(recorded["files"]) == {ONNX_FILE, INT8_FILE}
-    assert recorded["int8_options"] == {"per_channel": False, "reduce_range": False, "op_types": [],
-                                        "exclude_nodes": []}
+    assert recorded["int8_recipe"] == "dynamic-pc-l0"  # the package's recipe (tests/test_encoding_int8_recipes.py)
+    assert recorded["int8_options"]["per_channel"] is True
     assert 'precision = "int8"' in (int8_pipeline / "config.cfg").read_text()
     nlp = spacy.load(int8_pipeline)
     encoder = nlp.get_pipe("sapbert_linker").encoder

@@ -12,6 +12,7 @@ from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
 from ..base.outputs import check_output
 from ..base.util import atomic_write
 from ..commands.pipeline import create_pipeline, link_records, read_texts, write_jsonl
+from ..encoding.int8_recipes import NAME_RECIPE
 from ..encoding.onnx_encoder import RUNTIMES
 from ..errors import ConfigError, Errors
 from ..index.meta import MAX_K
@@ -139,11 +140,15 @@ def export_onnx_command(
                                   help="Also write its int8 copy (model.int8.onnx: faster on a CPU, slightly less "
                                        "accurate; docs/linker.md) and, in a pipeline folder, set each linker's "
                                        "precision to int8 so that the pipeline runs it (the index is kept)."),
+    recipe: str = typer.Option(NAME_RECIPE, "--recipe",
+                               help="How --quantize makes the int8 copy: dynamic-pc-l0 (per-channel weights, the "
+                                    "first transformer layer float32: within half a point of float32 on NCBI and "
+                                    "BC5CDR) or dynamic (per-tensor, every node: the recipe before 2026-11-28)."),
 ) -> None:
     """Write (or refresh) the ONNX export that runtime auto/onnx runs, next to the encoder's weights."""
     from ..commands.pipeline import export_onnx_dir  # lazy: tests patch spacy_sapbert.commands.pipeline.export_onnx_dir
 
-    for folder in export_onnx_dir(path, quantize=quantize):
+    for folder in export_onnx_dir(path, quantize=quantize, recipe=recipe):
         typer.echo(f"ONNX export{' and its int8 copy' if quantize else ''} written to {folder}")
     if quantize and not (path / "sapbert_encoder.json").is_file():
         typer.echo(f"precision = \"int8\" set for the linker(s) in {path / 'config.cfg'}")

@@ -20,6 +20,7 @@ from ..base.ray_session import check_address, import_ray
 from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from ..encoding.bulk import (ENCODER_FOLDER, bulk_encoder, check_bulk_options, names_precision, ray_encoder_options,
                              resolve_runtime, warn_emulated_bf16)
+from ..encoding.int8_recipes import NAME_RECIPE, get_recipe
 from ..encoding.onnx_encoder import check_int8_settings, export_onnx, quantize_export
 from ..encoding.torch_encoder import SETTINGS_FILE, Encoder
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
@@ -266,13 +267,16 @@ def create_pipeline(
     return nlp
 
 
-def export_onnx_dir(path: PathLike, *, quantize: bool = False) -> List[Path]:
+def export_onnx_dir(path: PathLike, *, quantize: bool = False, recipe: str = NAME_RECIPE) -> List[Path]:
     """Write the ONNX export of an encoder folder (one with ``sapbert_encoder.json``), or of every
-    ``sapbert_linker`` encoder of a pipeline folder. ``quantize``: also its int8 copy (recorded in
-    ``onnx_export.json``), and in a pipeline folder each linker's ``precision`` set to ``int8`` in
-    ``config.cfg`` so that the pipeline runs it (E825 first, before anything is written, for a linker that
-    runs PyTorch or a GPU). Returns the encoder folders exported."""
+    ``sapbert_linker`` encoder of a pipeline folder. ``quantize``: also its int8 copy made by ``recipe``
+    (:mod:`~spacy_sapbert.encoding.int8_recipes`; recorded in ``onnx_export.json``), and in a pipeline folder
+    each linker's ``precision`` set to ``int8`` in ``config.cfg`` so that the pipeline runs it (E825 for a
+    linker that runs PyTorch or a GPU, E828 for an unknown recipe: first, before anything is written).
+    Returns the encoder folders exported."""
     path = ensure_path(path)
+    if quantize:
+        get_recipe(recipe)
     if (path / SETTINGS_FILE).is_file():
         folders = [path]
     else:
@@ -283,7 +287,7 @@ def export_onnx_dir(path: PathLike, *, quantize: bool = False) -> List[Path]:
     for folder in folders:
         export_onnx(Encoder.from_disk(folder, device="cpu", precision="fp32"), folder)
         if quantize:
-            quantize_export(folder)
+            quantize_export(folder, recipe)
     if config is not None:
         with atomic_write(path / "config.cfg") as fh:
             fh.write(config.to_str())

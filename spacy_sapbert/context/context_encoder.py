@@ -23,6 +23,7 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy
 
+from ..encoding.int8_recipes import LEGACY_RECIPE
 from ..encoding.onnx_encoder import OnnxEncoder, quantized_copy
 from ..encoding.cached import CachedEncoder
 from ..encoding.torch_encoder import Encoder, weights_fingerprint
@@ -157,10 +158,11 @@ class ContextEncoder:
 
     def quantize(self, folder: PathLike) -> "ContextEncoder":
         """This encoder as an int8 ONNX Runtime one, written to ``folder`` (the weights, an ONNX export and
-        its int8 copy): :func:`~spacy_sapbert.encoding.onnx_encoder.quantize_export`."""
+        its int8 copy): :func:`~spacy_sapbert.encoding.onnx_encoder.quantize_export` with the recipe ``dynamic``
+        (per-tensor, every node; the one the context benchmarks measured), not the name encoder's default."""
         if self.quantized:
             return self
-        return ContextEncoder(quantized_copy(self.encoder, folder, cache_size=0))
+        return ContextEncoder(quantized_copy(self.encoder, folder, cache_size=0, recipe=LEGACY_RECIPE))
 
     def to_disk(self, path: PathLike) -> None:
         self.encoder.to_disk(path)

@@ -6,8 +6,9 @@ export of the same weights, in float32 or int8.
 - ``runtime="onnx"``: the encoder's weights exported to ONNX in a work folder (reused when it holds an export
   of the same weights) and run by :class:`~spacy_sapbert.encoding.onnx_encoder.OnnxEncoder` on the CPU. Its
   float32 vectors equal PyTorch's within ~1e-6; ``precision="int8"`` runs the dynamically quantized copy
-  (:func:`~spacy_sapbert.encoding.onnx_encoder.quantize_export`): faster, vectors a few hundredths of cosine
-  away (opt-in; see docs/scale.md, "Encoding time for big KBs").
+  (:func:`~spacy_sapbert.encoding.onnx_encoder.quantize_export`, recipe ``dynamic``: the one
+  ``benchmarks/encode_speed.py`` measured): faster, vectors a few hundredths of cosine away (opt-in; see
+  docs/scale.md, "Encoding time for big KBs").
 - ``runtime="auto"``: ONNX Runtime float32 on a CPU from :data:`ONNX_AUTO_MIN_NAMES` names where ``onnx`` and
   ``onnxruntime`` are installed (the export then costs little against the encoding), else PyTorch (always
   PyTorch on Ray, unless int8 is asked for: ``--runtime onnx`` there needs the work folder on storage that every
@@ -24,6 +25,7 @@ from typing import Any, Dict, Optional
 
 from ..base.util import PathLike, device_is_cpu, ensure_path, get_logger
 from ..errors import ConfigError, Errors, Warnings
+from .int8_recipes import LEGACY_RECIPE, recorded_recipe
 from .onnx_encoder import OnnxEncoder, export_onnx, quantize_export
 from .onnx_export import INT8_FILE, export_is_current, recorded_export
 from .torch_encoder import PRECISIONS
@@ -112,8 +114,9 @@ def bulk_encoder(enc: Any, runtime: str, precision: str, folder: PathLike, *, th
         logger.info("exporting %s to ONNX in %s", enc.name, folder)
         enc.to_disk(folder)
         export_onnx(enc, folder)
-    if quantized and recorded_export(folder).get("int8") != INT8_FILE:
-        quantize_export(folder)
+    if quantized and (recorded_export(folder).get("int8") != INT8_FILE
+                      or recorded_recipe(recorded_export(folder)) != LEGACY_RECIPE):
+        quantize_export(folder, LEGACY_RECIPE)
     return OnnxEncoder(folder, threads=threads, cache_size=0, quantized=quantized)
 
 

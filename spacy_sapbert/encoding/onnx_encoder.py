@@ -18,7 +18,7 @@ import shutil
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Union
 
 import numpy
 
@@ -28,6 +28,7 @@ from ..base.util import PathLike, atomic_write, device_is_cpu, ensure_path, get_
 from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, MissingExtraError, MissingInputError
 from .cached import CachedEncoder
 from .files import check_recorded, read_settings
+from .int8_recipes import NAME_RECIPE, Int8Recipe, get_recipe, nodes_to_exclude
 from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
 from .torch_encoder import Encoder, pool
 
@@ -101,18 +102,19 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
     return folder / ONNX_FILE
 
 
-def quantize_export(folder: PathLike, *, per_channel: bool = False, reduce_range: bool = False,
-                    op_types: Optional[Sequence[str]] = None, exclude_nodes: Sequence[str] = ()) -> Path:
+def quantize_export(folder: PathLike, recipe: Union[str, Int8Recipe] = NAME_RECIPE) -> Path:
     """Add ``model.int8.onnx`` to an encoder folder that holds a current ONNX export: the same graph
-    with its weights quantized to int8 (ONNX Runtime's dynamic quantization: activations quantized
-    per batch at run time). About 2.3x faster on a CPU than float32 for MiniLM
-    (``benchmarks/context_finetuned.py --encoder-speed-only``); its vectors differ from the float32 ones by a
-    few hundredths of cosine, so vectors meant to be compared with each other (prototypes and
-    the mentions re-ranked against them) must all come from it. Recorded in ``onnx_export.json``
-    (``int8`` and the file's record, ``int8_options``). The options are ``quantize_dynamic``'s: ``per_channel``,
-    ``reduce_range``, ``op_types`` (the node types quantized; default: every type it can) and ``exclude_nodes``
-    (node names kept float32); ``benchmarks/int8_name.py`` compares them for the name encoder."""
+    quantized to int8 by ONNX Runtime's dynamic quantization (weights int8, activations quantized per batch
+    at run time) as ``recipe`` says (:mod:`~spacy_sapbert.encoding.int8_recipes`; E828 for an unknown name).
+    The default, ``dynamic-pc-l0`` (per-channel weights, the first transformer layer float32), keeps the name
+    encoder's strict acc@1 within half a point of float32 on NCBI-disease test and BC5CDR-disease dev
+    (``benchmarks/int8_name.py``); ``dynamic`` (per-tensor, every node) is what the context encoder uses. Its
+    vectors differ from the float32 ones by a few hundredths of cosine, so vectors meant to be compared with
+    each other (prototypes and the mentions re-ranked against them) must all come from it. Recorded in
+    ``onnx_export.json``: ``int8`` and the file's record (size, hashes), ``int8_recipe`` and ``int8_options``
+    (the options it resolved to, the nodes kept float32 among them)."""
     folder = ensure_path(folder)
+    chosen = get_recipe(recipe)
     recorded = recorded_export(folder)
     if not has_export(folder) or not recorded:
         raise MissingInputError(Errors.E123.format(path=folder, file=ONNX_FILE, folder=folder))
@@ -122,14 +124,15 @@ def quantize_export(folder: PathLike, *, per_channel: bool = False, reduce_range
         if is_installed("onnxruntime") and (err.name or "").split(".")[0] != "onnxruntime":
             raise MissingExtraError(missing_message("Quantizing the encoder to int8", err.name or "onnx", str(err))) from err
         raise ConfigError(Errors.E119.format(reason=str(err))) from err
+    exclude = nodes_to_exclude(chosen, folder / ONNX_FILE)
     tmp = folder / f".{INT8_FILE}.{os.getpid()}.tmp"
     logging.disable(logging.WARNING)  # its advice to pre-process the graph, logged on the root logger
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            quantize_dynamic(str(folder / ONNX_FILE), str(tmp), weight_type=QuantType.QInt8, per_channel=per_channel,
-                             reduce_range=reduce_range, op_types_to_quantize=list(op_types) if op_types else None,
-                             nodes_to_exclude=list(exclude_nodes) or None)
+            quantize_dynamic(str(folder / ONNX_FILE), str(tmp), weight_type=QuantType.QInt8,
+                             per_channel=chosen.per_channel, reduce_range=chosen.reduce_range,
+                             op_types_to_quantize=list(chosen.op_types) or None, nodes_to_exclude=exclude or None)
         os.replace(tmp, folder / INT8_FILE)
     finally:
         logging.disable(logging.NOTSET)
@@ -137,11 +140,9 @@ def quantize_export(folder: PathLike, *, per_channel: bool = False, reduce_range
             tmp.unlink()
     files = dict(recorded.get("files") or {})
     files.update(file_records(folder, [INT8_FILE]))
-    options = {"per_channel": per_channel, "reduce_range": reduce_range, "op_types": sorted(op_types or []),
-               "exclude_nodes": sorted(exclude_nodes)}
     with atomic_write(folder / EXPORT_FILE) as fh:
-        json.dump({**recorded, "files": files, "int8": INT8_FILE, "int8_options": options}, fh, indent=2,
-                  sort_keys=True)
+        json.dump({**recorded, "files": files, "int8": INT8_FILE, "int8_recipe": chosen.name,
+                   "int8_options": chosen.options(exclude)}, fh, indent=2, sort_keys=True)
     return folder / INT8_FILE
 
 
@@ -344,7 +345,8 @@ def check_int8(folder: Path) -> None:
 
 
 def ensure_int8(folder: Path) -> None:
-    """Write the int8 copy of ``folder``'s export unless a sound one is recorded there (copied with the folder)."""
+    """Write the int8 copy of ``folder``'s export unless a sound one is recorded there (copied with the folder;
+    kept whatever recipe made it, so a pipeline saved again links as before)."""
     try:
         check_int8(folder)
     except (MissingInputError, IntegrityError):
@@ -357,12 +359,14 @@ def _owner(folder: Path) -> Path:
     return pipeline if folder.name == "encoder" and (pipeline / "config.cfg").is_file() else folder
 
 
-def quantized_copy(encoder: "Encoder", folder: PathLike, *, cache_size: int = 50_000) -> "OnnxEncoder":
-    """``encoder`` as an int8 :class:`OnnxEncoder`: its weights, ONNX export and int8 copy written to ``folder``."""
+def quantized_copy(encoder: "Encoder", folder: PathLike, *, cache_size: int = 50_000,
+                   recipe: Union[str, Int8Recipe] = NAME_RECIPE) -> "OnnxEncoder":
+    """``encoder`` as an int8 :class:`OnnxEncoder`: its weights, ONNX export and int8 copy (made by ``recipe``)
+    written to ``folder``."""
     folder = ensure_path(folder)
     encoder.to_disk(folder)
     export_onnx(encoder, folder)
-    quantize_export(folder)
+    quantize_export(folder, recipe)
     return OnnxEncoder.from_disk(folder, cache_size=cache_size, quantized=True)
 
 

@@ -192,6 +192,8 @@ class FeatureErrors:
     E827 = ("Linker '{name}' has precision {precision!r} but was given an encoder of precision {encoder!r}: the "
             "pipeline saved from it would run another encoder than the one linking now. Give the int8 encoder "
             "(OnnxEncoder(folder, quantized=True)) with precision 'int8', and any other with another precision.")
+    E828 = ("Unknown int8 recipe {value!r}. Choose one of: {choices} (spacy_sapbert.encoding.int8_recipes; "
+            "docs/linker.md, \"int8 name encoder\", says what each does and costs), or leave it out for the default.")
 
     # E830–E831: encoding big KBs (build-index runtime and precision)
     E830 = ("build-index option {name} = {value!r} is not known. Choose one of: {allowed}.")

@@ -108,6 +108,12 @@ class WarningTexts:
     W785 = ("The calibration '{path}' was fitted with other linker settings ({diff}); its confidences describe "
             "those settings, not these. Fit it again with `spacy-sapbert calibrate` after changing the settings.")
 
+    # ---- W812–W813: the int8 name encoder's recipe ----
+    W812 = ("The int8 recipe {recipe!r} keeps the MatMul nodes of transformer layer(s) {layers} in float32, but "
+            "'{path}' has no node named like '/layer.N/' (an architecture whose export names its layers otherwise): "
+            "every MatMul was quantized, as in recipe 'dynamic'. The int8 file works; check its accuracy against "
+            "the float32 export (benchmarks/int8_name.py) before relying on it.")
+
     # ---- W814–W815: encoding big KBs ----
     W814 = ("Precision 'bf16' on this CPU ({cpu}) has no bf16 instructions (avx512_bf16 / amx_bf16): torch emulates "
             "them, several times slower than fp32 (0.19x on an AVX2 CPU: benchmarks/results/encode_speed.json). Use "
