@@ -1,0 +1,232 @@
+"""The load path of a saved ONNX pipeline, part by part: KB string lookups, ONNX Runtime session options, hnsw checks.
+
+Reads a pipeline ``link_ncbi.py`` saved (``--pipeline``, default its work folder's ``nlp_sapbert``: MEDIC, 75k names,
+hnsw, ONNX MiniLM) and the NCBI-disease test mentions beside it (``texts.json``, ``spans.json``). Prints JSON; writes
+no results file (docs/footprint.md quotes it). Each part alternates the variants it compares in one process or in
+adjacent processes, so that the load of the shared machine falls on all of them alike; the load average is printed.
+
+- ``kb``: microseconds a ``KnowledgeBase.row_of_name`` call over the test mentions (the KB memory-mapped as the
+  linker opens it), this checkout against ``--baseline`` (another checkout), alternated.
+- ``onnx``: per ``SessionOptions`` variant, in a fresh process each: session creation seconds, resident memory
+  it adds (after creation, and the peak after encoding), seconds to encode the test mentions (batches of 128 as the
+  linker sends them), and the largest difference of the vectors from the default's. ``offline-*`` variants load a
+  graph that ONNX Runtime optimised and saved beforehand at the level named.
+- ``hnsw``: seconds of ``check_hnsw_file`` and of hnswlib's ``load_index`` on the index file, this checkout
+  against ``--baseline``, alternated.
+
+    python benchmarks/studies/load_path.py kb --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert
+    python benchmarks/studies/load_path.py onnx --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
+    python benchmarks/studies/load_path.py hnsw --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+
+import common  # noqa: E402  (puts this checkout first on sys.path)
+
+WORK = common.OUTPUT / "link_ncbi"
+# variant -> (graph: "model" or "offline-<level>", load level, extra SessionOptions)
+VARIANTS: Dict[str, Any] = {
+    "all (today)": ("model", "all", {}),
+    "extended": ("model", "extended", {}),
+    "basic": ("model", "basic", {}),
+    "offline-extended, load disabled": ("offline-extended", "disable", {}),
+    "offline-extended, load all": ("offline-extended", "all", {}),
+    "offline-basic, load all": ("offline-basic", "all", {}),
+    "all, no cpu mem arena": ("model", "all", {"enable_cpu_mem_arena": False}),
+    "all, no mem pattern": ("model", "all", {"enable_mem_pattern": False}),
+    "all, 1 intra-op thread": ("model", "all", {"intra_op_num_threads": 1}),
+}
+
+
+def _mentions(pipeline: Path) -> List[str]:
+    from spacy_sapbert.kb.concept import normalize_name
+
+    spans = json.loads((pipeline.parent / "spans.json").read_text(encoding="utf8"))
+    return [normalize_name(text[s:e]) for text, found in spans.items() for s, e in found]
+
+
+def kb_worker(pipeline: Path, rounds: int, code: str) -> None:
+    """``row_of_name`` over the test mentions with the package of checkout ``code``: print the figures as JSON."""
+    sys.path.insert(0, code)
+    from spacy_sapbert.kb import KnowledgeBase
+
+    kb = KnowledgeBase.from_disk(pipeline / "sapbert_linker" / "kb")
+    texts = _mentions(pipeline)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        found = sum(kb.row_of_name(text) >= 0 for text in texts)
+        times.append((time.perf_counter() - t0) / len(texts) * 1e6)
+    print(json.dumps({"module": sys.modules["spacy_sapbert"].__file__, "mentions": len(texts),
+                      "distinct": len(set(texts)), "kb_names": found, "row_of_name_us": statistics.median(times)}))
+
+
+def _offline(folder: Path, level: str, out: Path) -> Path:
+    """The encoder's graph optimised by ONNX Runtime at ``level`` and saved to ``out`` (once)."""
+    import onnxruntime as ort
+
+    target = out / f"model.{level}.onnx"
+    if not target.exists():
+        options = ort.SessionOptions()
+        options.graph_optimization_level = _level(level)
+        options.optimized_model_filepath = str(target)
+        ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+    return target
+
+
+def _level(name: str) -> Any:
+    import onnxruntime as ort
+
+    return {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[name]
+
+
+def onnx_worker(pipeline: Path, variant: str, graph: str, out: Path) -> None:
+    """One variant in this fresh process: print its figures as JSON; save its vectors to ``out``."""
+    import numpy
+    import onnxruntime as ort
+
+    from spacy_sapbert.base.util import peak_rss_mb
+    from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
+
+    folder = pipeline / "sapbert_linker" / "encoder"
+    texts = sorted(set(_mentions(pipeline)), key=len)
+    _, level, extra = VARIANTS[variant]
+    rows = OnnxEncoder.__new__(OnnxEncoder)  # only its tokenizer and batch builder: no session
+    from spacy_sapbert.encoding.onnx_encoder import _load_tokenizer, _pad_token_id
+
+    tokenize = _load_tokenizer(folder, 25)
+    rows.pad_id = _pad_token_id(folder)
+    token_rows = tokenize(texts)
+    before = common.memory_mb()["rss"]
+    options = ort.SessionOptions()
+    options.graph_optimization_level = _level(level)
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    for key, value in extra.items():
+        setattr(options, key, value)
+    t0 = time.perf_counter()
+    session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+    create_s = time.perf_counter() - t0
+    after_create = common.memory_mb()["rss"]
+    rows._session = session
+    t1 = time.perf_counter()
+    vectors = numpy.concatenate([OnnxEncoder._encode_batch(rows, token_rows[i:i + 128])
+                                 for i in range(0, len(token_rows), 128)])
+    encode_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    for i in range(0, len(token_rows), 128):
+        OnnxEncoder._encode_batch(rows, token_rows[i:i + 128])
+    encode2_s = time.perf_counter() - t2
+    numpy.save(out / f"vectors.{abs(hash(variant))}.npy", vectors)
+    print(json.dumps({"create_s": create_s, "encode_s": min(encode_s, encode2_s), "texts": len(texts),
+                      "rss_added_mb": after_create - before, "peak_mb": peak_rss_mb(),
+                      "file": abs(hash(variant))}))
+
+
+def part_onnx(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
+    """The variants in fresh processes, alternated; the optimised graphs and the vectors go to ``out``."""
+    import numpy
+
+    out.mkdir(parents=True, exist_ok=True)
+    folder = pipeline / "sapbert_linker" / "encoder"
+    graphs = {"model": str(folder / "model.onnx")}
+    for graph, _, _ in VARIANTS.values():
+        if graph.startswith("offline-"):
+            graphs[graph] = str(_offline(folder, graph.split("-", 1)[1], out))
+    figures: Dict[str, List[Dict[str, Any]]] = {name: [] for name in VARIANTS}
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    for _ in range(rounds):
+        for name, (graph, _, _) in VARIANTS.items():
+            done = subprocess.run([sys.executable, __file__, "onnx-worker", "--pipeline", str(pipeline), "--variant",
+                                   name, "--graph", graphs[graph], "--out", str(out)],
+                                  capture_output=True, text=True, check=True, env=env)
+            figures[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    reference = numpy.load(out / f"vectors.{figures['all (today)'][0]['file']}.npy")
+    result = {}
+    for name, runs in figures.items():
+        vectors = numpy.load(out / f"vectors.{runs[0]['file']}.npy")
+        result[name] = {key: round(statistics.median(r[key] for r in runs), 3)
+                        for key in ("create_s", "encode_s", "rss_added_mb", "peak_mb")}
+        result[name]["max_abs_diff"] = float(numpy.abs(vectors - reference).max())
+    result["graph_mb"] = {graph: round(Path(path).stat().st_size / 2**20, 1) for graph, path in graphs.items()}
+    return result
+
+
+def hnsw_worker(pipeline: Path, rounds: int, code: str) -> None:
+    """``check_hnsw_file`` and hnswlib's ``load_index`` with the package of checkout ``code``: print JSON."""
+    sys.path.insert(0, code)
+    import hnswlib
+
+    from spacy_sapbert.index.hnsw_file import check_hnsw_file
+
+    folder = pipeline / "sapbert_linker" / "index"
+    meta = json.loads((folder / "index_meta.json").read_text(encoding="utf8"))
+    path, n, dim = folder / str(meta["file"]), int(meta["n_names"]), int(meta["dim"])
+    check, load = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        check_hnsw_file(path, n=n, dim=dim)
+        check.append(time.perf_counter() - t0)
+        index = hnswlib.Index(space="ip", dim=dim)
+        t1 = time.perf_counter()
+        index.load_index(str(path), max_elements=n)
+        load.append(time.perf_counter() - t1)
+        del index
+    print(json.dumps({"module": sys.modules["spacy_sapbert"].__file__, "check_hnsw_file_s": statistics.median(check),
+                      "load_index_s": statistics.median(load)}))
+
+
+def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[str, Any]:
+    """``part``'s worker for this checkout and ``baseline`` (another checkout), alternated in adjacent processes."""
+    codes = {"this checkout": str(common.ROOT), **({"baseline": baseline} if baseline else {})}
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in codes}
+    for _ in range(rounds):
+        for name, code in codes.items():
+            done = subprocess.run([sys.executable, __file__, f"{part}-worker", "--pipeline", str(pipeline), "--code",
+                                   code], capture_output=True, text=True, check=True)
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {name: {key: (round(statistics.median(r[key] for r in found), 4) if key.endswith("_s") or
+                         key.endswith("_us") else value) for key, value in found[0].items()}
+            for name, found in runs.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "onnx-worker", "kb-worker", "hnsw-worker"])
+    parser.add_argument("--pipeline", type=Path, default=WORK / "nlp_sapbert")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variant", default="all (today)")
+    parser.add_argument("--graph", default="")
+    parser.add_argument("--out", type=Path, default=WORK / "load_path", help="onnx: where its graphs and vectors go")
+    parser.add_argument("--code", default="", help="the checkout a kb or hnsw worker runs")
+    parser.add_argument("--baseline", default="", help="kb, hnsw: another checkout to compare with, e.g. ../main")
+    args = parser.parse_args()
+    if args.part == "onnx-worker":
+        onnx_worker(args.pipeline, args.variant, args.graph, args.out)
+        return
+    if args.part in ("kb-worker", "hnsw-worker"):
+        (kb_worker if args.part == "kb-worker" else hnsw_worker)(args.pipeline, args.rounds, args.code)
+        return
+    load = os.getloadavg()
+    figures = (part_onnx(args.pipeline, args.rounds, args.out) if args.part == "onnx" else
+               _alternate(args.part, args.pipeline, args.rounds, args.baseline))
+    result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
+              "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
