@@ -11,11 +11,14 @@ adjacent processes, so that the load of the shared machine falls on all of them 
   it adds (after creation, and the peak after encoding), seconds to encode the test mentions (batches of 128 as the
   linker sends them), and the largest difference of the vectors from the default's. ``offline-*`` variants load a
   graph that ONNX Runtime optimised and saved beforehand at the level named.
+- ``ef``: per hnsw query depth, the share of test mentions whose top-1 / top-5 concepts equal the exact
+  search's over the same vectors, and the milliseconds of a search of them all.
 - ``hnsw``: seconds of ``check_hnsw_file`` and of hnswlib's ``load_index`` on the index file, this checkout
   against ``--baseline``, alternated.
 
     python benchmarks/studies/load_path.py kb --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py onnx --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
+    python benchmarks/studies/load_path.py ef --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py hnsw --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
 """
 from __future__ import annotations
@@ -45,6 +48,7 @@ VARIANTS: Dict[str, Any] = {
     "offline-basic, load all": ("offline-basic", "all", {}),
     "all, no cpu mem arena": ("model", "all", {"enable_cpu_mem_arena": False}),
     "all, no mem pattern": ("model", "all", {"enable_mem_pattern": False}),
+    "all, no weight prepacking": ("model", "all", {"session.disable_prepacking": "1"}),
     "all, 1 intra-op thread": ("model", "all", {"intra_op_num_threads": 1}),
 }
 
@@ -116,10 +120,18 @@ def onnx_worker(pipeline: Path, variant: str, graph: str, out: Path) -> None:
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     for key, value in extra.items():
-        setattr(options, key, value)
+        if key.startswith("session."):
+            options.add_session_config_entry(key, value)
+        else:
+            setattr(options, key, value)
+    options.enable_profiling = True  # its Session events: model loading and session initialisation
+    options.profile_file_prefix = str(out / f"profile.{os.getpid()}")
     t0 = time.perf_counter()
     session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
     create_s = time.perf_counter() - t0
+    profile = Path(session.end_profiling())
+    phases = {e["name"]: e["dur"] / 1e6 for e in json.loads(profile.read_text()) if e.get("cat") == "Session"}
+    profile.unlink()
     after_create = common.memory_mb()["rss"]
     rows._session = session
     t1 = time.perf_counter()
@@ -131,7 +143,9 @@ def onnx_worker(pipeline: Path, variant: str, graph: str, out: Path) -> None:
         OnnxEncoder._encode_batch(rows, token_rows[i:i + 128])
     encode2_s = time.perf_counter() - t2
     numpy.save(out / f"vectors.{abs(hash(variant))}.npy", vectors)
-    print(json.dumps({"create_s": create_s, "encode_s": min(encode_s, encode2_s), "texts": len(texts),
+    print(json.dumps({"create_s": create_s, "model_loading_s": phases.get("model_loading_uri", float("nan")),
+                      "session_initialization_s": phases.get("session_initialization", float("nan")),
+                      "encode_s": min(encode_s, encode2_s), "texts": len(texts),
                       "rss_added_mb": after_create - before, "peak_mb": peak_rss_mb(),
                       "file": abs(hash(variant))}))
 
@@ -159,7 +173,8 @@ def part_onnx(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
     for name, runs in figures.items():
         vectors = numpy.load(out / f"vectors.{runs[0]['file']}.npy")
         result[name] = {key: round(statistics.median(r[key] for r in runs), 3)
-                        for key in ("create_s", "encode_s", "rss_added_mb", "peak_mb")}
+                        for key in ("create_s", "model_loading_s", "session_initialization_s", "encode_s",
+                                    "rss_added_mb", "peak_mb")}
         result[name]["max_abs_diff"] = float(numpy.abs(vectors - reference).max())
     result["graph_mb"] = {graph: round(Path(path).stat().st_size / 2**20, 1) for graph, path in graphs.items()}
     return result
@@ -189,6 +204,40 @@ def hnsw_worker(pipeline: Path, rounds: int, code: str) -> None:
                       "load_index_s": statistics.median(load)}))
 
 
+def part_ef(pipeline: Path, rounds: int, efs: List[int]) -> Dict[str, Any]:
+    """Per query depth ``ef``: top-1 and top-5 concepts of the test mentions (encoded) as the exact search over the
+    index's own vectors gives them, and milliseconds a search of all of them (median of ``rounds``)."""
+    import numpy
+
+    from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
+    from spacy_sapbert.index import ConceptIndex
+    from spacy_sapbert.index.backends import ExactBackend
+    from spacy_sapbert.kb import KnowledgeBase
+
+    kb = KnowledgeBase.from_disk(pipeline / "sapbert_linker" / "kb")
+    index = ConceptIndex.from_disk(pipeline / "sapbert_linker" / "index", kb)
+    texts = sorted(set(_mentions(pipeline)))
+    queries = OnnxEncoder(pipeline / "sapbert_linker" / "encoder").encode(texts, batch_size=128)
+    hnsw = index._backend
+    exact = ExactBackend(hnsw.vectors(list(range(len(index)))))
+    index._backend = exact
+    truth = index.search(queries, 10)
+    index._backend = hnsw
+    out: Dict[str, Any] = {"queries": len(texts), "saved_ef_search": hnsw.ef_search}
+    for ef in efs:
+        hnsw.set_ef(ef)
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            found = index.search(queries, 10)
+            times.append(time.perf_counter() - t0)
+        top1 = numpy.mean([[c for c, _ in f[:1]] == [c for c, _ in t[:1]] for f, t in zip(found, truth)])
+        top5 = numpy.mean([[c for c, _ in f[:5]] == [c for c, _ in t[:5]] for f, t in zip(found, truth)])
+        out[f"ef={ef}"] = {"top1_as_exact": round(float(top1), 4), "top5_as_exact": round(float(top5), 4),
+                           "search_ms": round(1e3 * statistics.median(times), 1)}
+    return out
+
+
 def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[str, Any]:
     """``part``'s worker for this checkout and ``baseline`` (another checkout), alternated in adjacent processes."""
     codes = {"this checkout": str(common.ROOT), **({"baseline": baseline} if baseline else {})}
@@ -205,7 +254,9 @@ def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "onnx-worker", "kb-worker", "hnsw-worker"])
+    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "onnx-worker", "kb-worker", "hnsw-worker"])
+    parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
+                        help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
     parser.add_argument("--pipeline", type=Path, default=WORK / "nlp_sapbert")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variant", default="all (today)")
@@ -222,6 +273,7 @@ def main() -> None:
         return
     load = os.getloadavg()
     figures = (part_onnx(args.pipeline, args.rounds, args.out) if args.part == "onnx" else
+               part_ef(args.pipeline, args.rounds, args.ef) if args.part == "ef" else
                _alternate(args.part, args.pipeline, args.rounds, args.baseline))
     result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
               "load_average_after": [round(x, 2) for x in os.getloadavg()]}
