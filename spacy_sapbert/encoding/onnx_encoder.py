@@ -3,10 +3,9 @@
 transformers.
 
 :func:`export_onnx` writes ``model.onnx`` (transformer + pooling + L2 normalisation in one graph,
-dynamic batch and length), ``model.opt.onnx`` (that graph as ONNX Runtime optimises it at the "extended"
-level: a load runs it with optimisation off) and ``onnx_export.json`` (the fingerprint of the weights it came
-from, the files' hashes) into an encoder folder written by :meth:`Encoder.to_disk`. :class:`OnnxEncoder` loads
-such a folder: the tokenizer from ``tokenizer.json`` through the ``tokenizers`` library, the graph through
+dynamic batch and length) and ``onnx_export.json`` (the fingerprint of the weights it came from)
+into an encoder folder written by :meth:`Encoder.to_disk`. :class:`OnnxEncoder` loads such a
+folder: the tokenizer from ``tokenizer.json`` through the ``tokenizers`` library, the graph through
 an ``onnxruntime.InferenceSession``. It refuses an export whose fingerprint differs from the
 folder's weights (E121).
 """
@@ -29,8 +28,7 @@ from ..base.util import PathLike, atomic_write, device_is_cpu, ensure_path, get_
 from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, MissingExtraError, MissingInputError
 from .cached import CachedEncoder
 from .files import check_recorded, read_settings
-from .onnx_export import (EXPORT_FILE, INT8_FILE, ONNX_FILE, OPT_FILE, export_is_current, float_graph,  # noqa: F401
-                          has_export, optimize_graph, owner_folder as _owner, recorded_export)
+from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
 from .torch_encoder import Encoder, pool
 
 logger = get_logger("onnx")
@@ -96,15 +94,10 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
     finally:
         if tmp.exists():
             tmp.unlink()
-    for made_from_the_last in (INT8_FILE, OPT_FILE):
-        (folder / made_from_the_last).unlink(missing_ok=True)
-    optimized = optimize_graph(folder)
-    record = {"fingerprint": encoder.fingerprint, "pooling": encoder.pooling, "dim": encoder.dim, "opset": OPSET,
-              "files": file_records(folder, [ONNX_FILE] + ([OPT_FILE] if optimized else []))}
-    if optimized:
-        record["optimized"] = optimized
+    (folder / INT8_FILE).unlink(missing_ok=True)  # made from the previous export, if any
     with atomic_write(folder / EXPORT_FILE) as fh:
-        json.dump(record, fh, indent=2, sort_keys=True)
+        json.dump({"fingerprint": encoder.fingerprint, "pooling": encoder.pooling, "dim": encoder.dim,
+                   "opset": OPSET, "files": file_records(folder, [ONNX_FILE])}, fh, indent=2, sort_keys=True)
     return folder / ONNX_FILE
 
 
@@ -174,7 +167,6 @@ class OnnxEncoder(CachedEncoder):
                                                  settings_fp=settings.get("fingerprint"), folder=folder))
         if quantized and (recorded_export(folder).get("int8") != INT8_FILE or not (folder / INT8_FILE).is_file()):
             raise MissingInputError(Errors.E126.format(path=folder, file=INT8_FILE))
-        graph_file = INT8_FILE if quantized else float_graph(folder)  # before check_recorded: E835 names it
         check_recorded(folder, settings)
         check_recorded(folder, recorded_export(folder), what="ONNX export")
         self.folder = folder
@@ -184,7 +176,7 @@ class OnnxEncoder(CachedEncoder):
         self.dim = int(settings["dim"])
         self.fingerprint = str(settings["fingerprint"])
         self.precision = INT8 if quantized else "fp32"
-        self.graph_file = graph_file
+        self.graph_file = INT8_FILE if quantized else ONNX_FILE
         self.threads = max(0, int(threads))
         self.cache_size = max(0, int(cache_size))
         self._cache: "OrderedDict[str, numpy.ndarray]" = OrderedDict()
@@ -215,9 +207,7 @@ class OnnxEncoder(CachedEncoder):
         except ImportError as err:
             raise ConfigError(Errors.E119.format(reason=str(err))) from err
         options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = (  # the optimised graph was optimised at export: nothing left to do
-            onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL if self.graph_file == OPT_FILE
-            else onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
@@ -361,6 +351,12 @@ def ensure_int8(folder: Path) -> None:
         quantize_export(folder)
 
 
+def _owner(folder: Path) -> Path:
+    """The folder to give ``export-onnx``: the pipeline of a linker's ``encoder/`` folder, else the folder."""
+    pipeline = folder.parent.parent
+    return pipeline if folder.name == "encoder" and (pipeline / "config.cfg").is_file() else folder
+
+
 def quantized_copy(encoder: "Encoder", folder: PathLike, *, cache_size: int = 50_000) -> "OnnxEncoder":
     """``encoder`` as an int8 :class:`OnnxEncoder`: its weights, ONNX export and int8 copy written to ``folder``."""
     folder = ensure_path(folder)
@@ -386,5 +382,4 @@ def write_export_for(encoder: Any, folder: Path, *, required: bool) -> None:
 
 __all__ = ["load_saved_encoder", "write_export_for", "check_int8", "check_int8_settings", "ensure_int8", "quantized_copy", "INT8",
            "OnnxEncoder", "export_onnx", "quantize_export", "INT8_FILE", "has_export", "export_is_current",
-           "recorded_export", "onnxruntime_available", "check_runtime", "RUNTIMES", "ONNX_FILE", "EXPORT_FILE",
-           "OPT_FILE", "optimize_graph"]
+           "recorded_export", "onnxruntime_available", "check_runtime", "RUNTIMES", "ONNX_FILE", "EXPORT_FILE"]

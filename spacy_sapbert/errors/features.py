@@ -205,8 +205,3 @@ class FeatureErrors:
     E834 = ("Index setting {name} must be {expected}, got {value!r}. Fix the option or config value "
             "(spacy_sapbert.index.IndexSettings; docs/scale.md has each setting's default).")
 
-    # ---- E835–E839: the load path (the encoder's graph optimised at export) ----
-    E835 = ("'{path}', the name encoder's graph optimised by ONNX Runtime at export (recorded in onnx_export.json), "
-            "{why}. Export it again: `spacy-sapbert export-onnx {folder}` (the pipeline or encoder folder) writes "
-            "model.onnx and its optimised copy.")
-

@@ -112,8 +112,3 @@ class WarningTexts:
             "them, several times slower than fp32 (0.19x on an AVX2 CPU: benchmarks/results/encode_speed.json). Use "
             "--precision fp32 on this machine (with --runtime onnx: the same vectors, faster).")
 
-    # ---- W816–W817: the load path ----
-    W816 = ("'{path}' was optimised by onnxruntime {written}; this is onnxruntime {running}, which may not run its "
-            "graph alike, so the encoder loads model.onnx and optimises it here (the same vectors, a slower load). "
-            "`spacy-sapbert export-onnx {folder}` writes the optimised graph again with this version.")
-
