@@ -13,12 +13,16 @@ adjacent processes, so that the load of the shared machine falls on all of them 
   graph that ONNX Runtime optimised and saved beforehand at the level named.
 - ``ef``: per hnsw query depth, the share of test mentions whose top-1 / top-5 concepts equal the exact
   search's over the same vectors, and the milliseconds of a search of them all.
+- ``pipeline``: warm ``spacy.load`` and one linking pass over the test documents' gold spans, the pipeline as
+  saved against a copy whose ``model.onnx`` is the graph optimised offline ("extended"), loaded with optimisation
+  off, alternated in one process; and whether both give the same ``kb_ents``.
 - ``hnsw``: seconds of ``check_hnsw_file`` and of hnswlib's ``load_index`` on the index file, this checkout
   against ``--baseline``, alternated.
 
     python benchmarks/studies/load_path.py kb --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py onnx --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
     python benchmarks/studies/load_path.py ef --pipeline WORK/link_ncbi/nlp_sapbert
+    python benchmarks/studies/load_path.py pipeline --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path
     python benchmarks/studies/load_path.py hnsw --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
 """
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -238,14 +243,87 @@ def part_ef(pipeline: Path, rounds: int, efs: List[int]) -> Dict[str, Any]:
     return out
 
 
+def _with_optimized_graph(pipeline: Path, out: Path) -> Path:
+    """A copy of ``pipeline`` (under ``out``, once) that runs the encoder's graph optimised offline at the
+    "extended" level with optimisation off at load: the graph written over the copy's ``model.onnx`` (its record in
+    ``onnx_export.json`` updated), the session's level set by this script (:data:`LOAD_LEVEL`)."""
+    from spacy_sapbert.base.integrity import file_records
+    from spacy_sapbert.encoding.onnx_export import EXPORT_FILE, ONNX_FILE, recorded_export
+
+    copy = out / f"{pipeline.name}_optimized"
+    if not copy.exists():
+        tmp = out / f"{pipeline.name}.tmp"
+        shutil.copytree(pipeline, tmp)
+        folder = tmp / "sapbert_linker" / "encoder"
+        shutil.copyfile(_offline(folder, "extended", out), folder / ONNX_FILE)
+        record = recorded_export(folder)
+        record["files"].update(file_records(folder, [ONNX_FILE]))
+        (folder / EXPORT_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
+        tmp.rename(copy)
+    return copy
+
+
+def _session_level(level: str) -> None:
+    """Make every ONNX Runtime session this process opens from now on use graph optimisation ``level``."""
+    import onnxruntime as ort
+
+    made = getattr(ort.InferenceSession, "_load_path_made", ort.InferenceSession.__init__)
+    ort.InferenceSession._load_path_made = made
+
+    def init(self, path, sess_options=None, *args, **kwargs):
+        if sess_options is not None:
+            sess_options.graph_optimization_level = _level(level)
+        made(self, path, sess_options, *args, **kwargs)
+
+    ort.InferenceSession.__init__ = init
+
+
+def part_pipeline(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
+    """``spacy.load`` (warm: every file read once before) and one linking pass over the test documents' gold spans,
+    the pipeline as saved (``model.onnx``) and its copy with the optimised graph, alternated in this process."""
+    import spacy
+
+    texts = json.loads((pipeline.parent / "texts.json").read_text(encoding="utf8"))
+    spans = json.loads((pipeline.parent / "spans.json").read_text(encoding="utf8"))
+
+    @spacy.Language.component("load_path_gold_spans")
+    def gold(doc):
+        found = [doc.char_span(s, e, label="Disease", alignment_mode="expand") for s, e in spans[doc.text]]
+        doc.ents = spacy.util.filter_spans([f for f in found if f is not None])
+        return doc
+
+    pipelines = {"model.onnx": (pipeline, "all"), "optimised offline": (_with_optimized_graph(pipeline, out), "disable")}
+    for path, level in pipelines.values():
+        _session_level(level)
+        spacy.load(path)
+    loads: Dict[str, List[float]] = {name: [] for name in pipelines}
+    links: Dict[str, List[float]] = {name: [] for name in pipelines}
+    kb_ids: Dict[str, Any] = {}
+    for _ in range(rounds):
+        for name, (path, level) in pipelines.items():
+            _session_level(level)
+            t0 = time.perf_counter()
+            nlp = spacy.load(path)
+            loads[name].append(time.perf_counter() - t0)
+            nlp.add_pipe("load_path_gold_spans", first=True)
+            t0 = time.perf_counter()
+            docs = list(nlp.pipe(texts, batch_size=128))
+            links[name].append(time.perf_counter() - t0)
+            kb_ids[name] = [[(e.kb_id_, e._.kb_ents) for e in doc.ents] for doc in docs]
+    return {name: {"warm_load_s": round(statistics.median(loads[name]), 3), "warm_load_min_s": round(min(loads[name]), 3),
+                   "link_s": round(statistics.median(links[name]), 3), "link_min_s": round(min(links[name]), 3)}
+            for name in pipelines} | {"same_kb_ents": kb_ids["model.onnx"] == kb_ids["optimised offline"]}
+
+
 def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[str, Any]:
     """``part``'s worker for this checkout and ``baseline`` (another checkout), alternated in adjacent processes."""
     codes = {"this checkout": str(common.ROOT), **({"baseline": baseline} if baseline else {})}
     runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in codes}
     for _ in range(rounds):
         for name, code in codes.items():
-            done = subprocess.run([sys.executable, __file__, f"{part}-worker", "--pipeline", str(pipeline), "--code",
-                                   code], capture_output=True, text=True, check=True)
+            done = subprocess.run([sys.executable, __file__, f"{part}-worker", "--pipeline", str(pipeline),
+                                   "--code", code, "--rounds", str(rounds)],
+                                  capture_output=True, text=True, check=True)
             runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
     return {name: {key: (round(statistics.median(r[key] for r in found), 4) if key.endswith("_s") or
                          key.endswith("_us") else value) for key, value in found[0].items()}
@@ -254,7 +332,7 @@ def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "onnx-worker", "kb-worker", "hnsw-worker"])
+    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "onnx-worker", "kb-worker", "hnsw-worker"])
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
     parser.add_argument("--pipeline", type=Path, default=WORK / "nlp_sapbert")
@@ -274,6 +352,7 @@ def main() -> None:
     load = os.getloadavg()
     figures = (part_onnx(args.pipeline, args.rounds, args.out) if args.part == "onnx" else
                part_ef(args.pipeline, args.rounds, args.ef) if args.part == "ef" else
+               part_pipeline(args.pipeline, args.rounds, args.out) if args.part == "pipeline" else
                _alternate(args.part, args.pipeline, args.rounds, args.baseline))
     result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
               "load_average_after": [round(x, 2) for x in os.getloadavg()]}
