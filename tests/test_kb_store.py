@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -293,3 +294,5 @@ def test_find_on_a_memory_mapped_array_matches_a_sorted_list(tmp_path):
     absent = {"".join(rng.choice(alphabet, size=int(rng.integers(1, 8)))) for _ in range(300)} - set(names)
     for key in sorted(absent) + ["\ud800", "zzzzzzzz", "\x00"]:
         assert mapped.find(key) == -1 and key not in mapped
+    copied = pickle.loads(pickle.dumps(mapped))  # e.g. kb.names sent to a worker process
+    assert list(copied) == names and copied.find(names[7]) == 7 and copied.sep and copied.is_sorted

@@ -58,6 +58,9 @@ class StrArray(Sequence[str]):
         self._offs = memoryview(np.ascontiguousarray(offsets, dtype=np.int64)).cast("B").cast("q")
         self._trim = 1 if sep else 0
 
+    def __reduce__(self):  # the memoryviews do not pickle: rebuild them from the arrays
+        return (_strarray, (self.blob, self.offsets, self.sep, self.is_sorted))
+
     def __len__(self) -> int:
         return len(self._offs) - 1
 
@@ -127,6 +130,10 @@ class StrArray(Sequence[str]):
         if lo < len(self) and item(lo) == key:
             return lo
         return -1
+
+
+def _strarray(blob: np.ndarray, offsets: np.ndarray, sep: bool, is_sorted: bool) -> StrArray:
+    return StrArray(blob, offsets, sep=sep, is_sorted=is_sorted)
 
 
 __all__ = ["StrArray", "pack_strings"]
