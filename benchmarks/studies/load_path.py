@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -56,6 +57,10 @@ VARIANTS: Dict[str, Any] = {
     "all, no weight prepacking": ("model", "all", {"session.disable_prepacking": "1"}),
     "all, 1 intra-op thread": ("model", "all", {"intra_op_num_threads": 1}),
 }
+
+
+def _slug(variant: str) -> str:
+    return re.sub(r"\W+", "_", variant).strip("_")
 
 
 def _mentions(pipeline: Path) -> List[str]:
@@ -113,10 +118,11 @@ def onnx_worker(pipeline: Path, variant: str, graph: str, out: Path) -> None:
     folder = pipeline / "sapbert_linker" / "encoder"
     texts = sorted(set(_mentions(pipeline)), key=len)
     _, level, extra = VARIANTS[variant]
-    rows = OnnxEncoder.__new__(OnnxEncoder)  # only its tokenizer and batch builder: no session
+    from spacy_sapbert.encoding.files import read_settings
     from spacy_sapbert.encoding.onnx_encoder import _load_tokenizer, _pad_token_id
 
-    tokenize = _load_tokenizer(folder, 25)
+    rows = OnnxEncoder.__new__(OnnxEncoder)  # only its batch builder, run with the session made below
+    tokenize = _load_tokenizer(folder, int(read_settings(folder)["max_length"]))
     rows.pad_id = _pad_token_id(folder)
     token_rows = tokenize(texts)
     before = common.memory_mb()["rss"]
@@ -147,12 +153,12 @@ def onnx_worker(pipeline: Path, variant: str, graph: str, out: Path) -> None:
     for i in range(0, len(token_rows), 128):
         OnnxEncoder._encode_batch(rows, token_rows[i:i + 128])
     encode2_s = time.perf_counter() - t2
-    numpy.save(out / f"vectors.{abs(hash(variant))}.npy", vectors)
+    numpy.save(out / f"vectors.{_slug(variant)}.npy", vectors)
     print(json.dumps({"create_s": create_s, "model_loading_s": phases.get("model_loading_uri", float("nan")),
                       "session_initialization_s": phases.get("session_initialization", float("nan")),
                       "encode_s": min(encode_s, encode2_s), "texts": len(texts),
                       "rss_added_mb": after_create - before, "peak_mb": peak_rss_mb(),
-                      "file": abs(hash(variant))}))
+                      "file": _slug(variant)}))
 
 
 def part_onnx(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
@@ -166,12 +172,11 @@ def part_onnx(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
         if graph.startswith("offline-"):
             graphs[graph] = str(_offline(folder, graph.split("-", 1)[1], out))
     figures: Dict[str, List[Dict[str, Any]]] = {name: [] for name in VARIANTS}
-    env = dict(os.environ, PYTHONHASHSEED="0")
     for _ in range(rounds):
         for name, (graph, _, _) in VARIANTS.items():
             done = subprocess.run([sys.executable, __file__, "onnx-worker", "--pipeline", str(pipeline), "--variant",
                                    name, "--graph", graphs[graph], "--out", str(out)],
-                                  capture_output=True, text=True, check=True, env=env)
+                                  capture_output=True, text=True, check=True)
             figures[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
     reference = numpy.load(out / f"vectors.{figures['all (today)'][0]['file']}.npy")
     result = {}
@@ -292,7 +297,8 @@ def part_pipeline(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
         doc.ents = spacy.util.filter_spans([f for f in found if f is not None])
         return doc
 
-    pipelines = {"model.onnx": (pipeline, "all"), "optimised offline": (_with_optimized_graph(pipeline, out), "disable")}
+    pipelines = {"model.onnx": (pipeline, "all"),
+                 "optimised offline": (_with_optimized_graph(pipeline, out), "disable")}
     for path, level in pipelines.values():
         _session_level(level)
         spacy.load(path)
@@ -310,8 +316,8 @@ def part_pipeline(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
             docs = list(nlp.pipe(texts, batch_size=128))
             links[name].append(time.perf_counter() - t0)
             kb_ids[name] = [[(e.kb_id_, e._.kb_ents) for e in doc.ents] for doc in docs]
-    return {name: {"warm_load_s": round(statistics.median(loads[name]), 3), "warm_load_min_s": round(min(loads[name]), 3),
-                   "link_s": round(statistics.median(links[name]), 3), "link_min_s": round(min(links[name]), 3)}
+    return {name: {"warm_load_s": round(statistics.median(loads[name]), 3),
+                   "warm_load_min_s": round(min(loads[name]), 3), "link_s": round(statistics.median(links[name]), 3), "link_min_s": round(min(links[name]), 3)}
             for name in pipelines} | {"same_kb_ents": kb_ids["model.onnx"] == kb_ids["optimised offline"]}
 
 
@@ -332,7 +338,8 @@ def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "onnx-worker", "kb-worker", "hnsw-worker"])
+    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline",
+                                         "onnx-worker", "kb-worker", "hnsw-worker"])
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
     parser.add_argument("--pipeline", type=Path, default=WORK / "nlp_sapbert")
