@@ -116,7 +116,7 @@ def onnx_worker(pipeline: Path, variant: str, graph: str, out: Path) -> None:
     from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
 
     folder = pipeline / "sapbert_linker" / "encoder"
-    texts = sorted(set(_mentions(pipeline)), key=len)
+    texts = sorted(set(_mentions(pipeline)), key=lambda text: (len(text), text))
     _, level, extra = VARIANTS[variant]
     from spacy_sapbert.encoding.files import read_settings
     from spacy_sapbert.encoding.onnx_encoder import _load_tokenizer, _pad_token_id
