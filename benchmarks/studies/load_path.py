@@ -46,7 +46,7 @@ import common  # noqa: E402  (puts this checkout first on sys.path)
 WORK = common.OUTPUT / "link_ncbi"
 # variant -> (graph: "model" or "offline-<level>", load level, extra SessionOptions)
 VARIANTS: Dict[str, Any] = {
-    "all (today)": ("model", "all", {}),
+    "all (ORT defaults)": ("model", "all", {}),
     "extended": ("model", "extended", {}),
     "basic": ("model", "basic", {}),
     "offline-extended, load disabled": ("offline-extended", "disable", {}),
@@ -344,7 +344,7 @@ def main() -> None:
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
     parser.add_argument("--pipeline", type=Path, default=WORK / "nlp_sapbert")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--variant", default="all (today)")
+    parser.add_argument("--variant", default="all (ORT defaults)")
     parser.add_argument("--graph", default="")
     parser.add_argument("--out", type=Path, default=WORK / "load_path", help="onnx: where its graphs and vectors go")
     parser.add_argument("--code", default="", help="the checkout a kb or hnsw worker runs")
