@@ -53,6 +53,15 @@ def test_onnx_vectors_and_token_ids_match_torch(tiny_bert_path, tmp_path, poolin
     assert not numpy.allclose(got[0], got[1], atol=1e-3)  # different inputs, different vectors
 
 
+def test_sessions_plan_no_memory_pattern(tiny_bert_path, tmp_path):
+    """Batches change shape every call: the session runs without ONNX Runtime's memory pattern (a lower peak, the
+    same vectors: benchmarks/studies/load_path.py onnx), also the one remade after a fork."""
+    _export(tiny_bert_path, tmp_path / "enc", "mean")
+    enc = OnnxEncoder.from_disk(tmp_path / "enc")
+    assert enc._session.get_session_options().enable_mem_pattern is False
+    assert enc._make_session(1).get_session_options().enable_mem_pattern is False
+
+
 def test_stale_and_missing_exports_are_refused(tiny_bert_path, other_tiny_bert_path, tmp_path):
     folder = tmp_path / "enc"
     _export(tiny_bert_path, folder, "mean")

@@ -123,3 +123,25 @@ def test_the_check_holds_no_copy_of_the_vectors(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < n * dim * 4, peak
+
+
+def test_an_id_out_of_range_in_an_unused_link_slot_passes_and_a_used_one_beside_it_is_refused(hnsw_file, tmp_path):
+    """Only the slots a link count covers are neighbour ids: junk past the count is not refused (hnswlib never
+    reads it), while a used slot out of range in the same chunk still is (the check's fast path sees the junk
+    first and must look at which slots are used)."""
+    raw = bytearray(hnsw_file.read_bytes())
+    header = _HEADER.unpack_from(raw, 0)
+    per_element, max_m0 = header[3], header[9]
+    counts = [struct.unpack_from("<I", raw, 96 + i * per_element)[0] & 0xFFFF for i in range(3000)]
+    loose = [i for i, c in enumerate(counts) if 0 < c < max_m0][:2]
+    assert len(loose) == 2
+    for i in loose:  # junk in the last (unused) slot of two elements
+        struct.pack_into("<I", raw, 96 + i * per_element + 4 * max_m0, 10 ** 7)
+    junk = tmp_path / "junk.hnsw"
+    junk.write_bytes(bytes(raw))
+    check_hnsw_file(junk, n=3000, dim=DIM)
+    used = loose[1]
+    struct.pack_into("<I", raw, 96 + used * per_element + 4, 10 ** 7)  # its first (used) slot out of range too
+    junk.write_bytes(bytes(raw))
+    with pytest.raises(MissingInputError, match="SB-E107.*level-0 neighbour id is out of range"):
+        check_hnsw_file(junk, n=3000, dim=DIM)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -274,3 +275,25 @@ def test_verify_detects_altered_arrays(kb, tmp_path):
         old = KnowledgeBase.from_disk(tmp_path / "kb")
     with pytest.raises(DataFormatError, match=r"\[SB-E010\].*do not match the checksum"):
         old.verify()
+
+
+def test_find_on_a_memory_mapped_array_matches_a_sorted_list(tmp_path):
+    """``find`` reads the memory-mapped buffers directly: the same rows as a search of the decoded list,
+    with non-ASCII names (UTF-8 byte order is code point order), prefixes, misses and unencodable keys."""
+    rng = np.random.default_rng(3)
+    alphabet = list("ab z-éßΩ中") + ["\U0001F600"]
+    names = sorted({"".join(rng.choice(alphabet, size=int(rng.integers(0, 7)))) for _ in range(600)})
+    blob, off = pack_strings(names, sep=True)
+    np.save(tmp_path / "blob.npy", blob)
+    np.save(tmp_path / "off.npy", off)
+    mapped = StrArray(np.load(tmp_path / "blob.npy", mmap_mode="r"), np.load(tmp_path / "off.npy", mmap_mode="r"),
+                      sep=True, is_sorted=True)
+    assert isinstance(mapped.blob, np.memmap) and list(mapped) == names
+    assert mapped[len(names) // 2] == names[len(names) // 2]
+    for i, name in enumerate(names):
+        assert mapped.find(name) == i
+    absent = {"".join(rng.choice(alphabet, size=int(rng.integers(1, 8)))) for _ in range(300)} - set(names)
+    for key in sorted(absent) + ["\ud800", "zzzzzzzz", "\x00"]:
+        assert mapped.find(key) == -1 and key not in mapped
+    copied = pickle.loads(pickle.dumps(mapped))  # e.g. kb.names sent to a worker process
+    assert list(copied) == names and copied.find(names[7]) == 7 and copied.sep and copied.is_sorted

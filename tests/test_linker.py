@@ -275,3 +275,17 @@ def test_kb_names_reuse_their_stored_vectors(tiny_bert_path, toy_kb_path, monkey
     for a, b in zip(got.ents, want.ents):
         assert [c for c, _ in a._.kb_ents] == [c for c, _ in b._.kb_ents]
         assert [s for _, s in a._.kb_ents] == pytest.approx([s for _, s in b._.kb_ents], abs=1e-4)
+
+
+def test_kb_lookups_grow_with_distinct_texts_not_with_mentions(nlp, monkeypatch):
+    """The linker looks a normalised text up in the KB once per batch, however often it is mentioned;
+    repeated mentions get the same kb_ents as one."""
+    kb = nlp.get_pipe("sapbert_linker").kb
+    looked_up = []
+    original = kb.row_of_name
+    monkeypatch.setattr(kb, "row_of_name", lambda name: looked_up.append(name) or original(name))
+    once = link(nlp, with_ents(nlp, "flu and zzqx", [(0, 1), (2, 3)]))
+    n_once, looked_up[:] = len(looked_up), []
+    many = link(nlp, with_ents(nlp, " and ".join(["flu", "zzqx"] * 10), [(i, i + 1) for i in range(0, 40, 2)]))
+    assert len(looked_up) == n_once <= 4
+    assert [e._.kb_ents for e in many.ents] == [e._.kb_ents for e in once.ents] * 10

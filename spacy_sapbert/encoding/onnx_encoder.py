@@ -211,6 +211,10 @@ class OnnxEncoder(CachedEncoder):
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # no memory pattern: it plans for the shapes of past batches, and ours change (batch size and length) with
+        # every call; off, the same vectors at the same speed and a peak ~16-29 MB lower
+        # (benchmarks/studies/load_path.py onnx; docs/footprint.md)
+        options.enable_mem_pattern = False
         options.log_severity_level = 3
         try:
             return onnxruntime.InferenceSession(str(self.folder / self.graph_file), options,

@@ -78,13 +78,14 @@ class LinkerRanking:
         if unique:
             found = dict(zip(unique, self._rank(unique)))  # dense, or hybrid with sparse_weight > 0
         row_of_name = getattr(self.index.kb, "row_of_name", None)
+        names = {text for mentions in per_doc for _, text in mentions if text}  # one KB lookup per distinct text
+        is_name = {text: row_of_name(text) >= 0 for text in names} if row_of_name is not None else {}
         out: List[List[Tuple[Span, Evidence]]] = []
         for mentions in per_doc:
             out.append([])
             for span, text in mentions:
                 cands = next(ranked_in_context) if ranked_in_context is not None else found.get(text, [])
-                is_name = bool(text) and row_of_name is not None and row_of_name(text) >= 0
-                out[-1].append((span, Evidence(text, list(cands), is_name)))
+                out[-1].append((span, Evidence(text, list(cands), is_name.get(text, False))))
         return out
 
     def _rank(self, texts: List[str]) -> List[List[Tuple[str, float]]]:

@@ -1,0 +1,370 @@
+"""The load path of a saved ONNX pipeline, part by part: KB string lookups, ONNX Runtime session options, hnsw checks.
+
+Reads a pipeline ``link_ncbi.py`` saved (``--pipeline``, default its work folder's ``nlp_sapbert``: MEDIC, 75k names,
+hnsw, ONNX MiniLM) and the NCBI-disease test mentions beside it (``texts.json``, ``spans.json``). Prints JSON; writes
+no results file (docs/footprint.md quotes it). Each part alternates the variants it compares in one process or in
+adjacent processes, so that the load of the shared machine falls on all of them alike; the load average is printed.
+
+- ``kb``: microseconds a ``KnowledgeBase.row_of_name`` call over the test mentions (the KB memory-mapped as the
+  linker opens it), this checkout against ``--baseline`` (another checkout), alternated.
+- ``onnx``: per ``SessionOptions`` variant, in a fresh process each: session creation seconds, resident memory
+  it adds (after creation, and the peak after encoding), seconds to encode the test mentions (batches of 128 as the
+  linker sends them), and the largest difference of the vectors from the default's. ``offline-*`` variants load a
+  graph that ONNX Runtime optimised and saved beforehand at the level named.
+- ``ef``: per hnsw query depth, the share of test mentions whose top-1 / top-5 concepts equal the exact
+  search's over the same vectors, and the milliseconds of a search of them all.
+- ``pipeline``: warm ``spacy.load`` and one linking pass over the test documents' gold spans, the pipeline as
+  saved against a copy whose ``model.onnx`` is the graph optimised offline ("extended"), loaded with optimisation
+  off, alternated in one process; and whether both give the same ``kb_ents``.
+- ``hnsw``: seconds of ``check_hnsw_file`` and of hnswlib's ``load_index`` on the index file, this checkout
+  against ``--baseline``, alternated.
+
+    python benchmarks/studies/load_path.py kb --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert
+    python benchmarks/studies/load_path.py onnx --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
+    python benchmarks/studies/load_path.py ef --pipeline WORK/link_ncbi/nlp_sapbert
+    python benchmarks/studies/load_path.py pipeline --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path
+    python benchmarks/studies/load_path.py hnsw --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+
+import common  # noqa: E402  (puts this checkout first on sys.path)
+
+WORK = common.OUTPUT / "link_ncbi"
+# variant -> (graph: "model" or "offline-<level>", load level, extra SessionOptions)
+VARIANTS: Dict[str, Any] = {
+    "all (ORT defaults)": ("model", "all", {}),
+    "extended": ("model", "extended", {}),
+    "basic": ("model", "basic", {}),
+    "offline-extended, load disabled": ("offline-extended", "disable", {}),
+    "offline-extended, load all": ("offline-extended", "all", {}),
+    "offline-basic, load all": ("offline-basic", "all", {}),
+    "all, no cpu mem arena": ("model", "all", {"enable_cpu_mem_arena": False}),
+    "all, no mem pattern": ("model", "all", {"enable_mem_pattern": False}),
+    "all, no weight prepacking": ("model", "all", {"session.disable_prepacking": "1"}),
+    "all, 1 intra-op thread": ("model", "all", {"intra_op_num_threads": 1}),
+}
+
+
+def _slug(variant: str) -> str:
+    return re.sub(r"\W+", "_", variant).strip("_")
+
+
+def _mentions(pipeline: Path) -> List[str]:
+    from spacy_sapbert.kb.concept import normalize_name
+
+    spans = json.loads((pipeline.parent / "spans.json").read_text(encoding="utf8"))
+    return [normalize_name(text[s:e]) for text, found in spans.items() for s, e in found]
+
+
+def kb_worker(pipeline: Path, rounds: int, code: str) -> None:
+    """``row_of_name`` over the test mentions with the package of checkout ``code``: print the figures as JSON."""
+    sys.path.insert(0, code)
+    from spacy_sapbert.kb import KnowledgeBase
+
+    kb = KnowledgeBase.from_disk(pipeline / "sapbert_linker" / "kb")
+    texts = _mentions(pipeline)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        found = sum(kb.row_of_name(text) >= 0 for text in texts)
+        times.append((time.perf_counter() - t0) / len(texts) * 1e6)
+    print(json.dumps({"module": sys.modules["spacy_sapbert"].__file__, "mentions": len(texts),
+                      "distinct": len(set(texts)), "kb_names": found, "row_of_name_us": statistics.median(times)}))
+
+
+def _offline(folder: Path, level: str, out: Path) -> Path:
+    """The encoder's graph optimised by ONNX Runtime at ``level`` and saved to ``out`` (once)."""
+    import onnxruntime as ort
+
+    target = out / f"model.{level}.onnx"
+    if not target.exists():
+        options = ort.SessionOptions()
+        options.graph_optimization_level = _level(level)
+        options.optimized_model_filepath = str(target)
+        ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+    return target
+
+
+def _level(name: str) -> Any:
+    import onnxruntime as ort
+
+    return {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[name]
+
+
+def onnx_worker(pipeline: Path, variant: str, graph: str, out: Path) -> None:
+    """One variant in this fresh process: print its figures as JSON; save its vectors to ``out``."""
+    import numpy
+    import onnxruntime as ort
+
+    from spacy_sapbert.base.util import peak_rss_mb
+    from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
+
+    folder = pipeline / "sapbert_linker" / "encoder"
+    texts = sorted(set(_mentions(pipeline)), key=lambda text: (len(text), text))
+    _, level, extra = VARIANTS[variant]
+    from spacy_sapbert.encoding.files import read_settings
+    from spacy_sapbert.encoding.onnx_encoder import _load_tokenizer, _pad_token_id
+
+    rows = OnnxEncoder.__new__(OnnxEncoder)  # only its batch builder, run with the session made below
+    tokenize = _load_tokenizer(folder, int(read_settings(folder)["max_length"]))
+    rows.pad_id = _pad_token_id(folder)
+    token_rows = tokenize(texts)
+    before = common.memory_mb()["rss"]
+    options = ort.SessionOptions()
+    options.graph_optimization_level = _level(level)
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    for key, value in extra.items():
+        if key.startswith("session."):
+            options.add_session_config_entry(key, value)
+        else:
+            setattr(options, key, value)
+    options.enable_profiling = True  # its Session events: model loading and session initialisation
+    options.profile_file_prefix = str(out / f"profile.{os.getpid()}")
+    t0 = time.perf_counter()
+    session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+    create_s = time.perf_counter() - t0
+    profile = Path(session.end_profiling())
+    phases = {e["name"]: e["dur"] / 1e6 for e in json.loads(profile.read_text()) if e.get("cat") == "Session"}
+    profile.unlink()
+    after_create = common.memory_mb()["rss"]
+    rows._session = session
+    t1 = time.perf_counter()
+    vectors = numpy.concatenate([OnnxEncoder._encode_batch(rows, token_rows[i:i + 128])
+                                 for i in range(0, len(token_rows), 128)])
+    encode_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    for i in range(0, len(token_rows), 128):
+        OnnxEncoder._encode_batch(rows, token_rows[i:i + 128])
+    encode2_s = time.perf_counter() - t2
+    numpy.save(out / f"vectors.{_slug(variant)}.npy", vectors)
+    print(json.dumps({"create_s": create_s, "model_loading_s": phases.get("model_loading_uri", float("nan")),
+                      "session_initialization_s": phases.get("session_initialization", float("nan")),
+                      "encode_s": min(encode_s, encode2_s), "texts": len(texts),
+                      "rss_added_mb": after_create - before, "peak_mb": peak_rss_mb(),
+                      "file": _slug(variant)}))
+
+
+def part_onnx(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
+    """The variants in fresh processes, alternated; the optimised graphs and the vectors go to ``out``."""
+    import numpy
+
+    out.mkdir(parents=True, exist_ok=True)
+    folder = pipeline / "sapbert_linker" / "encoder"
+    graphs = {"model": str(folder / "model.onnx")}
+    for graph, _, _ in VARIANTS.values():
+        if graph.startswith("offline-"):
+            graphs[graph] = str(_offline(folder, graph.split("-", 1)[1], out))
+    figures: Dict[str, List[Dict[str, Any]]] = {name: [] for name in VARIANTS}
+    for _ in range(rounds):
+        for name, (graph, _, _) in VARIANTS.items():
+            done = subprocess.run([sys.executable, __file__, "onnx-worker", "--pipeline", str(pipeline), "--variant",
+                                   name, "--graph", graphs[graph], "--out", str(out)],
+                                  capture_output=True, text=True, check=True)
+            figures[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    reference = numpy.load(out / f"vectors.{figures['all (today)'][0]['file']}.npy")
+    result = {}
+    for name, runs in figures.items():
+        vectors = numpy.load(out / f"vectors.{runs[0]['file']}.npy")
+        result[name] = {key: round(statistics.median(r[key] for r in runs), 3)
+                        for key in ("create_s", "model_loading_s", "session_initialization_s", "encode_s",
+                                    "rss_added_mb", "peak_mb")}
+        result[name]["max_abs_diff"] = float(numpy.abs(vectors - reference).max())
+    result["graph_mb"] = {graph: round(Path(path).stat().st_size / 2**20, 1) for graph, path in graphs.items()}
+    return result
+
+
+def hnsw_worker(pipeline: Path, rounds: int, code: str) -> None:
+    """``check_hnsw_file`` and hnswlib's ``load_index`` with the package of checkout ``code``: print JSON."""
+    sys.path.insert(0, code)
+    import hnswlib
+
+    from spacy_sapbert.index.hnsw_file import check_hnsw_file
+
+    folder = pipeline / "sapbert_linker" / "index"
+    meta = json.loads((folder / "index_meta.json").read_text(encoding="utf8"))
+    path, n, dim = folder / str(meta["file"]), int(meta["n_names"]), int(meta["dim"])
+    check, load = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        check_hnsw_file(path, n=n, dim=dim)
+        check.append(time.perf_counter() - t0)
+        index = hnswlib.Index(space="ip", dim=dim)
+        t1 = time.perf_counter()
+        index.load_index(str(path), max_elements=n)
+        load.append(time.perf_counter() - t1)
+        del index
+    print(json.dumps({"module": sys.modules["spacy_sapbert"].__file__, "check_hnsw_file_s": statistics.median(check),
+                      "load_index_s": statistics.median(load)}))
+
+
+def part_ef(pipeline: Path, rounds: int, efs: List[int]) -> Dict[str, Any]:
+    """Per query depth ``ef``: top-1 and top-5 concepts of the test mentions (encoded) as the exact search over the
+    index's own vectors gives them, and milliseconds a search of all of them (median of ``rounds``)."""
+    import numpy
+
+    from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
+    from spacy_sapbert.index import ConceptIndex
+    from spacy_sapbert.index.backends import ExactBackend
+    from spacy_sapbert.kb import KnowledgeBase
+
+    kb = KnowledgeBase.from_disk(pipeline / "sapbert_linker" / "kb")
+    index = ConceptIndex.from_disk(pipeline / "sapbert_linker" / "index", kb)
+    texts = sorted(set(_mentions(pipeline)))
+    queries = OnnxEncoder(pipeline / "sapbert_linker" / "encoder").encode(texts, batch_size=128)
+    hnsw = index._backend
+    exact = ExactBackend(hnsw.vectors(list(range(len(index)))))
+    index._backend = exact
+    truth = index.search(queries, 10)
+    index._backend = hnsw
+    out: Dict[str, Any] = {"queries": len(texts), "saved_ef_search": hnsw.ef_search}
+    for ef in efs:
+        hnsw.set_ef(ef)
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            found = index.search(queries, 10)
+            times.append(time.perf_counter() - t0)
+        top1 = numpy.mean([[c for c, _ in f[:1]] == [c for c, _ in t[:1]] for f, t in zip(found, truth)])
+        top5 = numpy.mean([[c for c, _ in f[:5]] == [c for c, _ in t[:5]] for f, t in zip(found, truth)])
+        out[f"ef={ef}"] = {"top1_as_exact": round(float(top1), 4), "top5_as_exact": round(float(top5), 4),
+                           "search_ms": round(1e3 * statistics.median(times), 1)}
+    return out
+
+
+def _with_optimized_graph(pipeline: Path, out: Path) -> Path:
+    """A copy of ``pipeline`` (under ``out``, once) that runs the encoder's graph optimised offline at the
+    "extended" level with optimisation off at load: the graph written over the copy's ``model.onnx`` (its record in
+    ``onnx_export.json`` updated), the session's level set by this script (:data:`LOAD_LEVEL`)."""
+    from spacy_sapbert.base.integrity import file_records
+    from spacy_sapbert.encoding.onnx_export import EXPORT_FILE, ONNX_FILE, recorded_export
+
+    copy = out / f"{pipeline.name}_optimized"
+    if not copy.exists():
+        tmp = out / f"{pipeline.name}.tmp"
+        shutil.copytree(pipeline, tmp)
+        folder = tmp / "sapbert_linker" / "encoder"
+        shutil.copyfile(_offline(folder, "extended", out), folder / ONNX_FILE)
+        record = recorded_export(folder)
+        record["files"].update(file_records(folder, [ONNX_FILE]))
+        (folder / EXPORT_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
+        tmp.rename(copy)
+    return copy
+
+
+def _session_level(level: str) -> None:
+    """Make every ONNX Runtime session this process opens from now on use graph optimisation ``level``."""
+    import onnxruntime as ort
+
+    made = getattr(ort.InferenceSession, "_load_path_made", ort.InferenceSession.__init__)
+    ort.InferenceSession._load_path_made = made
+
+    def init(self, path, sess_options=None, *args, **kwargs):
+        if sess_options is not None:
+            sess_options.graph_optimization_level = _level(level)
+        made(self, path, sess_options, *args, **kwargs)
+
+    ort.InferenceSession.__init__ = init
+
+
+def part_pipeline(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
+    """``spacy.load`` (warm: every file read once before) and one linking pass over the test documents' gold spans,
+    the pipeline as saved (``model.onnx``) and its copy with the optimised graph, alternated in this process."""
+    import spacy
+
+    texts = json.loads((pipeline.parent / "texts.json").read_text(encoding="utf8"))
+    spans = json.loads((pipeline.parent / "spans.json").read_text(encoding="utf8"))
+
+    @spacy.Language.component("load_path_gold_spans")
+    def gold(doc):
+        found = [doc.char_span(s, e, label="Disease", alignment_mode="expand") for s, e in spans[doc.text]]
+        doc.ents = spacy.util.filter_spans([f for f in found if f is not None])
+        return doc
+
+    pipelines = {"model.onnx": (pipeline, "all"),
+                 "optimised offline": (_with_optimized_graph(pipeline, out), "disable")}
+    for path, level in pipelines.values():
+        _session_level(level)
+        spacy.load(path)
+    loads: Dict[str, List[float]] = {name: [] for name in pipelines}
+    links: Dict[str, List[float]] = {name: [] for name in pipelines}
+    kb_ids: Dict[str, Any] = {}
+    for _ in range(rounds):
+        for name, (path, level) in pipelines.items():
+            _session_level(level)
+            t0 = time.perf_counter()
+            nlp = spacy.load(path)
+            loads[name].append(time.perf_counter() - t0)
+            nlp.add_pipe("load_path_gold_spans", first=True)
+            t0 = time.perf_counter()
+            docs = list(nlp.pipe(texts, batch_size=128))
+            links[name].append(time.perf_counter() - t0)
+            kb_ids[name] = [[(e.kb_id_, e._.kb_ents) for e in doc.ents] for doc in docs]
+    return {name: {"warm_load_s": round(statistics.median(loads[name]), 3),
+                   "warm_load_min_s": round(min(loads[name]), 3), "link_s": round(statistics.median(links[name]), 3), "link_min_s": round(min(links[name]), 3)}
+            for name in pipelines} | {"same_kb_ents": kb_ids["model.onnx"] == kb_ids["optimised offline"]}
+
+
+def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[str, Any]:
+    """``part``'s worker for this checkout and ``baseline`` (another checkout), alternated in adjacent processes."""
+    codes = {"this checkout": str(common.ROOT), **({"baseline": baseline} if baseline else {})}
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in codes}
+    for _ in range(rounds):
+        for name, code in codes.items():
+            done = subprocess.run([sys.executable, __file__, f"{part}-worker", "--pipeline", str(pipeline),
+                                   "--code", code, "--rounds", str(rounds)],
+                                  capture_output=True, text=True, check=True)
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {name: {key: (round(statistics.median(r[key] for r in found), 4) if key.endswith("_s") or
+                         key.endswith("_us") else value) for key, value in found[0].items()}
+            for name, found in runs.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline",
+                                         "onnx-worker", "kb-worker", "hnsw-worker"])
+    parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
+                        help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
+    parser.add_argument("--pipeline", type=Path, default=WORK / "nlp_sapbert")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variant", default="all (ORT defaults)")
+    parser.add_argument("--graph", default="")
+    parser.add_argument("--out", type=Path, default=WORK / "load_path", help="onnx: where its graphs and vectors go")
+    parser.add_argument("--code", default="", help="the checkout a kb or hnsw worker runs")
+    parser.add_argument("--baseline", default="", help="kb, hnsw: another checkout to compare with, e.g. ../main")
+    args = parser.parse_args()
+    if args.part == "onnx-worker":
+        onnx_worker(args.pipeline, args.variant, args.graph, args.out)
+        return
+    if args.part in ("kb-worker", "hnsw-worker"):
+        (kb_worker if args.part == "kb-worker" else hnsw_worker)(args.pipeline, args.rounds, args.code)
+        return
+    load = os.getloadavg()
+    figures = (part_onnx(args.pipeline, args.rounds, args.out) if args.part == "onnx" else
+               part_ef(args.pipeline, args.rounds, args.ef) if args.part == "ef" else
+               part_pipeline(args.pipeline, args.rounds, args.out) if args.part == "pipeline" else
+               _alternate(args.part, args.pipeline, args.rounds, args.baseline))
+    result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
+              "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
