@@ -338,6 +338,11 @@ def main() -> None:
             ["encoder", "runtime", "call s", "names/s (call)", "x today", "names/s (encoding)", "one-off s",
              "10M names h (1 machine)"] + [f"10M h ({w} Ray workers)" for w in opts.workers] + ["load"], build_rows),
     }
+    if ceiling_rows:
+        tables["compute ceiling (float32, this CPU)"] = table(
+            ["encoder", "mean tokens per name", "GFLOP per name", "matmul GFLOP/s (measured)", "ceiling names/s",
+             "today names/s", "best float32 lever", "its names/s", "share of ceiling", "ceiling / today", "load"],
+            ceiling_rows)
     notes = [f"{len(names):,} MEDIC names drawn with seed {opts.seed} (the same for every row); {opts.device}; "
              f"torch threads {torch.get_num_threads()}; best of {opts.rounds} interleaved rounds for the levers "
              f"({opts.lite}: the short lever list, one round, for time)",
