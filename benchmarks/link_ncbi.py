@@ -136,7 +136,7 @@ def _load(kind: str, work: Path):
     return nlp
 
 
-_PROFILED = {"encoder": "torch_encoder.py", "abbreviations": "_long_forms", "tokenizer": "make_doc",
+_PROFILED = {"encoder": "encoding/cached.py", "abbreviations": "_long_forms", "tokenizer": "make_doc",
              "index search + aggregation": "concept_index.py"}
 
 
