@@ -623,9 +623,9 @@ def _write_results(f: Dict[str, Any]) -> None:
     if f.get("lean"):
         lean = f["lean"]
         tables["loads in the lean environment"] = table(
-            ["system", "load s (cold)", "load s (warm)", "mentions/s (1 pass)", "heavy modules imported"],
+            ["system", "load s (cold)", "load s (warm)", "mentions/s (1 pass)", "peak RSS MB", "heavy modules imported"],
             [[name, round(lean[k]["load_s"], 2), round(lean[k]["warm_load_s"], 2), round(lean[k]["mentions_per_s"]),
-              ", ".join(lean[k]["modules_loaded"]) or "none"]
+              round(lean[k]["peak_rss_mb"]), ", ".join(lean[k]["modules_loaded"]) or "none"]
              for name, k in (("sapbert_linker, defaults", "sapbert"), ("scispaCy EntityLinker", "scispacy"))])
     notes = [f"model: {f['setup']['model']}; {f['setup']['note']}",
              f"KB: {f['kb']['concepts']:,} concepts, {f['kb']['names']:,} names; "

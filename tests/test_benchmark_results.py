@@ -54,7 +54,7 @@ def test_link_ncbi_results(bench):
     assert "| sapbert_linker, defaults (runtime auto: OnnxEncoder) | 2.95 | 0.35 | 2,808 | 292.5 | 1,080 | 0.762 | 0.854 |" in page
     assert "| scispaCy EntityLinker (char-3gram tf-idf + nmslib) | 2.95 | 0.35 | 2,172 |" in page
     assert "| recall@5 vs exact, ef_search 50 | 0.9865 |" in page
-    assert "| scispaCy EntityLinker | 1.09 | 0.35 | 2,808 | none |" in page
+    assert "| scispaCy EntityLinker | 1.09 | 0.35 | 2,808 | 1,080 | none |" in page
     assert "- throughput (ours/scispaCy): 1.29" in page
 
 
@@ -75,15 +75,23 @@ def test_link_ncbi_results_with_footprint(bench):
         "sapbert": system, "scispacy": {**system, "first_doc_s": 0.02, "peak_rss_one_pipeline_mb": 640.0},
         "import_cost": {"torch, transformers": {"s": 1.234, "mb": 301.4}},
         "ratios": {"peak_rss, one pipeline (ours/scispaCy)": 1.27},
+        "floor": {"load_s": 2.0, "warm_load_s": 0.1, "peak_rss_one_pipeline_mb": 500.0, "link_s": 0.2},
     }
+    figures["sapbert"] = {**system, "link_s": 0.5}
+    figures["scispacy"] = {**figures["scispacy"], "link_s": 0.6}
+    figures["own"] = link_ncbi._own_parts(figures)
     link_ncbi._write_results(figures)
     doc = json.loads((results / "link_ncbi.json").read_text(encoding="utf8"))
     assert set(doc["tables"]) == {"NCBI-disease test (gold spans) -> MEDIC", "index", "load, first document and memory",
-                                  "import cost after spacy"}
+                                  "the floor and each system's own part", "import cost after spacy"}
     page = rendered()
     assert "| sapbert_linker, defaults | 2.95 | 0.12 | 0.35 | 0.05 | 810 | 700 | 200 |" in page
     assert "| scispaCy EntityLinker | 2.95 | 0.02 | 0.35 | 0.05 | 640 | 700 | 200 |" in page
     assert "| torch, transformers | 1.23 | 301 |" in page
+    # own part = the system's figure minus the floor's; the last row compares the own parts
+    assert "| sapbert_linker, defaults: own part (minus the floor) | 0.95 | 0.25 | 310.2 | 0.3 |" in page
+    assert "| scispaCy EntityLinker: own part (minus the floor) | 0.95 | 0.25 | 140.0 | 0.4 |" in page
+    assert "| own parts, ours / scispaCy's | 1.0 | 1.0 | 2.22 | 0.75 |" in page
 
 
 def test_pretrain_public_results(bench):
