@@ -73,6 +73,23 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Dict[str, Li
     return {"columns": list(columns), "rows": rows}
 
 
+# what a machine path given to these flags reads as in a results file (no machine's folders in the docs)
+PLACEHOLDERS = {"--work": "WORK", "--cache": "CACHE", "--cache-dir": "CACHE", "--fp32-cache": "CACHE",
+                "--lean-python": "LEAN/bin/python", "--data": "DATA", "--out": "OUT", "--results-dir": "RESULTS"}
+
+
+def portable_command(argv: Sequence[str]) -> str:
+    """``python <script> <args>`` with every absolute path replaced: the value of a flag in
+    :data:`PLACEHOLDERS` by its placeholder, any other (``/x/y`` or ``key=/x/y``) by ``PATH``."""
+    words = [os.path.relpath(argv[0], Path(__file__).resolve().parents[1])]
+    for prev, word in zip(argv, argv[1:]):
+        key, sep, value = word.rpartition("=") if "=/" in word else ("", "", word)
+        if os.path.isabs(value):
+            value = PLACEHOLDERS.get(prev, "PATH") if not sep else "PATH"
+        words.append(key + sep + value)
+    return "python " + " ".join(words)
+
+
 def write_results(name: str, tables: Mapping[str, Dict[str, List[Any]]], *, command: Optional[str] = None,
                   notes: Sequence[str] = (), figures: Optional[Mapping[str, Any]] = None,
                   results_dir: Optional[Path] = None) -> Path:
@@ -80,8 +97,7 @@ def write_results(name: str, tables: Mapping[str, Dict[str, List[Any]]], *, comm
     out_dir = Path(results_dir) if results_dir is not None else RESULTS_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     if command is None:
-        command = "python " + " ".join([os.path.relpath(sys.argv[0], Path(__file__).resolve().parents[1])]
-                                       + sys.argv[1:])
+        command = portable_command(sys.argv)
     doc = {
         "benchmark": name,
         "command": command,

@@ -301,3 +301,22 @@ def test_benchmark_scripts_named_in_the_docs_exist():
             text = text.split("<!-- BEGIN GENERATED BENCHMARK TABLES")[0]
         missing += [f"{page.name}: {m}" for m in re.findall(r"benchmarks/[\w/]+\.py", text) if not (ROOT / m).is_file()]
     assert not missing, missing
+
+
+def test_recorded_commands_name_no_machine_folder(bench_scripts, monkeypatch, tmp_path):
+    """A results file records the command with placeholders for machine paths (WORK, CACHE, LEAN/bin/python, PATH)."""
+    results_io = bench_scripts.results_io
+    script = str(Path(results_io.__file__).parent / "link_ncbi.py")
+    monkeypatch.setattr("sys.argv", [script, "--work", str(tmp_path / "w"), "--reuse-work", "--lean-python",
+                                     "/opt/lean/bin/python", "--use", f"ncbi={tmp_path}/model", "--passes", "3"])
+    path = results_io.write_results("cmd_check", {"t": results_io.table(["a"], [[1]])})
+    command = json.loads(path.read_text(encoding="utf8"))["command"]
+    assert command == ("python benchmarks/link_ncbi.py --work WORK --reuse-work --lean-python LEAN/bin/python "
+                       "--use ncbi=PATH --passes 3")
+
+
+def test_committed_results_name_no_machine_folder():
+    """No results file in the repository records a machine's folder in its command."""
+    for path in sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob("*.json")):
+        command = json.loads(path.read_text(encoding="utf8")).get("command", "")
+        assert not re.search(r"(^|[\s=])/(work|root|tmp|home)/", command), (path.name, command)
