@@ -361,9 +361,7 @@ def together(args: Any) -> None:
     if args.no_write:
         print(json.dumps(tables, indent=1))
         return
-    write_results("reranker_together", tables, figures=figures, command=(
-        "python benchmarks/reranker_unseen.py --together --sets " + " ".join(args.sets) + f" --threads {args.threads}"
-        " --use ncbi=WORK/reranker_unseen/ncbi_k16_e1_s240_p1000_lr4e-05_b8/model --cache CACHE"), notes=[
+    write_results("reranker_together", tables, figures=figures, notes=[
         "spacy-sapbert evaluate's systems ([evaluate.systems] hybrid, candidates, query_variants, reranker), MEDIC "
         "2012, the base all-MiniLM-L6-v2 (mean pooling, exact search), CPU. Strict acc@1 in %; evaluate's classes "
         "on the normalised mention each group links (a dictionary name / a train mention of the set's train "

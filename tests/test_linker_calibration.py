@@ -284,6 +284,23 @@ def test_cli_calibrate(pipeline, dev_path, tmp_path):
     assert missing.exit_code != 0 and "SB-E001" in str(missing.exception)
 
 
+def _calibrated_evaluation(pipeline, calibration_path, dataset, tmp_path):
+    """``(block, settings)`` of an evaluate run with the calibration section over ``dataset``, whose one pipeline
+    system ("calibrated") is ``pipeline`` saved with the calibration at ``calibration_path``."""
+    from thinc.api import Config
+
+    from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
+
+    nlp = spacy.load(pipeline)
+    nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(calibration_path))
+    nlp.to_disk(tmp_path / "calibrated")
+    block = {"dataset": {"path": str(dataset)}, "kb": {"path": str(pipeline / "sapbert_linker" / "kb")},
+             "systems": {"tfidf": False, "scispacy": False, "pipeline": str(tmp_path / "calibrated"),
+                         "pipeline_name": "calibrated"},
+             "show_progress": False, "calibration": True, "calibration_bins": 5}
+    return block, settings_from_config(merge_config(default_config(), Config({"evaluate": block}), {}))
+
+
 def test_evaluate_reports_the_calibration_section(pipeline, fitted, dev_path, tmp_path):
     from thinc.api import Config
 
@@ -291,15 +308,7 @@ def test_evaluate_reports_the_calibration_section(pipeline, fitted, dev_path, tm
     from spacy_sapbert.evaluation.run import evaluate
     from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
 
-    path, _ = fitted
-    nlp = spacy.load(pipeline)
-    nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(path))
-    nlp.to_disk(tmp_path / "calibrated")
-    block = {"dataset": {"path": str(dev_path)}, "kb": {"path": str(pipeline / "sapbert_linker" / "kb")},
-             "systems": {"tfidf": False, "scispacy": False, "pipeline": str(tmp_path / "calibrated"),
-                         "pipeline_name": "calibrated"},
-             "show_progress": False, "calibration": True, "calibration_bins": 5}
-    settings = settings_from_config(merge_config(default_config(), Config({"evaluate": block}), {}))
+    block, settings = _calibrated_evaluation(pipeline, fitted[0], dev_path, tmp_path)
     with pytest.warns(UserWarning, match="SB-W300"):  # D999 is not in the KB
         result = evaluate(settings)
     sec = result["calibration"]["calibrated"]
@@ -342,25 +351,15 @@ def test_changed_candidate_stage_and_reranker_settings_warn(pipeline, fitted):
 def test_evaluate_scores_mentions_without_gold_id_as_should_not_link(pipeline, fitted, dev_path, tmp_path):
     """BC5CDR's ``-1`` mentions: left out of accuracy (W301), but the no-link section scores them as
     "should not be linked", apart from the mentions whose concept the KB lacks, for both thresholds."""
-    from thinc.api import Config
-
     from spacy_sapbert.evaluation.calibration import NO_GOLD_ID, NOT_IN_KB
     from spacy_sapbert.evaluation.report import render_markdown
     from spacy_sapbert.evaluation.run import evaluate
-    from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
 
     lines = dev_path.read_text(encoding="utf8").splitlines()
     nil_dev = tmp_path / "nil_dev.txt"  # the D999 mention of every even document becomes a -1 mention
     nil_dev.write_text("\n".join(ln[:-4] + "-1" if ln.endswith("\tD999") and int(ln.split("\t")[0]) % 2 == 0
                                  else ln for ln in lines) + "\n", encoding="utf8")
-    nlp = spacy.load(pipeline)
-    nlp.get_pipe("sapbert_linker").set_calibration(Calibration.from_disk(fitted[0]))
-    nlp.to_disk(tmp_path / "calibrated")
-    block = {"dataset": {"path": str(nil_dev)}, "kb": {"path": str(pipeline / "sapbert_linker" / "kb")},
-             "systems": {"tfidf": False, "scispacy": False, "pipeline": str(tmp_path / "calibrated"),
-                         "pipeline_name": "calibrated"},
-             "show_progress": False, "calibration": True, "calibration_bins": 5}
-    settings = settings_from_config(merge_config(default_config(), Config({"evaluate": block}), {}))
+    _, settings = _calibrated_evaluation(pipeline, fitted[0], nil_dev, tmp_path)
     with pytest.warns(UserWarning, match="SB-W301"), pytest.warns(UserWarning, match="SB-W300"):
         result = evaluate(settings)
     assert result["counts"]["no_gold_id"] == 20 and result["counts"]["evaluated"] == 140  # accuracy: without them

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
@@ -93,8 +94,6 @@ def ece_interval(confidence: Sequence[float], correct: Sequence[bool], groups: O
     for _ in range(resamples):
         pick = numpy.concatenate([members[d] for d in rng.integers(0, len(docs), len(docs))])
         values.append(expected_calibration_error(conf[pick], right[pick], bins))
-    from statistics import NormalDist
-
     centre = expected_calibration_error(conf, right, bins)
     half = NormalDist().inv_cdf(0.5 + level / 2) * float(numpy.std(values))
     return max(0.0, centre - half), centre + half

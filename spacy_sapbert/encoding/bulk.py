@@ -114,9 +114,10 @@ def bulk_encoder(enc: Any, runtime: str, precision: str, folder: PathLike, *, th
         logger.info("exporting %s to ONNX in %s", enc.name, folder)
         enc.to_disk(folder)
         export_onnx(enc, folder)
-    if quantized and (recorded_export(folder).get("int8") != INT8_FILE
-                      or recorded_recipe(recorded_export(folder)) != LEGACY_RECIPE):
-        quantize_export(folder, LEGACY_RECIPE)
+    if quantized:
+        recorded = recorded_export(folder)
+        if recorded.get("int8") != INT8_FILE or recorded_recipe(recorded) != LEGACY_RECIPE:
+            quantize_export(folder, LEGACY_RECIPE)
     return OnnxEncoder(folder, threads=threads, cache_size=0, quantized=quantized)
 
 

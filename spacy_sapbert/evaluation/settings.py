@@ -19,7 +19,7 @@ from ..mentions.datasets import FORMATS
 from ..mentions.metrics import check_ks
 from ..mentions.records import check_language
 from ..rerank.apply import (DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_K, DEFAULT_RERANK_MARGIN, MAX_DENSE_WEIGHT,
-                            check_dense_weight, check_rerank_settings)
+                            bad_rerank_setting, check_dense_weight)
 
 MODES = ("mention_only", "end_to_end")
 
@@ -253,13 +253,9 @@ def _check_levers(systems: Dict[str, Any], base: Path, where: Any) -> None:
                 raise ConfigError(Errors.E815.format(
                     key=key, path=where, what="hybrid = true (it shapes the hybrid system's candidate stage)",
                     fix=f"Set hybrid = true (and a sparse_weight), or {key} = {default!r}."))
-    try:
-        check_rerank_settings(systems["reranker_k"], systems["reranker_margin"], DEFAULT_DENSE_WEIGHT)
-    except ConfigError:
-        if isinstance(systems["reranker_k"], bool) or not isinstance(systems["reranker_k"], int) \
-                or not 2 <= systems["reranker_k"] <= 1024:
-            refuse("reranker_k", "an integer from 2 to 1024")
-        refuse("reranker_margin", "a finite number >= 0 (1.0: every mention)")
+    bad = bad_rerank_setting(systems["reranker_k"], systems["reranker_margin"])
+    if bad is not None:
+        refuse(*bad)
     try:
         systems["reranker_dense_weight"] = check_dense_weight(systems["reranker_dense_weight"])
     except ConfigError:

@@ -38,15 +38,36 @@ def check_dense_weight(value: Any) -> float:
     return float(value)
 
 
+K_ALLOWED = "an integer from 2 to 1024"
+MARGIN_ALLOWED = "a finite number >= 0 (1.0: every mention)"
+
+
+def _k_ok(k: Any) -> bool:
+    return not isinstance(k, bool) and isinstance(k, int) and 2 <= k <= 1024
+
+
+def _margin_ok(margin: Any) -> bool:
+    return not isinstance(margin, bool) and isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0
+
+
 def check_rerank_settings(k: Any, margin: Any, dense_weight: Any = DEFAULT_DENSE_WEIGHT) -> None:
     """``k`` an integer from 2 to 1024, ``margin`` a finite number >= 0 (E810 otherwise), ``dense_weight``
     a finite number from 0 to 1000 (E813)."""
-    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= 1024:
-        raise ConfigError(Errors.E810.format(name="reranker_k", value=k, allowed="an integer from 2 to 1024"))
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin < 0:
-        raise ConfigError(Errors.E810.format(name="reranker_margin", value=margin,
-                                             allowed="a finite number >= 0 (1.0: every mention)"))
+    if not _k_ok(k):
+        raise ConfigError(Errors.E810.format(name="reranker_k", value=k, allowed=K_ALLOWED))
+    if not _margin_ok(margin):
+        raise ConfigError(Errors.E810.format(name="reranker_margin", value=margin, allowed=MARGIN_ALLOWED))
     check_dense_weight(dense_weight)
+
+
+def bad_rerank_setting(k: Any, margin: Any) -> Optional[Tuple[str, str]]:
+    """``(key, allowed)`` of the first of ``reranker_k`` / ``reranker_margin`` that :func:`check_rerank_settings`
+    would refuse, else None (for callers that report the key in their own error)."""
+    if not _k_ok(k):
+        return "reranker_k", K_ALLOWED
+    if not _margin_ok(margin):
+        return "reranker_margin", MARGIN_ALLOWED
+    return None
 
 
 def needs_rerank(ranked: Ranked, margin: float) -> bool:
@@ -113,4 +134,4 @@ def check_compatible(meta: dict, *, kb_checksum: str, encoder_fingerprint: str, 
 
 
 __all__ = ["DEFAULT_RERANK_K", "DEFAULT_RERANK_MARGIN", "DEFAULT_DENSE_WEIGHT", "rerank", "needs_rerank",
-           "candidate_logits", "combine", "check_rerank_settings", "check_dense_weight", "check_compatible"]
+           "candidate_logits", "combine", "check_rerank_settings", "bad_rerank_setting", "check_dense_weight", "check_compatible"]
