@@ -13,7 +13,7 @@ from spacy.tokens import DocBin
 
 from helpers import linker_nlp
 
-from spacy_sapbert.errors import DataFormatError
+from spacy_sapbert.errors import DataFormatError, SapbertError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -227,3 +227,38 @@ def test_out_of_memory_is_a_coded_error_at_the_top_level(monkeypatch, capsys):
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert "[SB-E561]" in err and "7.45 GiB" in err and "Traceback" not in err
+
+
+# ---- from_disk: the KB and index open beside the encoder ---------------------------------------
+def _saved(nlp, tmp_path) -> Path:
+    folder = tmp_path / "pipeline"
+    nlp.to_disk(folder)
+    return folder
+
+
+def test_a_load_leaves_no_thread_behind_and_links_as_before(nlp, tmp_path):
+    import threading
+
+    loaded = spacy.load(_saved(nlp, tmp_path))
+    assert not [t for t in threading.enumerate() if t.name.startswith("sapbert_linker_load")]
+    assert _links(loaded(TEXTS[0])) == _links(nlp(TEXTS[0]))
+
+
+def test_a_damaged_index_fails_the_load_with_its_coded_error(nlp, tmp_path):
+    folder = _saved(nlp, tmp_path)
+    index_files = sorted(p for p in (folder / "sapbert_linker" / "index").iterdir() if p.suffix != ".json")
+    index_files[0].write_bytes(index_files[0].read_bytes()[:40])
+    with pytest.raises(SapbertError) as err:
+        spacy.load(folder)
+    assert index_files[0].name in str(err.value) and str(err.value).startswith("[SB-E551]")
+
+
+def test_with_encoder_and_index_both_damaged_the_encoder_error_comes_first(nlp, tmp_path):
+    folder = _saved(nlp, tmp_path)
+    index_files = sorted(p for p in (folder / "sapbert_linker" / "index").iterdir() if p.suffix != ".json")
+    index_files[0].write_bytes(index_files[0].read_bytes()[:40])
+    weights = folder / "sapbert_linker" / "encoder" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(SapbertError) as err:
+        spacy.load(folder)
+    assert "model.safetensors" in str(err.value) and index_files[0].name not in str(err.value)

@@ -16,6 +16,9 @@ adjacent processes, so that the load of the shared machine falls on all of them 
 - ``pipeline``: warm ``spacy.load`` and one linking pass over the test documents' gold spans, the pipeline as
   saved against a copy whose ``model.onnx`` is the graph optimised offline ("extended"), loaded with optimisation
   off, alternated in one process; and whether both give the same ``kb_ents``.
+- ``overlap``: warm ``spacy.load`` as the linker loads today (the KB and index opened in a second thread while the
+  encoder loads) against the same load with that thread's work run first in the calling thread (as before
+  2026-11-28), alternated in one process; and whether both give the same ``kb_ents`` over the test documents.
 - ``hnsw``: seconds of ``check_hnsw_file`` and of hnswlib's ``load_index`` on the index file, this checkout
   against ``--baseline``, alternated.
 
@@ -23,6 +26,7 @@ adjacent processes, so that the load of the shared machine falls on all of them 
     python benchmarks/studies/load_path.py onnx --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
     python benchmarks/studies/load_path.py ef --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py pipeline --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path
+    python benchmarks/studies/load_path.py overlap --pipeline WORK/link_ncbi/nlp_sapbert --rounds 10
     python benchmarks/studies/load_path.py hnsw --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
 """
 from __future__ import annotations
@@ -283,20 +287,30 @@ def _session_level(level: str) -> None:
     ort.InferenceSession.__init__ = init
 
 
-def part_pipeline(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
-    """``spacy.load`` (warm: every file read once before) and one linking pass over the test documents' gold spans,
-    the pipeline as saved (``model.onnx``) and its copy with the optimised graph, alternated in this process."""
+def _gold_spans(pipeline: Path) -> List[str]:
+    """The test texts beside ``pipeline``; registers the component ``load_path_gold_spans`` that sets their gold
+    spans as the doc's entities."""
     import spacy
 
     texts = json.loads((pipeline.parent / "texts.json").read_text(encoding="utf8"))
     spans = json.loads((pipeline.parent / "spans.json").read_text(encoding="utf8"))
 
-    @spacy.Language.component("load_path_gold_spans")
     def gold(doc):
         found = [doc.char_span(s, e, label="Disease", alignment_mode="expand") for s, e in spans[doc.text]]
         doc.ents = spacy.util.filter_spans([f for f in found if f is not None])
         return doc
 
+    if "load_path_gold_spans" not in spacy.registry.factories:
+        spacy.Language.component("load_path_gold_spans", func=gold)
+    return texts
+
+
+def part_pipeline(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
+    """``spacy.load`` (warm: every file read once before) and one linking pass over the test documents' gold spans,
+    the pipeline as saved (``model.onnx``) and its copy with the optimised graph, alternated in this process."""
+    import spacy
+
+    texts = _gold_spans(pipeline)
     pipelines = {"model.onnx": (pipeline, "all"),
                  "optimised offline": (_with_optimized_graph(pipeline, out), "disable")}
     for path, level in pipelines.values():
@@ -321,6 +335,54 @@ def part_pipeline(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
             for name in pipelines} | {"same_kb_ents": kb_ids["model.onnx"] == kb_ids["optimised offline"]}
 
 
+class _InCallingThread:
+    """A stand-in for the one-thread pool of ``linker/storage.py``: runs what it is given at once, in this thread."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> "_InCallingThread":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+    def submit(self, fn: Any, *args: Any) -> Any:
+        from concurrent.futures import Future
+
+        done: Any = Future()
+        done.set_result(fn(*args))
+        return done
+
+
+def part_overlap(pipeline: Path, rounds: int) -> Dict[str, Any]:
+    """Warm ``spacy.load`` with the KB and index opened beside the encoder (today) and one after the other,
+    alternated in this process (the order flips every round), and the ``kb_ents`` of both over the test texts."""
+    import spacy
+
+    from spacy_sapbert.linker import storage
+
+    texts = _gold_spans(pipeline)
+    ways = {"overlapped (today)": storage.ThreadPoolExecutor, "one after the other": _InCallingThread}
+    spacy.load(pipeline)  # every file read once
+    loads: Dict[str, List[float]] = {name: [] for name in ways}
+    ents: Dict[str, Any] = {}
+    try:
+        for r in range(rounds):
+            for name in (list(ways) if r % 2 == 0 else list(reversed(ways))):
+                storage.ThreadPoolExecutor = ways[name]
+                t0 = time.perf_counter()
+                nlp = spacy.load(pipeline)
+                loads[name].append(time.perf_counter() - t0)
+                if name not in ents:
+                    nlp.add_pipe("load_path_gold_spans", first=True)
+                    ents[name] = [[(e.kb_id_, e._.kb_ents) for e in d.ents] for d in nlp.pipe(texts[:20])]
+    finally:
+        storage.ThreadPoolExecutor = ways["overlapped (today)"]
+    return {name: {"warm_load_s": round(statistics.median(loads[name]), 3), "warm_load_min_s": round(min(loads[name]), 3)}
+            for name in ways} | {"same_kb_ents": ents["overlapped (today)"] == ents["one after the other"]}
+
+
 def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[str, Any]:
     """``part``'s worker for this checkout and ``baseline`` (another checkout), alternated in adjacent processes."""
     codes = {"this checkout": str(common.ROOT), **({"baseline": baseline} if baseline else {})}
@@ -338,7 +400,7 @@ def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline",
+    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap",
                                          "onnx-worker", "kb-worker", "hnsw-worker"])
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
@@ -360,6 +422,7 @@ def main() -> None:
     figures = (part_onnx(args.pipeline, args.rounds, args.out) if args.part == "onnx" else
                part_ef(args.pipeline, args.rounds, args.ef) if args.part == "ef" else
                part_pipeline(args.pipeline, args.rounds, args.out) if args.part == "pipeline" else
+               part_overlap(args.pipeline, args.rounds) if args.part == "overlap" else
                _alternate(args.part, args.pipeline, args.rounds, args.baseline))
     result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
               "load_average_after": [round(x, 2) for x in os.getloadavg()]}

@@ -7,8 +7,9 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Tuple
 
 from ..base.util import ensure_path
 from ..calibration.model import Calibration
@@ -26,6 +27,13 @@ from .resources import check, export_resources, find, pointer_for, read_pointer,
 
 if TYPE_CHECKING:  # for annotations only
     from .component import SapbertLinker
+
+
+def _open_index(folder: Path, kb: Optional[KnowledgeBase]) -> Tuple[KnowledgeBase, ConceptIndex]:
+    """The KB below ``folder`` (unless the resources check opened it already) and its index."""
+    if kb is None:
+        kb = KnowledgeBase.from_disk(folder / "kb")
+    return kb, ConceptIndex.from_disk(folder / "index", kb)
 
 
 class LinkerStorage:
@@ -80,11 +88,20 @@ class LinkerStorage:
         folder, kb = path, None
         if pointer is not None:  # the KB the check opened is the one used
             folder, kb = find(pointer, self.cfg["resources_path"], pipeline_path=path, component=self.name)
-        encoder = load_saved_encoder(path / "encoder", runtime=self.cfg["runtime"], device=self.cfg["device"],
-                                     precision=self.cfg["precision"])
-        if kb is None:
-            kb = KnowledgeBase.from_disk(folder / "kb")
-        index = ConceptIndex.from_disk(folder / "index", kb)
+        # the KB and index open in a second thread while this one loads the encoder: both spend most of their
+        # time in native code that releases the GIL (hnswlib's file read, ONNX Runtime's session), so a warm load
+        # waits for the slower of the two instead of their sum (docs/footprint.md). The thread ends before
+        # from_disk returns (no thread outlives the load: nlp.pipe(n_process=...) forks after it), and the
+        # errors are raised in the sequential order: the encoder's first, then the KB's or index's.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapbert_linker_load") as pool:
+            opened = pool.submit(_open_index, folder, kb)
+            try:
+                encoder = load_saved_encoder(path / "encoder", runtime=self.cfg["runtime"],
+                                             device=self.cfg["device"], precision=self.cfg["precision"])
+            except BaseException:
+                opened.cancel()
+                raise
+            kb, index = opened.result()
         if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
             self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
         if (path / "reranker").exists():  # the re-ranker travels with the pipeline too
