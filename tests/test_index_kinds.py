@@ -275,3 +275,81 @@ def test_a_pipeline_holding_a_compact_index_is_refused_at_load(tiny_bert_path, t
     with pytest.raises(IncompatibleError, match=r"SB-E832.*sapbert_linker/index' is a 'compact' index.*"
                                                 r"build-index /data/kb --model"):
         spacy.load(tmp_path / "p")
+
+
+# ---- exact search: numpy only, ties by row --------------------------------------------------------
+def test_exact_topk_equals_a_full_sort_with_ties_by_row_and_masks():
+    from spacy_sapbert.index.graph_search import exact_topk
+
+    rng = numpy.random.default_rng(11)
+    X = _unit(rng.normal(size=(500, DIM)))
+    X[100:140] = X[7]  # 41 equal rows: the cut at k falls inside the tie for queries near X[7]
+    Q = numpy.vstack([X[7], _unit(rng.normal(size=(5, DIM)))])
+    mask = numpy.ones(len(X), dtype=bool)
+    mask[::3] = False
+    for row_mask in (None, mask):
+        for k in (1, 10, 30):
+            rows, scores = exact_topk(X, Q, k, row_mask)
+            sims = Q @ X.T
+            if row_mask is not None:
+                sims[:, ~row_mask] = -numpy.inf
+            for i in range(len(Q)):
+                want = sorted(range(len(X)), key=lambda r: (-sims[i, r], r))[:k]
+                assert rows[i].tolist() == want
+                assert numpy.allclose(scores[i], sims[i, want])
+
+
+def test_exact_topk_marks_missing_rows_when_fewer_are_allowed():
+    from spacy_sapbert.index.graph_search import exact_topk
+
+    X = _unit(numpy.eye(DIM)[:6])
+    mask = numpy.zeros(6, dtype=bool)
+    mask[[1, 4]] = True
+    rows, scores = exact_topk(X, X[:2], 4, mask)
+    assert rows[:, 2:].tolist() == [[-1, -1], [-1, -1]] and numpy.isneginf(scores[:, 2:]).all()
+    assert sorted(rows[0, :2].tolist()) == [1, 4]
+
+
+KINDS_WITHOUT_TORCH = ("exact", "hnsw", "ivf")
+
+
+def test_every_index_kind_searches_without_torch(clustered, tmp_path):
+    """A runtime-only environment (no torch) searches every index kind, filtered (10 % of the concepts: hnsw scans
+    them exactly) or not: a subprocess that refuses to import torch finds the same concepts as this process."""
+    import subprocess
+    import textwrap
+
+    kb, vectors, queries = clustered
+    for kind in KINDS_WITHOUT_TORCH:
+        ConceptIndex.from_vectors(kb, vectors, _Enc(), kind=kind, show_progress=False).to_disk(tmp_path / kind)
+    kb.to_disk(tmp_path / "kb")
+    queries = queries[:40]
+    numpy.save(tmp_path / "queries.npy", queries)
+    code = textwrap.dedent(f"""
+        import importlib.abc, json, sys
+        class Refuse(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "torch":
+                    raise ImportError("torch refused")
+        sys.meta_path.insert(0, Refuse())
+        import numpy
+        from spacy_sapbert.index import ConceptIndex
+        from spacy_sapbert.kb import KnowledgeBase
+        root = {str(tmp_path)!r}
+        kb = KnowledgeBase.from_disk(root + "/kb")
+        q = numpy.load(root + "/queries.npy")
+        out = {{}}
+        for kind in {KINDS_WITHOUT_TORCH!r}:
+            index = ConceptIndex.from_disk(root + "/" + kind, kb)
+            out[kind] = [[c for c, _ in found] for found in index.search(q, k=5)]
+            out[kind + " T1"] = [[c for c, _ in found] for found in index.search(q, k=5, semantic_types=["T1"])]
+        print(json.dumps(out))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    for kind in KINDS_WITHOUT_TORCH:
+        index = ConceptIndex.from_disk(tmp_path / kind, kb)
+        assert got[kind] == [[c for c, _ in found] for found in index.search(queries, k=5)]
+        assert got[kind + " T1"] == [[c for c, _ in found] for found in index.search(queries, k=5, semantic_types=["T1"])]
+        assert all(len(found) == 5 for found in got[kind + " T1"])

@@ -12,8 +12,8 @@ import pytest
 from spacy_sapbert.index import rescore
 from spacy_sapbert.index.two_stage import RescoredBackend, load_float16, save_float16
 from spacy_sapbert.errors import ConfigError
-from spacy_sapbert.index.rescore import (MAPPED_ENV, MappedBudget, PageIn, candidate_scores, mapped_budget_bytes,
-                                         torch_rows)
+from spacy_sapbert.index.rescore import (MAPPED_ENV, MappedBudget, PageIn, Rescorer, candidate_scores,
+                                         mapped_budget_bytes, torch_rows)
 
 DIM = 512  # 1 KiB a float16 row: four rows a page
 
@@ -45,12 +45,15 @@ class _Recorder:
         self.calls.append((option, start, length))
 
 
-def test_candidate_scores_equal_exact_products_full_and_partial_rows(mapped):
+@pytest.mark.parametrize("use_torch", [True, False])
+def test_candidate_scores_equal_exact_products_full_and_partial_rows(mapped, use_torch):
     X16, X = mapped
     rng = numpy.random.default_rng(4)
     Q = _unit(rng.normal(size=(3, DIM)))
     cand = numpy.array([[5, 1, 63, 0], [7, -1, 2, -1], [-1, -1, -1, -1]])
-    got = candidate_scores(torch_rows(X), Q, cand)
+    got = Rescorer(X, use_torch=use_torch)(Q, cand)
+    if use_torch:
+        assert numpy.array_equal(got, candidate_scores(torch_rows(X), Q, cand))
     for i in range(3):
         for j, row in enumerate(cand[i]):
             if row < 0:

@@ -80,18 +80,19 @@ def _run(script: str, block, *args) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def saved(tiny_bert_path, tmp_path_factory):
     """``{abbreviations on?: pipeline folder}`` (runtime 'auto': the ONNX export is written beside the weights),
-    and a pipeline saved with runtime 'torch' (no export)."""
+    a pipeline saved with runtime 'torch' (no export), and ``exact``: the plain one with the index ``kind = "auto"``
+    picks for a small KB (exact search)."""
     path = tmp_path_factory.mktemp("lean")
     KnowledgeBase.from_concepts([Concept("D1", "Influenza", ("flu",), ()),
                                  Concept("D2", "Fever", ("pyrexia",), ())]).to_disk(path / "kb")
     out = {}
-    for name, abbreviations, runtime in (("abbr", True, "auto"), ("plain", False, "auto"),
-                                         ("torch", False, "torch")):
+    for name, abbreviations, runtime, kind in (("abbr", True, "auto", "hnsw"), ("plain", False, "auto", "hnsw"),
+                                               ("torch", False, "torch", "hnsw"), ("exact", False, "auto", "auto")):
         nlp = spacy.blank("en")
         linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu",
                                                         "pooling": "mean", "runtime": runtime,
                                                         "resolve_abbreviations": abbreviations})
-        linker.initialize(lambda: [], nlp=nlp, kb_path=str(path / "kb"), index_settings={"exact": False},
+        linker.initialize(lambda: [], nlp=nlp, kb_path=str(path / "kb"), index_settings={"kind": kind},
                           show_progress=False)
         nlp.to_disk(path / name)
         out[name] = path / name
@@ -106,6 +107,12 @@ def _linked(result: subprocess.CompletedProcess) -> dict:
 def test_onnx_pipeline_without_abbreviations_imports_no_extra(saved):
     found = _linked(_run(LOAD_AND_LINK, TRAIN + ("scispacy",), saved["plain"]))
     assert found == {"encoder": "OnnxEncoder", "ids": ["D1", "D2"], "tried": [], "imported": []}
+
+
+def test_a_small_kb_searched_exactly_links_without_torch(saved):
+    found = _linked(_run(LOAD_AND_LINK, TRAIN + ("scispacy",), saved["exact"]))
+    assert found == {"encoder": "OnnxEncoder", "ids": ["D1", "D2"], "tried": [], "imported": []}
+    assert spacy.load(saved["exact"]).get_pipe("sapbert_linker").index.kind == "exact"
 
 
 def test_onnx_pipeline_with_abbreviations_imports_scispacy_only(saved):

@@ -13,14 +13,12 @@ Filters go through ``graph_search.masked_search`` (graph back-ends) or a mask on
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 
 from ..base.integrity import NPY_READ_ERRORS, unit_norm_problem
-from ..base.processes import fork_guard
 from ..base.util import atomic_write
 from ..errors import Errors, MissingInputError
 from .files import link_or_copy
@@ -39,24 +37,20 @@ class ExactBackend:
     kind = "exact"
 
     def __init__(self, vectors: numpy.ndarray) -> None:
-        import torch  # lazy: torch
-
-        self._X = torch.from_numpy(numpy.ascontiguousarray(vectors, dtype=numpy.float32))
-        self._pid = os.getpid()
+        self._X = numpy.ascontiguousarray(vectors, dtype=numpy.float32)
 
     def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
-        self._pid = fork_guard(self._pid)
         return exact_topk(self._X, vectors, k, row_mask)
 
     def vectors(self, rows: List[int]) -> numpy.ndarray:
-        return self._X[rows].numpy().copy()
+        return self._X[rows].copy()
 
     def set_ef(self, ef: int) -> None:
         pass
 
     def save(self, folder: Path) -> List[str]:
         with atomic_write(folder / VECTORS_FILE, "wb") as fh:
-            numpy.save(fh, self._X.numpy())
+            numpy.save(fh, self._X)
         return [VECTORS_FILE]
 
     @classmethod

@@ -5,7 +5,7 @@ still short of allowed rows after the deepest search, those rows are scanned exa
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy
 
@@ -24,23 +24,55 @@ Candidates = Callable[[numpy.ndarray, int, numpy.ndarray], Result]
 Gather = Callable[[numpy.ndarray], numpy.ndarray]
 
 
-def exact_topk(X: Any, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
-    """Exact top ``k`` rows of ``X`` (a float32 torch matrix) for each query, masked rows excluded."""
-    import torch  # lazy: torch
-
-    mask = None if row_mask is None else torch.from_numpy(~row_mask)
-    step = max(1, _EXACT_BLOCK // max(1, X.shape[0]))
+def exact_topk(X: numpy.ndarray, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
+    """Exact top ``k`` rows of ``X`` (float32 ``[n, dim]``) for each query, best first, ties by row; masked rows
+    excluded (-1 / -inf where fewer than ``k`` rows are allowed). numpy only: no torch on the linking path."""
+    n = X.shape[0]
+    k = min(int(k), n)
+    step = max(1, _EXACT_BLOCK // max(1, n))
     out_r, out_s = [], []
-    with torch.inference_mode():
-        for start in range(0, vectors.shape[0], step):
-            Q = torch.from_numpy(vectors[start: start + step])
-            sims = Q @ X.T
-            if mask is not None:
-                sims[:, mask] = -float("inf")
-            s, r = torch.topk(sims, k, dim=1)
-            out_r.append(r.numpy().astype(numpy.int64))
-            out_s.append(s.numpy())
+    for start in range(0, vectors.shape[0], step):
+        sims = numpy.ascontiguousarray(vectors[start: start + step], dtype=numpy.float32) @ X.T
+        if row_mask is not None:
+            sims[:, ~row_mask] = -numpy.inf
+        rows, scores = _best_of(sims, k)
+        out_r.append(rows)
+        out_s.append(scores)
+    if not out_r:
+        return numpy.empty((0, k), dtype=numpy.int64), numpy.empty((0, k), dtype=numpy.float32)
     return numpy.concatenate(out_r), numpy.concatenate(out_s)
+
+
+def _best_of(sims: numpy.ndarray, k: int) -> Result:
+    """The ``k`` best columns of each row of ``sims`` by (-score, column): a partial sort, then the rare rows whose
+    cut falls inside a tie take the lowest columns among the tied (what a full sort would give)."""
+    if k < sims.shape[1]:
+        part = numpy.argpartition(-sims, k - 1, axis=1)[:, :k]
+    else:
+        part = numpy.broadcast_to(numpy.arange(sims.shape[1]), sims.shape)
+    part_s = numpy.take_along_axis(sims, part, 1)
+    rows, scores = top_k(part, part_s, k)
+    kth = part_s.min(axis=1) if k else numpy.full(len(sims), -numpy.inf, dtype=numpy.float32)
+    tied = numpy.flatnonzero(numpy.isfinite(kth) & ((sims >= kth[:, None]).sum(axis=1) > k))
+    for i in tied.tolist():
+        cols = numpy.flatnonzero(sims[i] >= kth[i])
+        rows[i], scores[i] = top_k(cols[None, :], sims[i, cols][None, :], k)
+    return rows, scores
+
+
+def exact_allowed(vectors: numpy.ndarray, k: int, row_mask: numpy.ndarray, gather: Gather,
+                  block: int = EXACT_FILTER_ROWS) -> Result:
+    """Exact top ``k`` among the allowed rows, gathered ``block`` rows at a time."""
+    allowed = numpy.flatnonzero(row_mask)
+    best_r = numpy.full((len(vectors), k), -1, dtype=numpy.int64)
+    best_s = numpy.full((len(vectors), k), -numpy.inf, dtype=numpy.float32)
+    for start in range(0, len(allowed), block):
+        part = allowed[start:start + block]
+        X = numpy.ascontiguousarray(gather(part), dtype=numpy.float32)
+        r, s = exact_topk(X, vectors, min(k, len(part)), None)
+        best_r, best_s = top_k(numpy.concatenate([best_r, numpy.where(r >= 0, part[r], -1)], axis=1),
+                               numpy.concatenate([best_s, s], axis=1), k)
+    return best_r, best_s
 
 
 def top_k(rows: numpy.ndarray, scores: numpy.ndarray, k: int) -> Result:
@@ -50,23 +82,6 @@ def top_k(rows: numpy.ndarray, scores: numpy.ndarray, k: int) -> Result:
     best_r = numpy.take_along_axis(rows, order, 1)
     best_s = numpy.take_along_axis(scores, order, 1)
     best_r[~numpy.isfinite(best_s)] = -1
-    return best_r, best_s
-
-
-def exact_allowed(vectors: numpy.ndarray, k: int, row_mask: numpy.ndarray, gather: Gather,
-                  block: int = EXACT_FILTER_ROWS) -> Result:
-    """Exact top ``k`` among the allowed rows, gathered ``block`` rows at a time."""
-    import torch  # lazy: torch
-
-    allowed = numpy.flatnonzero(row_mask)
-    best_r = numpy.full((len(vectors), k), -1, dtype=numpy.int64)
-    best_s = numpy.full((len(vectors), k), -numpy.inf, dtype=numpy.float32)
-    for start in range(0, len(allowed), block):
-        part = allowed[start:start + block]
-        X = torch.from_numpy(numpy.ascontiguousarray(gather(part), dtype=numpy.float32))
-        r, s = exact_topk(X, vectors, min(k, len(part)), None)
-        best_r, best_s = top_k(numpy.concatenate([best_r, part[r]], axis=1),
-                               numpy.concatenate([best_s, s], axis=1), k)
     return best_r, best_s
 
 

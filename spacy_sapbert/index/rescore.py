@@ -20,6 +20,8 @@ cache warm: 3M 226 -> 194 q/s, 10M 70 -> 56; RSS after 10,000 queries 5.2 -> 2.7
 
 ``benchmarks/studies/rescore_speed.py`` (3M x 768, 512 rows a query): 0.17 ms a query against 0.89 ms for the numpy
 code this replaced, cache warm; right after a load 449,000 rows/s read ahead against 55,000 faulted one by one.
+In a runtime-only environment (no torch: the `[train]` extra is not installed) the same scores come from
+:func:`candidate_scores_numpy` (float32 products, equal to torch's to ~1e-5), slower but without torch.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from typing import Any, Optional
 
 import numpy
 
+from ..base.extras import is_installed
 from ..base.processes import fork_guard
 from ..errors import ConfigError, Errors
 
@@ -71,6 +74,18 @@ def candidate_scores(rows16: Any, queries: numpy.ndarray, cand: numpy.ndarray) -
                 if bool(keep.any()):
                     scores[i, keep] = rows16.index_select(0, c[i][keep]).float() @ q[i]
     return scores.numpy()
+
+
+def candidate_scores_numpy(X16: numpy.ndarray, queries: numpy.ndarray, cand: numpy.ndarray) -> numpy.ndarray:
+    """:func:`candidate_scores` without torch: ``X16`` itself (float16, often memory-mapped), a query at a time."""
+    scores = numpy.full(cand.shape, -numpy.inf, dtype=numpy.float32)
+    for i, (query, rows) in enumerate(zip(numpy.asarray(queries, dtype=numpy.float32), cand)):
+        keep = rows >= 0
+        if keep.all():
+            scores[i] = numpy.take(X16, rows, axis=0).astype(numpy.float32) @ query
+        elif keep.any():  # a filter's masked candidates, or fewer found than asked: score the rest only
+            scores[i, keep] = numpy.take(X16, rows[keep], axis=0).astype(numpy.float32) @ query
+    return scores
 
 
 class PageIn:
@@ -154,24 +169,27 @@ class Rescorer:
     """What a two-stage index re-scores with: :func:`candidate_scores` over a torch view of ``X16``, with its
     :class:`PageIn` before and :class:`MappedBudget` after each batch. The cap is read when it is made (a bad
     ``$SPACY_SAPBERT_MAPPED_MB`` is E585 at load); torch is first touched at the first batch. In a process
-    forked after torch ran, torch gets one intra-op thread (:func:`fork_guard`)."""
+    forked after torch ran, torch gets one intra-op thread (:func:`fork_guard`). Where torch is not installed
+    (``use_torch`` None: decided by what is installed) the scores come from :func:`candidate_scores_numpy`."""
 
-    def __init__(self, X16: numpy.ndarray) -> None:
+    def __init__(self, X16: numpy.ndarray, *, use_torch: Optional[bool] = None) -> None:
         self._X = X16
         self._budget_bytes = mapped_budget_bytes()
+        self._use_torch = is_installed("torch") if use_torch is None else bool(use_torch)
         self._rows16: Any = None
         self._pid = os.getpid()
 
     def __call__(self, queries: numpy.ndarray, cand: numpy.ndarray) -> numpy.ndarray:
         """float32 ``[n, depth]`` scores of ``cand`` (:func:`candidate_scores`)."""
-        self._pid = fork_guard(self._pid)
+        if self._use_torch:
+            self._pid = fork_guard(self._pid)
         if self._rows16 is None:
-            self._rows16, self._page_in = torch_rows(self._X), PageIn(self._X)
-            self._budget = MappedBudget(self._X, self._budget_bytes)
+            self._rows16 = torch_rows(self._X) if self._use_torch else self._X
+            self._page_in, self._budget = PageIn(self._X), MappedBudget(self._X, self._budget_bytes)
         self._page_in(cand)
-        scores = candidate_scores(self._rows16, queries, cand)
+        scores = (candidate_scores if self._use_torch else candidate_scores_numpy)(self._rows16, queries, cand)
         self._budget()
         return scores
 
 
-__all__ = ["candidate_scores", "torch_rows", "PageIn", "MappedBudget", "Rescorer", "mapped_budget_bytes", "MAPPED_ENV"]
+__all__ = ["candidate_scores", "candidate_scores_numpy", "torch_rows", "PageIn", "MappedBudget", "Rescorer", "mapped_budget_bytes", "MAPPED_ENV"]
