@@ -48,7 +48,8 @@ def tune_hybrid_command(
 ) -> None:
     """Pick the linker's sparse_weight (and the sparse n-gram range) by strict acc@1 on annotated mentions,
     ranked at the linker's candidate settings (--k, --candidates, --query-variants: give the linker's own)."""
-    from ..evaluation.hybrid import tune_on_file  # lazy: spacy
+    from ..evaluation.hybrid import check_tuner_settings, tune_on_file  # lazy: spacy
+    check_tuner_settings(k, candidates, query_variants)  # before the KB and the encoder are loaded
     ranges = [parse_ngrams(value) for value in ngrams]
     kb = KnowledgeBase.from_disk(kb_dir)
     encoder = Encoder.load(model, pooling=pooling, max_length=max_length, device=device)

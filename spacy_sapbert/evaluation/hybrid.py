@@ -24,6 +24,7 @@ from ..index.hybrid import (CANDIDATE_MODES, HybridCandidates, HybridScore, chec
 from ..index.query_variants import KINDS, check_kinds, query_variants
 from ..index.sparse import DEFAULT_NGRAM_RANGE, SparseIndex
 from ..kb.concept import normalize_name
+from ..linker.settings import DEFAULT_CONFIG
 from ..mentions.datasets import iter_mentions, read_dataset
 from ..mentions.metrics import Gold, Ranking, resolve_gold
 from .baselines import System
@@ -31,6 +32,8 @@ from .cache import VectorCache, encoder_key
 from .preprocess import make_preprocessor
 
 WEIGHT_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+# the candidates per mention of a linker at its defaults (it ranks max(k, max_entities_per_mention) concepts)
+LINKER_DEPTH = max(DEFAULT_CONFIG["k"], DEFAULT_CONFIG["max_entities_per_mention"])
 
 
 class HybridSetup:
@@ -199,15 +202,18 @@ def hybrid_systems(settings: Dict[str, Any], kb: Any, dense: Any, train: Sequenc
 
 
 def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[str]] = None,
-                 ngram_ranges: Sequence[Sequence[int]] = (DEFAULT_NGRAM_RANGE,), sparse_k: int = 20,
-                 k: int = 10, candidates: str = "score", query_variants: Sequence[str] = (),
+                 ngram_ranges: Sequence[Sequence[int]] = (DEFAULT_NGRAM_RANGE,),
+                 sparse_k: int = DEFAULT_CONFIG["sparse_k"], k: int = LINKER_DEPTH,
+                 candidates: str = DEFAULT_CONFIG["candidates"],
+                 query_variants: Sequence[str] = tuple(DEFAULT_CONFIG["query_variants"]),
                  cache_dir: Any = None, batch_size: int = 128) -> Dict[str, Any]:
     """``tune-hybrid``: the ``sparse_weight`` (and n-gram range) with the best strict acc@1 on the annotated
     mentions of ``path`` (normalised as the linker does), for ``encoder`` over ``kb``, ranked as the linker with
-    these ``sparse_k``, ``k`` (its candidate depth), ``candidates`` and ``query_variants`` ranks. Returns
+    these ``sparse_k``, ``k`` (its candidate depth), ``candidates`` and ``query_variants`` ranks (defaults: the
+    linker's). Returns
     ``{"best": {"sparse_weight", "ngram_range", "acc@1"}, "name_only_acc@1", "mentions", "sparse_k", "k",
     "candidates", "query_variants", "grid"}``."""
-    kinds = _tuner_settings(k, candidates, query_variants)
+    kinds = check_tuner_settings(k, candidates, query_variants)
     pairs = [(normalize_name(m.text), resolve_gold(kb, m.ids)) for m in iter_mentions(read_dataset(path, types=types))
              if m.ids]
     pairs = [(q, g) for q, g in pairs if q and g.in_kb]
@@ -231,9 +237,9 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
             "candidates": candidates, "query_variants": kinds, "grid": grid}
 
 
-def _tuner_settings(k: Any, candidates: Any, kinds: Any) -> List[str]:
-    """The query-variant kinds as a list, or E785 naming tune-hybrid's option whose value is not the linker's
-    kind of value."""
+def check_tuner_settings(k: Any, candidates: Any, kinds: Any) -> List[str]:
+    """The query-variant ``kinds`` as a list when ``k``, ``candidates`` and ``kinds`` are values the linker takes,
+    else E785 naming tune-hybrid's option."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ConfigError(Errors.E785.format(what=f"--k {k!r} is not a whole number >= 1",
                                              fix="Give the linker's candidate depth: max(k, max_entities_per_mention)."))
@@ -250,4 +256,4 @@ def _tuner_settings(k: Any, candidates: Any, kinds: Any) -> List[str]:
 
 
 __all__ = ["HybridSetup", "HybridSystem", "SparseSystem", "tune_weight", "hybrid_systems", "tune_on_file",
-           "WEIGHT_GRID"]
+           "check_tuner_settings", "WEIGHT_GRID", "LINKER_DEPTH"]
