@@ -303,8 +303,7 @@ def main() -> None:
 
         print(json.dumps(tables, indent=1))
         return
-    print(write_results("calibration", tables, notes=notes, figures=figures,
-                        command=f"python benchmarks/calibration.py --seed {args.seed}"))
+    print(write_results("calibration", tables, notes=notes, figures=figures))
 
 
 if __name__ == "__main__":

@@ -43,21 +43,22 @@ from typing import Any, Dict, List
 from common import BC5CDR, MEDIC, NCBI, ROOT, minilm_path, timed
 from context_ncbi import OUT, load_set, pivot_lines, splice_docs, start, throughput
 from context_train import EXAMPLE_NAMES, ONE_SENSE, kept_rows, rerank_share, score_encoder, train_variants
-from results_io import table, write_results
+from results_io import portable_command, table, write_results
 
 NAME = "context_finetuned"
 QUERY_CACHE = "abbreviation_queries.json"
 
 
 def command_line() -> str:
-    """This run's command without its ``--note`` texts (they are in the results' notes)."""
+    """This run's command without its ``--note`` texts (they are in the results' notes), machine folders as
+    placeholders (:func:`results_io.portable_command`)."""
     words, skip = [], False
     for word in sys.argv[1:]:
         if skip or word == "--note":
             skip = not skip
             continue
-        words.append(word if word and " " not in word else repr(word))
-    return " ".join(["python benchmarks/context_finetuned.py", *words])
+        words.append(word)
+    return portable_command([sys.argv[0], *words], quote=True)
 
 
 def train_mentions() -> List[Any]:

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 
 from common import DATA, OUTPUT, minilm_path
-from results_io import table, write_results
+from results_io import portable_command, table, write_results
 
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.evaluation.baselines import Dictionary, ExactMatch, TfidfCharNgrams
@@ -180,6 +180,13 @@ def align(train_kb: KnowledgeBase, base: str, args, epochs: int = 1) -> Tuple[Pa
     return out / "model", info
 
 
+def recorded_command(argv: Sequence[str]) -> str:
+    """This run's command as the results file records it: ``OMP_NUM_THREADS`` (the torch threads) when set,
+    then :func:`results_io.portable_command`."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    return (f"OMP_NUM_THREADS={threads} " if threads else "") + portable_command(argv)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concepts", type=int, default=5000,
@@ -270,8 +277,7 @@ def main() -> None:
     target = {label: {lang: round(fr_es[lang][label] - baseline[lang], 4) for lang in fr_es} for label in train_info}
     trained = [f"{label}: {i.get('steps')} steps, {i.get('pairs_seen')} of {i.get('pairs')} pairs, "
                f"{i.get('train_seconds')} s of training" for label, i in train_info.items()]
-    write_results("hpo_crosslingual", tables, command="OMP_NUM_THREADS=1 python benchmarks/hpo_crosslingual.py "
-                  + " ".join(sys.argv[1:]), notes=["Shared 2-core machine (other engineers' jobs ran at the same time): timings are indicative.",
+    write_results("hpo_crosslingual", tables, command=recorded_command(sys.argv), notes=["Shared 2-core machine (other engineers' jobs ran at the same time): timings are indicative.",
                   "Queries: the translated names of the test concepts (held out of the dictionary); strict acc@k.",
                   "Aligned models: all-MiniLM-L6-v2 (mean pooling, max_length 25) trained on cross-lingual "
                   f"pairs of the train concepts, at most {args.pairs_per_concept} pairs per concept, batch "

@@ -405,9 +405,7 @@ def main() -> None:
 
         print(json.dumps(tables, indent=1))
         return
-    print(write_results("int8_name", tables, notes=notes, figures=figures,
-                        command=f"python benchmarks/int8_name.py --variants {args.variants} --speed {args.speed} "
-                                f"--both {args.both} --repeats {args.repeats}"))
+    print(write_results("int8_name", tables, notes=notes, figures=figures))
 
 
 if __name__ == "__main__":

@@ -128,7 +128,6 @@ def main() -> None:
         print(dict(zip(columns, row)))
     print(f"KB + encoder: fast check {kb_and_encoder_fast:.1f} ms of {kb_and_encoder_load:.1f} ms load = {share}%")
     write_results("integrity_cost", {"load": table(columns, rows)},
-                  command=f"python benchmarks/integrity_cost.py --repeats {args.repeats}",
                   notes=["warm page cache; medians; torch on 1 thread; 2-core machine shared with other jobs",
                          "fast check = sizes + sha256 of 16 x 64 KiB blocks per file (whole file when smaller)"],
                   figures={"kb_plus_encoder_fast_check_ms": kb_and_encoder_fast,

@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -78,15 +79,16 @@ PLACEHOLDERS = {"--work": "WORK", "--cache": "CACHE", "--cache-dir": "CACHE", "-
                 "--lean-python": "LEAN/bin/python", "--data": "DATA", "--out": "OUT", "--results-dir": "RESULTS"}
 
 
-def portable_command(argv: Sequence[str]) -> str:
+def portable_command(argv: Sequence[str], *, quote: bool = False) -> str:
     """``python <script> <args>`` with every absolute path replaced: the value of a flag in
-    :data:`PLACEHOLDERS` by its placeholder, any other (``/x/y`` or ``key=/x/y``) by ``PATH``."""
+    :data:`PLACEHOLDERS` by its placeholder, any other (``/x/y`` or ``key=/x/y``) by ``PATH``. With ``quote``,
+    a word the shell would split or drop (an empty value, a space) is shell-quoted, so the line reruns as is."""
     words = [os.path.relpath(argv[0], Path(__file__).resolve().parents[1])]
     for prev, word in zip(argv, argv[1:]):
         key, sep, value = word.rpartition("=") if "=/" in word else ("", "", word)
         if os.path.isabs(value):
             value = PLACEHOLDERS.get(prev, "PATH") if not sep else "PATH"
-        words.append(key + sep + value)
+        words.append(shlex.quote(key + sep + value) if quote else key + sep + value)
     return "python " + " ".join(words)
 
 
@@ -125,4 +127,5 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"not JSON-able: {type(value).__name__}")
 
 
-__all__ = ["RESULTS_DIR", "machine_description", "git_commit", "table", "write_results"]
+__all__ = ["PLACEHOLDERS", "RESULTS_DIR", "machine_description", "git_commit", "portable_command", "table",
+           "write_results"]

@@ -320,3 +320,53 @@ def test_committed_results_name_no_machine_folder():
     for path in sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob("*.json")):
         command = json.loads(path.read_text(encoding="utf8")).get("command", "")
         assert not re.search(r"(^|[\s=])/(work|root|tmp|home)/", command), (path.name, command)
+
+
+# the benchmarks that built their recorded command by hand before results_io.portable_command
+PORTABLE_SCRIPTS = ("calibration", "int8_name", "integrity_cost", "hpo_crosslingual", "context_finetuned")
+
+
+@pytest.mark.parametrize("name", PORTABLE_SCRIPTS)
+def test_benchmarks_record_their_command_through_portable_command(name):
+    """No ``write_results(command=...)`` of these scripts spells ``python benchmarks/...`` itself (an f-string or a
+    literal): the command is written by results_io (placeholders for machine folders, every flag as given)."""
+    tree = ast.parse((ROOT / "benchmarks" / f"{name}.py").read_text(encoding="utf8"))
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "write_results"]
+    assert calls, name
+    for call in calls:
+        for kw in (k for k in call.keywords if k.arg == "command"):
+            hand_built = [n for n in ast.walk(kw.value) if isinstance(n, ast.JoinedStr)
+                          or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "python" in n.value)]
+            assert not hand_built, (name, ast.unparse(kw.value))
+
+
+def test_context_finetuned_command_line_is_portable(bench_scripts, monkeypatch, tmp_path):
+    """Its command leaves out the --note texts, keeps an empty value pasteable and names no machine folder."""
+    context_finetuned = bench_scripts.load("context_finetuned")
+    script = str(ROOT / "benchmarks" / "context_finetuned.py")
+    monkeypatch.setattr("sys.argv", [script, "--work", str(tmp_path / "w"), "--variants", "", "--note", "quiet run",
+                                     "--name-model", f"{tmp_path}/model", "--quantize"])
+    assert context_finetuned.command_line() == ("python benchmarks/context_finetuned.py --work WORK --variants '' "
+                                                "--name-model PATH --quantize")
+
+
+@pytest.mark.parametrize("threads", ["1", None])
+def test_hpo_crosslingual_records_its_threads_and_portable_command(bench_scripts, monkeypatch, threads):
+    """OMP_NUM_THREADS (the torch threads the script sets) is recorded only when the run had it."""
+    hpo = bench_scripts.load("hpo_crosslingual")
+    if threads is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    argv = [str(ROOT / "benchmarks" / "hpo_crosslingual.py"), "--train-minutes", "40", "--epochs", "2"]
+    prefix = f"OMP_NUM_THREADS={threads} " if threads else ""
+    assert hpo.recorded_command(argv) == prefix + "python benchmarks/hpo_crosslingual.py --train-minutes 40 --epochs 2"
+
+
+def test_portable_command_quotes_only_when_asked(bench_scripts):
+    results_io = bench_scripts.results_io
+    argv = [str(ROOT / "benchmarks" / "x.py"), "--variants", "", "--note", "a b", "--cache", "/c/d"]
+    assert results_io.portable_command(argv) == "python benchmarks/x.py --variants  --note a b --cache CACHE"
+    assert results_io.portable_command(argv, quote=True) == ("python benchmarks/x.py --variants '' --note 'a b' "
+                                                             "--cache CACHE")

@@ -164,8 +164,11 @@ def test_evaluate_reports_the_reranker_with_its_stage_recall(fixtures_dir, tmp_p
 def test_a_reranker_for_another_kb_is_refused(fixtures_dir, tmp_path, tiny_bert_path, fixture_reranker):
     settings = _settings(fixtures_dir, tmp_path, base_encoder=str(tiny_bert_path), reranker=str(fixture_reranker))
     settings["input"]["backoff"] = True  # training mentions become aliases: another KB than the re-ranker's
-    with pytest.raises(IncompatibleError, match="SB-E811.*KB"), pytest.warns(UserWarning, match="SB-W30"):
+    with pytest.raises(IncompatibleError, match="SB-E811.*KB") as refused, pytest.warns(UserWarning, match="SB-W30"):
         evaluate(settings)
+    # the KB is evaluate's system's, not a linker's
+    assert "than the one of evaluate's system 'base encoder' (" in str(refused.value)
+    assert "linker" not in str(refused.value)
 
 
 def test_a_reranker_without_a_dense_system_is_refused(fixtures_dir, tmp_path, fixture_reranker):

@@ -191,7 +191,7 @@ def test_meta_errors(tmp_path, linker_parts):
     with pytest.raises(DataFormatError, match="max_length"):
         read_meta(tmp_path)
     kb, _, encoder = linker_parts
-    with pytest.raises(IncompatibleError, match="SB-E811.*KB"):
+    with pytest.raises(IncompatibleError, match=r"SB-E811.*KB \(other\) than the linker's \("):
         check_compatible({"kb_checksum": "other", "encoder_fingerprint": encoder.fingerprint},
                          kb_checksum=kb.checksum, encoder_fingerprint=encoder.fingerprint)
     with pytest.raises(IncompatibleError, match="SB-E811.*name encoder"):
@@ -338,7 +338,7 @@ def test_linker_refuses_a_reranker_of_another_kb_bad_settings_and_context(linker
 
     smaller = KnowledgeBase.from_concepts(CONCEPTS[:4])
     smaller.to_disk(tmp_path / "kb4")
-    with pytest.raises(IncompatibleError, match="SB-E811"):
+    with pytest.raises(IncompatibleError, match=r"SB-E811.*KB .* than the linker's \("):
         linker_nlp(tiny_bert_path, tmp_path / "kb4", reranker_path=trained_reranker)
     for bad in ({"reranker_k": 1}, {"reranker_margin": -1.0}):
         with pytest.raises(ConfigError, match="SB-E810"):

@@ -10,7 +10,10 @@ import typer
 from ..base.defaults import MAX_LENGTH
 from ..base.util import atomic_write
 from ..encoding.torch_encoder import Encoder
+from ..index.hybrid import CANDIDATE_MODES
+from ..index.query_variants import KINDS
 from ..kb import KnowledgeBase
+from ..linker.settings import DEFAULT_CONFIG
 from ._app import app
 from ._index_options import parse_ngrams
 
@@ -24,7 +27,18 @@ def tune_hybrid_command(
     pooling: str = typer.Option("auto", "--pooling", help="Name encoder pooling (as the linker's): cls, mean or auto."),
     max_length: int = typer.Option(MAX_LENGTH, "--max-length", help="Name encoder max_length (as the linker's)."),
     types: List[str] = typer.Option([], "--type", help="Keep only mentions of this type (repeatable)."),
-    sparse_k: int = typer.Option(20, "--sparse-k", min=1, help="Concepts the sparse index adds (the linker's sparse_k)."),
+    sparse_k: int = typer.Option(DEFAULT_CONFIG["sparse_k"], "--sparse-k", min=0,
+                                 help="Concepts the sparse index adds (the linker's sparse_k; 0: the sparse part "
+                                      "only re-scores the dense candidates)."),
+    k: int = typer.Option(max(DEFAULT_CONFIG["k"], DEFAULT_CONFIG["max_entities_per_mention"]), "--k",
+                          help="Concepts per mention in the candidate stage, as the linker's: max(k, "
+                               "max_entities_per_mention), and reranker_k with a re-ranker."),
+    candidates: str = typer.Option(DEFAULT_CONFIG["candidates"], "--candidates",
+                                   help="How the candidates are picked from the lists, as the linker's candidates: "
+                                        f"{' or '.join(CANDIDATE_MODES)}."),
+    query_variants: List[str] = typer.Option(list(DEFAULT_CONFIG["query_variants"]), "--query-variants",
+                                             metavar="KIND", help="A query-variant kind of the linker's "
+                                             f"query_variants (repeatable): {', '.join(KINDS)}."),
     ngrams: List[str] = typer.Option(["2,3"], "--ngrams", help="char_wb n-gram range LO,HI of the sparse index; "
                                                                "repeat to try several (e.g. --ngrams 2,3 --ngrams 3,3)."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Keep encoded names here between runs "
@@ -32,17 +46,20 @@ def tune_hybrid_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the grid and the best setting as JSON."),
 ) -> None:
-    """Pick the linker's sparse_weight (and the sparse n-gram range) by strict acc@1 on annotated mentions."""
-    from ..evaluation.hybrid import tune_on_file  # lazy: spacy
+    """Pick the linker's sparse_weight (and the sparse n-gram range) by strict acc@1 on annotated mentions,
+    ranked at the linker's candidate settings (--k, --candidates, --query-variants: give the linker's own)."""
+    from ..evaluation.hybrid import check_tuner_settings, tune_on_file  # lazy: spacy
+    check_tuner_settings(k, candidates, query_variants)  # before the KB and the encoder are loaded
     ranges = [parse_ngrams(value) for value in ngrams]
     kb = KnowledgeBase.from_disk(kb_dir)
     encoder = Encoder.load(model, pooling=pooling, max_length=max_length, device=device)
-    found = tune_on_file(dev, kb, encoder, types=types or None, ngram_ranges=ranges, sparse_k=sparse_k,
-                         cache_dir=cache_dir)
+    found = tune_on_file(dev, kb, encoder, types=types or None, ngram_ranges=ranges, sparse_k=sparse_k, k=k,
+                         candidates=candidates, query_variants=query_variants, cache_dir=cache_dir)
     best = found["best"]
     typer.echo(f"{found['mentions']} mentions: name-only strict acc@1 {100 * found['name_only_acc@1']:.1f}, best "
                f"{100 * best['acc@1']:.1f} with sparse_weight = {best['sparse_weight']} (build-index --sparse "
-               f"--sparse-ngrams {','.join(map(str, best['ngram_range']))})")
+               f"--sparse-ngrams {','.join(map(str, best['ngram_range']))}; candidates {found['candidates']}, "
+               f"k {found['k']}, query_variants {found['query_variants']})")
     if output is not None:
         with atomic_write(output) as fh:
             json.dump(found, fh, indent=2)

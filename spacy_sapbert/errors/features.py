@@ -157,8 +157,8 @@ class FeatureErrors:
     E809 = ("No training group for the re-ranker: {what}. Give annotated documents whose ids the KB knows "
             "(or --pseudo-mentions N to use KB synonyms), and a KB with more than one concept.")
     E810 = ("Linker setting {name} = {value!r} cannot be used: it must be {allowed}.")
-    E811 = ("The re-ranker '{path}' was trained for another {what} ({theirs}) than the linker's ({ours}). Train a "
-            "re-ranker for this KB and name encoder (`spacy-sapbert train-reranker`), or link with the ones it was "
+    E811 = ("The re-ranker '{path}' was trained for another {what} ({theirs}) than {owner} ({ours}). Train a "
+            "re-ranker for this KB and name encoder (`spacy-sapbert train-reranker`), or use it with the ones it was "
             "made for.")
     E812 = ("Linker '{name}' has a re-ranker and context re-ranking (prototypes or type_priors) at once, which this "
             "version does not combine. Use one: leave out reranker_path, or the prototypes and type_priors.")

@@ -4,9 +4,11 @@
 ``kb.names`` whose vectors come from the run's :class:`~.cache.VectorCache` (shared with the dense
 baseline, so names are encoded once per encoder), and the :class:`~spacy_sapbert.index.sparse.SparseIndex`
 of the same names. :meth:`HybridSetup.gather` scores the candidates of a batch of mentions once
-(:func:`spacy_sapbert.index.hybrid.gather`); :func:`tune_weight` then ranks them under each weight of a
-grid and keeps the best strict acc@1 (ties: the smaller weight). The systems rank exactly what the
-linker with the same ``sparse_weight`` / ``sparse_k`` ranks (its scores, its candidates).
+(:func:`spacy_sapbert.index.hybrid.gather`, query variants included); :func:`tune_weight` then ranks them
+under each weight of a grid and keeps the best strict acc@1 (ties: the smaller weight). The systems rank exactly
+what the linker with the same ``sparse_weight`` / ``sparse_k`` / ``candidates`` / ``query_variants`` ranks (its
+scores, its candidates), and the tuners tune at those settings: the weight chosen is the best one for the linker
+(or system) that will use it.
 """
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ import numpy as np
 from ..errors import ConfigError, EmptyResultError, Errors
 from ..index import ConceptIndex
 from ..index.aggregate import aggregate_batch
-from ..index.hybrid import HybridCandidates, HybridScore, check_mode, check_weight, gather, rank, top1
-from ..index.query_variants import check_kinds, query_variants
+from ..index.hybrid import (CANDIDATE_MODES, HybridCandidates, HybridScore, check_mode, check_weight, gather,
+                            interleaved, rank, top1)
+from ..index.query_variants import KINDS, check_kinds, query_variants
 from ..index.sparse import DEFAULT_NGRAM_RANGE, SparseIndex
 from ..kb.concept import normalize_name
+from ..linker.settings import DEFAULT_CONFIG
 from ..mentions.datasets import iter_mentions, read_dataset
 from ..mentions.metrics import Gold, Ranking, resolve_gold
 from .baselines import System
@@ -28,6 +32,8 @@ from .cache import VectorCache, encoder_key
 from .preprocess import make_preprocessor
 
 WEIGHT_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+# the candidates per mention of a linker at its defaults (it ranks max(k, max_entities_per_mention) concepts)
+LINKER_DEPTH = max(DEFAULT_CONFIG["k"], DEFAULT_CONFIG["max_entities_per_mention"])
 
 
 class HybridSetup:
@@ -73,8 +79,16 @@ class HybridSetup:
         return rank(found, weight, k, self.kb.concept_ids, mode=mode)
 
     def gather(self, queries: Sequence[str], *, k: int, sparse_k: int, variants: Sequence[Sequence[str]] = (),
-               variant_vectors: Optional[np.ndarray] = None) -> HybridCandidates:
-        return gather(self.index, self.sparse, list(queries), self.vectors(queries), k=k, sparse_k=sparse_k,
+               variant_vectors: Optional[np.ndarray] = None, kinds: Sequence[str] = ()) -> HybridCandidates:
+        """The candidates of normalised ``queries`` (vectors through the cache): the linker's lists, and with
+        ``kinds`` (query-variant kinds, as its ``query_variants``) the variants' lists too, their vectors from
+        the cache; or the given ``variants`` with their ``variant_vectors``."""
+        queries = list(queries)
+        if kinds and not variants:
+            variants = [query_variants(q, kinds) for q in queries]
+            flat = [v for vs in variants for v in vs]
+            variant_vectors = self.vectors(flat) if flat else None
+        return gather(self.index, self.sparse, queries, self.vectors(queries), k=k, sparse_k=sparse_k,
                       variants=variants, variant_vectors=variant_vectors)
 
     def rank(self, found: HybridCandidates, weight: float, k: int, mode: str = "score") -> List[Ranking]:
@@ -92,9 +106,14 @@ class HybridSetup:
 
 
 def tune_weight(setup: HybridSetup, found: HybridCandidates, golds: Sequence[Gold],
-                grid: Sequence[float] = WEIGHT_GRID) -> Tuple[float, List[Dict[str, float]]]:
-    """``(best weight, [{"weight", "acc@1"}, ...])``: strict acc@1 of ``found`` under each weight."""
+                grid: Sequence[float] = WEIGHT_GRID, *, candidates: str = "score",
+                k: int = 10) -> Tuple[float, List[Dict[str, float]]]:
+    """``(best weight, [{"weight", "acc@1"}, ...])``: strict acc@1 of ``found`` under each weight, its top concept
+    picked as the linker with ``candidates`` and ``k`` picks it (``"interleave"``: among the ``k`` concepts of the
+    smallest round-robin slots, which no weight changes; ``"score"``: the best of all)."""
     weights = [check_weight(w) for w in grid]
+    if check_mode(candidates) == "interleave":
+        found = interleaved(found, k)
     ids = setup.kb.concept_ids
     table = []
     for weight, best in zip(weights, top1(found, weights)):
@@ -157,7 +176,8 @@ class SparseSystem(System):
 def hybrid_systems(settings: Dict[str, Any], kb: Any, dense: Any, train: Sequence[Any]) -> List[System]:
     """The ``[evaluate.systems] hybrid`` systems of a run: the sparse index alone and ``dense`` (a
     :class:`~.baselines.DenseEncoder`) + sparse, its weight ``sparse_weight`` or, with ``hybrid_tune``,
-    tuned on the run's ``train`` mentions (never on the evaluated ones)."""
+    tuned on the run's ``train`` mentions (never on the evaluated ones) at the system's own ``candidates``,
+    ``query_variants`` and depth (the run's largest k, which the system ranks at)."""
     sy = settings["systems"]
     setup = HybridSetup(dense.encoder, kb, cache_dir=settings["cache_dir"], batch_size=settings["batch_size"],
                         ngram_range=tuple(sy["sparse_ngrams"]), show_progress=settings["show_progress"])
@@ -173,18 +193,27 @@ def hybrid_systems(settings: Dict[str, Any], kb: Any, dense: Any, train: Sequenc
             raise ConfigError(Errors.E785.format(what="hybrid_tune is on but [evaluate.dataset] train has no "
                                                       "mention with a gold id in the KB",
                                                  fix="Give training files, or set hybrid_tune = false and a sparse_weight."))
-        found = setup.gather([q for q, _ in pairs], k=10, sparse_k=system.sparse_k)
-        system.weight, table = tune_weight(setup, found, [g for _, g in pairs])
-        system.tuned = {"on": "train mentions", "mentions": len(pairs), "grid": table}
+        depth = max(settings["ks"])
+        found = setup.gather([q for q, _ in pairs], k=depth, sparse_k=system.sparse_k, kinds=system.kinds)
+        system.weight, table = tune_weight(setup, found, [g for _, g in pairs], candidates=system.mode, k=depth)
+        system.tuned = {"on": "train mentions", "mentions": len(pairs), "candidates": system.mode,
+                        "query_variants": list(system.kinds), "k": depth, "grid": table}
     return [SparseSystem(setup, name=f"{sy['hybrid_name']}: sparse only"), system]
 
 
 def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[str]] = None,
-                 ngram_ranges: Sequence[Sequence[int]] = (DEFAULT_NGRAM_RANGE,), sparse_k: int = 20,
+                 ngram_ranges: Sequence[Sequence[int]] = (DEFAULT_NGRAM_RANGE,),
+                 sparse_k: int = DEFAULT_CONFIG["sparse_k"], k: int = LINKER_DEPTH,
+                 candidates: str = DEFAULT_CONFIG["candidates"],
+                 query_variants: Sequence[str] = tuple(DEFAULT_CONFIG["query_variants"]),
                  cache_dir: Any = None, batch_size: int = 128) -> Dict[str, Any]:
     """``tune-hybrid``: the ``sparse_weight`` (and n-gram range) with the best strict acc@1 on the annotated
-    mentions of ``path`` (normalised as the linker does), for ``encoder`` over ``kb``. Returns
-    ``{"best": {"sparse_weight", "ngram_range", "acc@1"}, "name_only_acc@1", "mentions", "grid"}``."""
+    mentions of ``path`` (normalised as the linker does), for ``encoder`` over ``kb``, ranked as the linker with
+    these ``sparse_k``, ``k`` (its candidate depth), ``candidates`` and ``query_variants`` ranks (defaults: the
+    linker's). Returns
+    ``{"best": {"sparse_weight", "ngram_range", "acc@1"}, "name_only_acc@1", "mentions", "sparse_k", "k",
+    "candidates", "query_variants", "grid"}``."""
+    kinds = check_tuner_settings(k, candidates, query_variants)
     pairs = [(normalize_name(m.text), resolve_gold(kb, m.ids)) for m in iter_mentions(read_dataset(path, types=types))
              if m.ids]
     pairs = [(q, g) for q, g in pairs if q and g.in_kb]
@@ -197,14 +226,34 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
     name_only = 0.0
     for ngrams in ngram_ranges:
         setup = HybridSetup(encoder, kb, cache_dir=cache_dir, batch_size=batch_size, ngram_range=tuple(ngrams))
-        weight, table = tune_weight(setup, setup.gather(queries, k=10, sparse_k=sparse_k), golds)
+        found = setup.gather(queries, k=k, sparse_k=sparse_k, kinds=kinds)
+        weight, table = tune_weight(setup, found, golds, candidates=candidates, k=k)
         name_only = table[0]["acc@1"] if table[0]["weight"] == 0 else name_only
         grid += [{**row, "ngram_range": list(ngrams)} for row in table]
         acc = max(row["acc@1"] for row in table)
         if not best or acc > best["acc@1"]:
             best = {"sparse_weight": weight, "ngram_range": list(ngrams), "acc@1": acc}
-    return {"best": best, "name_only_acc@1": name_only, "mentions": len(pairs), "sparse_k": sparse_k, "grid": grid}
+    return {"best": best, "name_only_acc@1": name_only, "mentions": len(pairs), "sparse_k": sparse_k, "k": k,
+            "candidates": candidates, "query_variants": kinds, "grid": grid}
+
+
+def check_tuner_settings(k: Any, candidates: Any, kinds: Any) -> List[str]:
+    """The query-variant ``kinds`` as a list when ``k``, ``candidates`` and ``kinds`` are values the linker takes,
+    else E785 naming tune-hybrid's option."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(Errors.E785.format(what=f"--k {k!r} is not a whole number >= 1",
+                                             fix="Give the linker's candidate depth: max(k, max_entities_per_mention)."))
+    if candidates not in CANDIDATE_MODES:
+        raise ConfigError(Errors.E785.format(what=f"--candidates {candidates!r} is not one of "
+                                                  f"{', '.join(CANDIDATE_MODES)}",
+                                             fix="Give the linker's candidates setting."))
+    kinds = list(kinds)
+    if any(kind not in KINDS for kind in kinds) or len(set(kinds)) != len(kinds):
+        raise ConfigError(Errors.E785.format(what=f"--query-variants {kinds!r} are not distinct kinds of "
+                                                  f"{', '.join(KINDS)}",
+                                             fix="Give the linker's query_variants, each kind once."))
+    return kinds
 
 
 __all__ = ["HybridSetup", "HybridSystem", "SparseSystem", "tune_weight", "hybrid_systems", "tune_on_file",
-           "WEIGHT_GRID"]
+           "check_tuner_settings", "WEIGHT_GRID", "LINKER_DEPTH"]

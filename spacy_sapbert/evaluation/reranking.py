@@ -98,7 +98,7 @@ def rerank_system(settings: Dict[str, Any], kb: Any, dense: Any, hybrid: Optiona
                             ngram_range=tuple(sy["sparse_ngrams"]), show_progress=settings["show_progress"])
         stage = IndexDense(setup, name=dense.name)
     reranker = RerankStage(sy["reranker"], device=str(sy["device"]))
-    reranker.check(kb, stage.encoder)
+    reranker.check(kb, stage.encoder, owner=f"the one of evaluate's system '{stage.name}'")
     return RerankSystem(stage, reranker, k=int(sy["reranker_k"]), margin=float(sy["reranker_margin"]),
                         dense_weight=float(sy["reranker_dense_weight"]), name=f"{stage.name} + {sy['reranker_name']}",
                         batch_size=settings["batch_size"])

@@ -125,12 +125,15 @@ def rerank(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: nu
     return out
 
 
-def check_compatible(meta: dict, *, kb_checksum: str, encoder_fingerprint: str, path: Optional[Any] = None) -> None:
-    """Refuse a re-ranker trained for another KB or another name encoder (E811, naming both)."""
+def check_compatible(meta: dict, *, kb_checksum: str, encoder_fingerprint: str, path: Optional[Any] = None,
+                     owner: str = "the linker's") -> None:
+    """Refuse a re-ranker trained for another KB or another name encoder (E811, naming both and ``owner``, whose
+    KB and encoder they are: ``"the linker's"``, or e.g. an evaluate system's)."""
     for what, theirs, ours in (("KB", meta.get("kb_checksum"), kb_checksum),
                                ("name encoder", meta.get("encoder_fingerprint"), encoder_fingerprint)):
         if theirs != ours:
-            raise IncompatibleError(Errors.E811.format(path=path or "<memory>", what=what, theirs=theirs, ours=ours))
+            raise IncompatibleError(Errors.E811.format(path=path or "<memory>", what=what, theirs=theirs, ours=ours,
+                                                       owner=owner))
 
 
 __all__ = ["DEFAULT_RERANK_K", "DEFAULT_RERANK_MARGIN", "DEFAULT_DENSE_WEIGHT", "rerank", "needs_rerank",

@@ -24,9 +24,11 @@ class RerankStage:
         self.meta = read_meta(self.folder)
         self.model = load_reranker(self.folder, device="cpu" if device == "auto" else device)
 
-    def check(self, kb: Any, encoder: Any) -> None:
-        """E811 when it was trained for another KB or another name encoder."""
-        check_compatible(self.meta, kb_checksum=kb.checksum, encoder_fingerprint=encoder.fingerprint, path=self.folder)
+    def check(self, kb: Any, encoder: Any, *, owner: str = "the linker's") -> None:
+        """E811 when it was trained for another KB or another name encoder than ``owner``'s (the message's words
+        for whose they are)."""
+        check_compatible(self.meta, kb_checksum=kb.checksum, encoder_fingerprint=encoder.fingerprint, path=self.folder,
+                         owner=owner)
 
     def apply(self, index: Any, texts: Sequence[str], vectors: numpy.ndarray, ranked: Sequence[Ranked], *, k: int,
               margin: float, dense_weight: float, batch_size: int) -> List[Ranked]:
