@@ -319,6 +319,9 @@ def test_hnsw_name_vectors_are_read_from_the_unchanged_file_bit_for_bit(clustere
     got = backend.vectors(rows)
     assert got.dtype == numpy.float32 and got.flags.writeable and numpy.array_equal(got, expected)
     assert backend.vectors(numpy.asarray([], dtype=numpy.int64)).shape == (0, DIM)
+    backend._hnsw = graph
+    with pytest.raises(RuntimeError):  # a row out of range: hnswlib's own error, never another row's vector
+        backend.vectors([6000])
     # the file changed since the load (new mtime): hnswlib's copy is the graph, read through get_items again
     calls = []
     backend._hnsw = _NoGetItems(graph, calls)

@@ -134,9 +134,10 @@ class HnswBackend:
         unchanged since loaded or saved (the same bytes, ~10x faster: :class:`~.hnsw_file.StoredVectors`),
         else from hnswlib."""
         stored = self._stored_vectors()
-        if stored is not None:
-            try:
-                return stored.read(numpy.asarray(rows, dtype=numpy.int64))
+        wanted = numpy.asarray(rows, dtype=numpy.int64)
+        if stored is not None and (not len(wanted) or (wanted.min() >= 0 and wanted.max() < stored.n)):
+            try:  # (a row out of range: hnswlib's error, as before)
+                return stored.read(wanted)
             except (OSError, MissingInputError):  # the file changed under us: hnswlib's copy is the graph
                 self._stored = (self._source, None)
         return numpy.asarray(self._hnsw.get_items(numpy.asarray(rows).tolist(), return_type="numpy"),
