@@ -18,12 +18,18 @@ names), composite mentions left out. Rows "margin m" re-rank only mentions whose
     python benchmarks/reranker_unseen.py [--sets ncbi bc5cdr] [--max-steps 250] [--pseudo-mentions 1000]
     python benchmarks/reranker_unseen.py --max-margin 0.2 --use ncbi=RUN/model bc5cdr=RUN/model   # no training
     python benchmarks/reranker_unseen.py --together --use ncbi=RUN/model --cache CACHE   # all levers at once
+    python benchmarks/reranker_unseen.py --speed --use ncbi=RUN/model --speed-kb KB --speed-index INDEX   # speed
 
 ``--together`` (results ``reranker_together``): the levers at once through ``spacy-sapbert evaluate``'s systems, on
 both sets: name-only; hybrid (the weight benchmarks/hybrid_unseen.py tuned on the train split, candidates
 interleave, sparse_k 64); hybrid + the NCBI re-ranker at the dense weight and margin tuned above (read from
 results/reranker_unseen.json); and both with all four query-variant kinds. Columns as above, in two groups:
 mentions as written, and with abbreviations resolved from the same document (the linker's default).
+
+``--speed`` (results ``reranker_speed``): mentions/s of name-only, hybrid and hybrid + the NCBI re-ranker at the
+linker's defaults through ``sapbert_linker`` on NCBI test (gold spans, an hnsw index built with ``build-index
+--sparse``), alternated in one process, with the index's stored vectors read from its file (today) and through
+hnswlib (before); a cProfile of where a hybrid + re-ranker pass spends its time.
 
 Work files (re-ranker runs, candidate logits) go to --output (default benchmarks/output/reranker_unseen/), name vectors
 to --cache; a rerun resumes unfinished training runs and reuses finished ones. ``--train-only`` stops after training.
@@ -380,6 +386,205 @@ def together(args: Any) -> None:
         "reported sets."])
 
 
+SPEED_SYSTEMS = ("name-only (dense)", "hybrid", "hybrid + re-ranker")
+# cProfile parts of one hybrid + re-ranker pass: (label, file fragment, function)
+SPEED_PARTS = (("cross-encoder forward (ONNX Runtime, int8)", "onnxruntime_inference_collection", "run"),
+               ("pair tokenisation", "rerank/model.py", "pair_inputs"),
+               ("nearest candidate names", "rerank/candidates.py", "nearest_names"),
+               ("hybrid candidates (sparse top-k + both scores of every candidate name)", "index/hybrid.py", "gather"),
+               ("  of which sparse top-k search", "index/sparse.py", "search"),
+               ("  of which sparse scores of the candidate names", "index/sparse.py", "pair_scores"),
+               ("  of which dense scores of the candidate names", "index/hybrid.py", "_dense_scores"),
+               ("query encoding (name encoder)", "encoding/cached.py", "encode"))
+
+
+def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Path, weight: float) -> Dict[str, Any]:
+    """The three linkers of ``--speed`` sharing one encoder and one index (loaded once): name-only, hybrid
+    (``sparse_weight`` = ``weight``, the other hybrid keys at their defaults) and hybrid + the re-ranker at the
+    linker's defaults (``reranker_k`` 16, margin 0.05, dense weight 30); abbreviations not resolved."""
+    import spacy
+
+    cfg = {"model": minilm_path(), "pooling": "mean", "max_length": 25, "resolve_abbreviations": False}
+    nlps = {}
+    for name, w in zip(SPEED_SYSTEMS, (0.0, weight, weight)):
+        nlp = spacy.blank("en")
+        linker = nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": w})
+        if name == SPEED_SYSTEMS[-1]:
+            linker.initialize(nlp=nlp, kb_path=str(kb_dir), index_path=str(index_dir), reranker_path=str(reranker),
+                              show_progress=False)
+        nlps[name] = nlp
+    loaded = nlps[SPEED_SYSTEMS[-1]].get_pipe("sapbert_linker")
+    for name in SPEED_SYSTEMS[:-1]:
+        nlps[name].get_pipe("sapbert_linker").set_resources(loaded.encoder, loaded.index, path=str(index_dir))
+    return nlps
+
+
+def speed_pass(nlp: Any, docs: Sequence[Tuple[str, List[Tuple[int, int]]]], file_reads: bool) -> Tuple[float, List[Any]]:
+    """Seconds of one ``linker.pipe`` over ``docs`` (gold spans set before the clock starts, the encoder's cache
+    emptied) and every mention's kb_ents. ``file_reads`` False: the index's stored vectors come from hnswlib's
+    ``get_items`` (what an index not read from a file does, and every hnsw index did before 2026-11-28)."""
+    import spacy
+
+    linker = nlp.get_pipe("sapbert_linker")
+    backend = linker.index._backend
+    backend._stored = None if file_reads else (backend._source, None)  # (source, None): hnswlib's copy
+    backend._stored_vectors()  # the file's reader made (its label map read) before the clock starts
+    linker.encoder.clear_cache()
+    made = []
+    for text, spans in docs:
+        doc = nlp.make_doc(text)
+        found = [doc.char_span(a, b, label="Disease", alignment_mode="expand") for a, b in spans]
+        doc.ents = spacy.util.filter_spans([span for span in found if span is not None])
+        made.append(doc)
+    started = time.perf_counter()
+    made = list(linker.pipe(made, batch_size=128))
+    seconds = time.perf_counter() - started
+    return seconds, [list(ent._.kb_ents) for doc in made for ent in doc.ents]
+
+
+def speed_profile(nlp: Any, docs: Sequence[Any]) -> List[List[Any]]:
+    """Seconds and share of one hybrid + re-ranker pass in each of :data:`SPEED_PARTS` (cProfile)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    total = speed_pass(nlp, docs, True)[0]
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # {(file, line, func): (cc, nc, tt, ct, callers)}
+    rows = []
+    for label, where, func in SPEED_PARTS:
+        seconds = max((ct for (file, _, name), (_, _, _, ct, _) in stats.items() if name == func and where in file),
+                      default=0.0)
+        rows.append([label, round(seconds, 2), round(100 * seconds / total, 1)])
+    return rows + [["the whole pass (profiled)", round(total, 2), 100.0]]
+
+
+def speed_batching(folder: Path, mentions: Sequence[str], names: Sequence[str], batch_size: int) -> List[List[Any]]:
+    """The re-ranker's int8 forward pass over one pass's (mention, name) pairs batched four ways (all but the first
+    change scores): seconds, padded tokens, the largest logit change against today's batching, and the distance to
+    the PyTorch float32 model's logits."""
+    import numpy
+
+    from spacy_sapbert.rerank.model import CrossEncoder, OnnxCrossEncoder, pair_inputs
+
+    enc = OnnxCrossEncoder(folder)
+    lengths = [len(ids) for ids in enc.tokenizer(list(mentions), list(names), truncation=True,
+                                                  max_length=enc.max_length)["input_ids"]]
+    pairs = list(zip(mentions, names))
+    first: Dict[Any, int] = {}
+    for i, pair in enumerate(pairs):
+        first.setdefault(pair, i)
+    by_chars = sorted(range(len(pairs)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
+    by_tokens = sorted(range(len(pairs)), key=lambda i: (lengths[i], i))
+    distinct = sorted(set(first.values()), key=lambda i: (lengths[i], i))
+    of_mention: Dict[str, List[int]] = {}
+    for i, mention in enumerate(mentions):
+        of_mention.setdefault(mention, []).append(i)
+    plans = {"today: sorted by characters, batches of batch_size": by_chars, "sorted by tokens": by_tokens,
+             "sorted by tokens, each distinct pair once": distinct, "one batch per mention (its k pairs)": None}
+    reference = CrossEncoder.from_disk(folder).score(mentions, names, batch_size=batch_size)
+    rows, today = [], None
+    for label, order in plans.items():
+        batches = list(of_mention.values()) if order is None else \
+            [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        logits, padded = numpy.zeros(len(pairs), numpy.float32), 0
+        started = time.perf_counter()
+        for chunk in batches:
+            feed = pair_inputs(enc.tokenizer, [mentions[i] for i in chunk], [names[i] for i in chunk],
+                               enc.max_length, enc.inputs, "np")
+            feed = {key: numpy.asarray(value, dtype=numpy.int64) for key, value in feed.items()}
+            padded += int(feed["input_ids"].size)
+            logits[chunk] = enc._session.run(None, feed)[0]
+        seconds = time.perf_counter() - started
+        if order is distinct:  # each pair's logit from its first copy
+            logits = logits[[first[pair] for pair in pairs]]
+        today = logits if today is None else today
+        rows.append([label, round(seconds, 2), padded, round(float(numpy.abs(logits - today).max()), 3),
+                     round(float(numpy.abs(logits - reference).mean()), 4),
+                     round(float(numpy.corrcoef(logits, reference)[0, 1]), 4)])
+    return rows
+
+
+def speed(args: Any) -> None:
+    """``--speed``: mentions/s of name-only, hybrid and hybrid + re-ranker through ``sapbert_linker`` on NCBI test
+    (gold spans), each with the index's stored vectors read from its file (today) and through hnswlib (before),
+    alternated in one process over ``--rounds`` rounds; medians, ratios to name-only; a cProfile of hybrid +
+    re-ranker; whether both reads give the same kb_ents."""
+    import json
+    import os
+    import statistics
+
+    from spacy_sapbert.mentions.datasets import read_pubtator
+
+    results = Path(__file__).resolve().parent / "results"
+    weight = float(json.loads((results / "hybrid_unseen.json").read_text(encoding="utf8"))["figures"]["NCBI-disease test"]["weight"])
+    given = dict(item.split("=", 1) for item in args.use)
+    reranker = Path(given.get("ncbi") or args.output / run_name("ncbi", args) / "model")
+    nlps = speed_pipelines(args.speed_kb, args.speed_index, reranker, weight)
+    docs = [(d.text, [(m.start, m.end) for m in d.mentions]) for d in read_pubtator(NCBI["test"])]
+    n = sum(len(spans) for _, spans in docs)
+    load = [os.getloadavg()[0]]
+    times: Dict[str, List[float]] = {f"{name}|{reads}": [] for name in SPEED_SYSTEMS for reads in ("file", "hnswlib")}
+    same: Dict[str, Any] = {}
+    for name in SPEED_SYSTEMS:  # warm-up, and the two reads' kb_ents side by side
+        lists = {reads: speed_pass(nlps[name], docs, reads == "file")[1] for reads in ("file", "hnswlib")}
+        ids_equal = [[c for c, _ in a] for a in lists["file"]] == [[c for c, _ in b] for b in lists["hnswlib"]]
+        worst = max((abs(x - y) for a, b in zip(lists["file"], lists["hnswlib"]) for (_, x), (_, y) in zip(a, b)),
+                    default=0.0)
+        same[name] = {"ids_equal": ids_equal, "max_score_diff": worst}
+    for r in range(args.rounds):
+        for name in SPEED_SYSTEMS:
+            for reads in (("file", "hnswlib") if r % 2 == 0 else ("hnswlib", "file")):
+                times[f"{name}|{reads}"].append(speed_pass(nlps[name], docs, reads == "file")[0])
+        load.append(os.getloadavg()[0])
+        print("round", r, {k: round(v[-1], 2) for k, v in times.items()}, "load", load[-1], flush=True)
+    rate = {k: n / statistics.median(v) for k, v in times.items()}
+    rows = []
+    for name in SPEED_SYSTEMS:
+        now, before = rate[f"{name}|file"], rate[f"{name}|hnswlib"]
+        rows.append([name, round(now, 1), round(now / rate[f"{SPEED_SYSTEMS[0]}|file"], 2), round(before, 1),
+                     round(before / rate[f"{SPEED_SYSTEMS[0]}|hnswlib"], 2), round(now / before, 2)])
+    model = nlps[SPEED_SYSTEMS[-1]].get_pipe("sapbert_linker").reranker.model
+    scored: Dict[str, Any] = {}
+    score = model.score
+    model.score = lambda m, n, batch_size=64: scored.update(m=list(m), n=list(n), b=batch_size) or score(
+        m, n, batch_size=batch_size)  # the profiled pass's pairs, for the batching table
+    profile = speed_profile(nlps[SPEED_SYSTEMS[-1]], docs)
+    model.score = score
+    batching = speed_batching(reranker, scored["m"], scored["n"], scored["b"])
+    load.append(os.getloadavg()[0])
+    tables = {"NCBI-disease test through sapbert_linker (gold spans, hnsw index): mentions/s, median of "
+              f"{args.rounds} rounds": table(["system", "mentions/s", "x name-only", "mentions/s, hnswlib reads (before)",
+                                              "x name-only (before)", "today / before"], rows),
+              "where one hybrid + re-ranker pass spends its time (cProfile, stored vectors read from the file)":
+                  table(["part", "seconds", "% of the pass"], profile),
+              f"the re-ranker's forward pass over those {len(scored['m']):,} pairs batched otherwise (changes scores)":
+                  table(["batching", "seconds", "padded tokens", "max |logit - today's|", "mean |logit - float32|",
+                         "correlation with float32"], batching)}
+    figures = {"mentions": n, "docs": len(docs), "rounds": args.rounds, "sparse_weight": weight,
+               "reranker": reranker.parent.name, "load_average_1min": load, "same_kb_ents": same,
+               "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()}}
+    print(json.dumps({"tables": tables, "figures": figures}, indent=1))
+    if not args.no_write:
+        write_results("reranker_speed", tables, figures=figures, notes=[
+            "sapbert_linker.pipe over the 100 NCBI-disease test abstracts with the gold spans set (960 mentions, "
+            "abbreviations not resolved), MEDIC 2012, the base all-MiniLM-L6-v2 (mean pooling) over an hnsw index "
+            f"with its sparse part (build-index --sparse); hybrid: sparse_weight {weight:g} (tuned on NCBI train, "
+            "results hybrid_unseen), sparse_k and candidates at their defaults; re-ranker: the NCBI one of "
+            "results reranker_unseen at the linker's defaults (reranker_k 16, margin 0.05, dense weight 30, int8 "
+            "ONNX Runtime). Every pass empties the encoder's cache; the rates are medians over the rounds, the six "
+            "passes of a round alternated; x name-only: over name-only read the same way.",
+            "hnswlib reads (before): the index's stored name vectors copied through hnswlib's get_items, as every "
+            "hnsw index did before 2026-11-28 (and an index never saved still does); today they are read from the "
+            "unchanged index file. figures.same_kb_ents: both give the same kb_ents (ids, scores).",
+            "Batching table: the int8 graph quantizes activations per batch, so a pair's logit depends on its "
+            "batch; float32 = the re-ranker's PyTorch model (safetensors) over the same pairs, batches of batch_size "
+            "sorted by characters.",
+            "Shared 2-core machine: figures.load_average_1min (before, after each round, at the end); compare "
+            "ratios within this run only."])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", choices=sorted(SETS), default=["ncbi", "bc5cdr"])
@@ -398,12 +603,24 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=OUTPUT / "reranker_unseen")
     parser.add_argument("--cache", type=Path, default=None, help="name-vector cache folder (default: under --output)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--speed", action="store_true",
+                        help="mentions/s of name-only, hybrid and hybrid + the NCBI re-ranker through the linker on "
+                             "NCBI test (results reranker_speed); needs --speed-kb and --speed-index")
+    parser.add_argument("--speed-kb", type=Path, default=None, help="--speed: the MEDIC KB folder (build-kb)")
+    parser.add_argument("--speed-index", type=Path, default=None,
+                        help="--speed: its index folder with the sparse part (build-index --sparse)")
+    parser.add_argument("--rounds", type=int, default=5, help="--speed: timed rounds")
     parser.add_argument("--together", action="store_true",
                         help="the levers together through evaluate (results reranker_together): the NCBI re-ranker "
                              "(--use ncbi=FOLDER, else this script's NCBI run) on both sets")
     args = parser.parse_args()
     if args.together:
         together(args)
+        return
+    if args.speed:
+        if args.speed_kb is None or args.speed_index is None:
+            parser.error("--speed needs --speed-kb and --speed-index")
+        speed(args)
         return
 
     import torch

@@ -353,3 +353,68 @@ def test_every_index_kind_searches_without_torch(clustered, tmp_path):
         assert got[kind] == [[c for c, _ in found] for found in index.search(queries, k=5)]
         assert got[kind + " T1"] == [[c for c, _ in found] for found in index.search(queries, k=5, semantic_types=["T1"])]
         assert all(len(found) == 5 for found in got[kind + " T1"])
+
+
+class _NoGetItems:
+    """An hnswlib graph whose ``get_items`` fails: what reads the stored vectors without hnswlib's copy."""
+
+    def __init__(self, hnsw, calls=None):
+        self._hnsw, self.calls = hnsw, calls
+
+    def __getattr__(self, name):
+        if name == "get_items":
+            if self.calls is None:
+                raise AssertionError("read through hnswlib's get_items")
+            self.calls.append(1)
+        return getattr(self._hnsw, name)
+
+
+def _permuted_hnsw(clustered, tmp_path):
+    """A saved hnswlib graph whose element order is not its label order (as a multi-threaded build leaves it)."""
+    import hnswlib
+
+    from spacy_sapbert.index.backends import HnswBackend
+
+    _, vectors, _ = clustered
+    perm = numpy.random.default_rng(3).permutation(len(vectors))
+    hnsw = hnswlib.Index(space="ip", dim=DIM)
+    hnsw.init_index(max_elements=len(vectors), ef_construction=40, M=8, random_seed=1)
+    hnsw.add_items(vectors[perm], perm, num_threads=1)
+    (tmp_path / "p").mkdir()
+    hnsw.save_index(str(tmp_path / "p" / "names.hnsw"))
+    return HnswBackend.load(tmp_path / "p", {"n_names": len(vectors), "dim": DIM}), vectors
+
+
+def test_hnsw_name_vectors_are_read_from_the_unchanged_file_bit_for_bit(clustered, tmp_path):
+    import os
+
+    backend, vectors = _permuted_hnsw(clustered, tmp_path)
+    rows = [5, 0, 5999, 17, 17, 3000]
+    expected = numpy.asarray(backend._hnsw.get_items(rows, return_type="numpy"), dtype=numpy.float32)
+    assert numpy.array_equal(expected, vectors[rows])
+    graph = backend._hnsw
+    backend._hnsw = _NoGetItems(graph)  # the file, not hnswlib's per-row copy
+    got = backend.vectors(rows)
+    assert got.dtype == numpy.float32 and got.flags.writeable and numpy.array_equal(got, expected)
+    assert backend.vectors(numpy.asarray([], dtype=numpy.int64)).shape == (0, DIM)
+    backend._hnsw = graph
+    with pytest.raises(RuntimeError):  # a row out of range: hnswlib's own error, never another row's vector
+        backend.vectors([6000])
+    # the file changed since the load (new mtime): hnswlib's copy is the graph, read through get_items again
+    calls = []
+    backend._hnsw = _NoGetItems(graph, calls)
+    os.utime(tmp_path / "p" / "names.hnsw", ns=(1, 1))
+    assert numpy.array_equal(backend.vectors(rows), expected) and calls == [1]
+
+
+def test_hnsw_name_vectors_of_a_graph_never_saved_come_from_hnswlib(clustered, tmp_path):
+    kb, vectors, _ = clustered
+    index = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="hnsw", show_progress=False)
+    calls = []
+    index._backend._hnsw = _NoGetItems(index._backend._hnsw, calls)
+    assert numpy.array_equal(index.name_vectors([3, 1]), vectors[[3, 1]]) and calls == [1]
+    index.to_disk(tmp_path / "h")  # saved: the file now holds the graph
+    assert numpy.array_equal(index.name_vectors([3, 1]), vectors[[3, 1]]) and calls == [1]
+    back = ConceptIndex.from_disk(tmp_path / "h", kb)
+    back._backend._hnsw = _NoGetItems(back._backend._hnsw)
+    assert numpy.array_equal(back.name_vectors(list(range(0, 6000, 7))), vectors[list(range(0, 6000, 7))])

@@ -240,6 +240,38 @@ def test_rerank_reorders_close_calls_only_with_probabilities(linker_parts):
             rerank(fake, index, mentions, vectors, ranked, **{"k": 3, "margin": 1.0, **bad})
 
 
+def test_nearest_names_reads_the_stored_vectors_once_per_group_with_the_same_answers(linker_parts, monkeypatch):
+    from spacy_sapbert.rerank import nearest_names
+
+    kb, index, encoder = linker_parts
+    mentions = ["cancer of the breast", "flu", "heart infarct", "fever", "mitral valve"]
+    vectors = encoder.encode(mentions)
+    candidates = [["D004", "D001", "D003"], ["D003", "D005"], ["D001", "D002", "D004", "D005"], ["D005"],
+                  ["D002", "D001"]]
+    exclude = [-1, kb.row_of_name("flu"), -1, -1, -1]
+    reads = []
+    real = index.name_vectors
+    monkeypatch.setattr(index, "name_vectors", lambda rows: reads.append(list(rows)) or real(rows))
+
+    def expected(q, skip=None):  # each concept's row with the best vector . query, ties to the lower row
+        out = []
+        for cid in candidates[q]:
+            rows = [r for r in kb.rows_of_concept(cid) if r != (exclude[q] if skip is None else skip)]
+            sims = real(rows) @ vectors[q]
+            out.append(kb.names[max(zip(sims.tolist(), [-r for r in rows]))[1] * -1] if rows else None)
+        return out
+
+    want = [expected(q) for q in range(len(mentions))]
+    reads.clear()
+    assert nearest_names(index, vectors, candidates, exclude_rows=exclude) == want
+    assert len(reads) == 1  # every query's rows in one read
+    reads.clear()
+    assert nearest_names(index, vectors, candidates, exclude_rows=exclude, rows_per_read=4) == want
+    one_query = max(len({r for cid in cids for r in kb.rows_of_concept(cid)}) for cids in candidates)
+    assert len(reads) > 1 and max(len(r) for r in reads) <= max(4, one_query)
+    assert nearest_names(index, vectors[:2], [[], candidates[1]]) == [[], expected(1, skip=-1)]
+
+
 def test_dense_weight_adds_the_name_score_to_the_logit(linker_parts):
     from spacy_sapbert.rerank import rerank
 

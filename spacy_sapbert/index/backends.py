@@ -23,7 +23,7 @@ from ..base.util import atomic_write
 from ..errors import Errors, MissingInputError
 from .files import link_or_copy
 from .graph_search import exact_topk, masked_search
-from .hnsw_file import check_hnsw_file
+from .hnsw_file import StoredVectors, check_hnsw_file
 from .settings import HNSW_EF_SEARCH
 from .threads import search_threads
 
@@ -82,6 +82,7 @@ class HnswBackend:
         if source is not None:
             self._remember(source)
         self.reused_files = False
+        self._stored: Optional[Tuple[Any, Optional[StoredVectors]]] = None  # (source it was read from, reader)
 
     def _remember(self, path: Path) -> None:
         st = path.stat()
@@ -123,9 +124,31 @@ class HnswBackend:
         return rows, scores
 
     def vectors(self, rows: Any) -> numpy.ndarray:
-        """float32 copies of ``rows`` (a list or an int array: hnswlib takes a list)."""
+        """float32 copies of ``rows`` (a list or an int array): read from the graph's file while it is
+        unchanged since loaded or saved (the same bytes, ~10x faster: :class:`~.hnsw_file.StoredVectors`),
+        else from hnswlib."""
+        stored = self._stored_vectors()
+        wanted = numpy.asarray(rows, dtype=numpy.int64)
+        if stored is not None and (not len(wanted) or (wanted.min() >= 0 and wanted.max() < stored.n)):
+            try:  # (a row out of range: hnswlib's error, as before)
+                return stored.read(wanted)
+            except (OSError, MissingInputError):  # the file changed under us: hnswlib's copy is the graph
+                self._stored = (self._source, None)
         return numpy.asarray(self._hnsw.get_items(numpy.asarray(rows).tolist(), return_type="numpy"),
                              dtype=numpy.float32)
+
+    def _stored_vectors(self) -> Optional[StoredVectors]:
+        """The reader of the source file when it still holds this graph (size and mtime), else None."""
+        if not self._source_unchanged():
+            return None
+        if self._stored is None or self._stored[0] != self._source:
+            try:
+                reader: Optional[StoredVectors] = StoredVectors(self._source[0], n=self._hnsw.get_current_count(),
+                                                                dim=self._hnsw.dim)  # type: ignore[index]
+            except (OSError, MissingInputError):
+                reader = None
+            self._stored = (self._source, reader)
+        return self._stored[1]
 
     def save(self, folder: Path) -> List[str]:
         """Write ``names.hnsw``; a graph loaded from (or saved to) a file that is unchanged since (same
