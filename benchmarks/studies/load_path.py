@@ -19,6 +19,9 @@ adjacent processes, so that the load of the shared machine falls on all of them 
 - ``overlap``: warm ``spacy.load`` as the linker loads today (the KB and index opened in a second thread while the
   encoder loads) against the same load with that thread's work run first in the calling thread (as before
   2026-11-28), alternated in one process; and whether both give the same ``kb_ents`` over the test documents.
+- ``batch``: one linking pass over the test documents' gold spans (the encoder's cache emptied before each) at
+  linker ``batch_size`` 16, 32, 64 and 128, alternated in one process (the order flips every round), with the
+  runtime ``--runtime`` (auto: ONNX Runtime; torch).
 - ``hnsw``: seconds of ``check_hnsw_file`` and of hnswlib's ``load_index`` on the index file, this checkout
   against ``--baseline``, alternated.
 
@@ -27,6 +30,7 @@ adjacent processes, so that the load of the shared machine falls on all of them 
     python benchmarks/studies/load_path.py ef --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py pipeline --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path
     python benchmarks/studies/load_path.py overlap --pipeline WORK/link_ncbi/nlp_sapbert --rounds 10
+    python benchmarks/studies/load_path.py batch --pipeline WORK/link_ncbi/nlp_sapbert --rounds 7 --runtime torch
     python benchmarks/studies/load_path.py hnsw --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
 """
 from __future__ import annotations
@@ -379,8 +383,31 @@ def part_overlap(pipeline: Path, rounds: int) -> Dict[str, Any]:
                     ents[name] = [[(e.kb_id_, e._.kb_ents) for e in d.ents] for d in nlp.pipe(texts[:20])]
     finally:
         storage.ThreadPoolExecutor = ways["overlapped (today)"]
-    return {name: {"warm_load_s": round(statistics.median(loads[name]), 3), "warm_load_min_s": round(min(loads[name]), 3)}
-            for name in ways} | {"same_kb_ents": ents["overlapped (today)"] == ents["one after the other"]}
+    return {name: {"warm_load_s": round(statistics.median(loads[name]), 3),
+                   "warm_load_min_s": round(min(loads[name]), 3)} for name in ways} | {"same_kb_ents": ents["overlapped (today)"] == ents["one after the other"]}
+
+
+def part_batch(pipeline: Path, rounds: int, runtime: str) -> Dict[str, Any]:
+    """Seconds of one linking pass (median, min) at each encoder batch size, alternated in this process."""
+    import spacy
+
+    texts = _gold_spans(pipeline)
+    nlp = spacy.load(pipeline, config={"components": {"sapbert_linker": {"runtime": runtime}}})
+    nlp.add_pipe("load_path_gold_spans", first=True)
+    linker = nlp.get_pipe("sapbert_linker")
+    sizes = [16, 32, 64, 128]
+    list(nlp.pipe(texts, batch_size=128))
+    passes: Dict[int, List[float]] = {size: [] for size in sizes}
+    for r in range(rounds):
+        for size in (sizes if r % 2 else list(reversed(sizes))):
+            linker.cfg["batch_size"] = size
+            linker.encoder.clear_cache()
+            t0 = time.perf_counter()
+            list(nlp.pipe(texts, batch_size=128))
+            passes[size].append(time.perf_counter() - t0)
+    return {"runtime": type(linker.encoder).__name__,
+            **{f"batch_size {size}": {"link_s": round(statistics.median(v), 3), "link_min_s": round(min(v), 3)}
+               for size, v in passes.items()}}
 
 
 def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[str, Any]:
@@ -400,13 +427,14 @@ def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap",
+    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap", "batch",
                                          "onnx-worker", "kb-worker", "hnsw-worker"])
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
     parser.add_argument("--pipeline", type=Path, default=WORK / "nlp_sapbert")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variant", default="all (ORT defaults)")
+    parser.add_argument("--runtime", default="auto", choices=["auto", "torch"], help="batch: the encoder's runtime")
     parser.add_argument("--graph", default="")
     parser.add_argument("--out", type=Path, default=WORK / "load_path", help="onnx: where its graphs and vectors go")
     parser.add_argument("--code", default="", help="the checkout a kb or hnsw worker runs")
@@ -423,6 +451,7 @@ def main() -> None:
                part_ef(args.pipeline, args.rounds, args.ef) if args.part == "ef" else
                part_pipeline(args.pipeline, args.rounds, args.out) if args.part == "pipeline" else
                part_overlap(args.pipeline, args.rounds) if args.part == "overlap" else
+               part_batch(args.pipeline, args.rounds, args.runtime) if args.part == "batch" else
                _alternate(args.part, args.pipeline, args.rounds, args.baseline))
     result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
               "load_average_after": [round(x, 2) for x in os.getloadavg()]}

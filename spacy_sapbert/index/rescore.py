@@ -192,4 +192,5 @@ class Rescorer:
         return scores
 
 
-__all__ = ["candidate_scores", "candidate_scores_numpy", "torch_rows", "PageIn", "MappedBudget", "Rescorer", "mapped_budget_bytes", "MAPPED_ENV"]
+__all__ = ["candidate_scores", "candidate_scores_numpy", "torch_rows", "PageIn", "MappedBudget", "Rescorer",
+           "mapped_budget_bytes", "MAPPED_ENV"]

@@ -79,7 +79,7 @@ class LinkerSettings:
     model: str = DEFAULT_MODEL
     pooling: str = "auto"  # cls | mean | auto: what the model folder declares, else cls
     max_length: int = MAX_LENGTH
-    batch_size: int = 128
+    batch_size: int = 64  # a linking pass 17-19 % faster than at 128 (load_path.py batch; docs/footprint.md)
     device: str = "auto"
     precision: str = "auto"
     runtime: str = "auto"
