@@ -385,8 +385,12 @@ def _permuted_hnsw(clustered, tmp_path):
     return HnswBackend.load(tmp_path / "p", {"n_names": len(vectors), "dim": DIM}), vectors
 
 
-def test_hnsw_name_vectors_are_read_from_the_unchanged_file_bit_for_bit(clustered, tmp_path):
+def test_hnsw_name_vectors_are_read_from_the_unchanged_file_bit_for_bit(clustered, tmp_path, monkeypatch):
     import os
+
+    from spacy_sapbert.index import backends
+
+    monkeypatch.setattr(backends, "STORED_READ_MIN_ROWS", 1)
 
     backend, vectors = _permuted_hnsw(clustered, tmp_path)
     rows = [5, 0, 5999, 17, 17, 3000]
@@ -407,7 +411,24 @@ def test_hnsw_name_vectors_are_read_from_the_unchanged_file_bit_for_bit(clustere
     assert numpy.array_equal(backend.vectors(rows), expected) and calls == [1]
 
 
-def test_hnsw_name_vectors_of_a_graph_never_saved_come_from_hnswlib(clustered, tmp_path):
+def test_a_few_rows_come_from_hnswlib_until_a_large_request_makes_the_file_reader(clustered, tmp_path):
+    from spacy_sapbert.index.backends import STORED_READ_MIN_ROWS
+
+    backend, vectors = _permuted_hnsw(clustered, tmp_path)
+    calls = []
+    graph, backend._hnsw = backend._hnsw, _NoGetItems(backend._hnsw, calls)
+    few = [3, 1]
+    assert numpy.array_equal(backend.vectors(few), vectors[few]) and calls == [1] and backend._stored is None
+    many = list(range(STORED_READ_MIN_ROWS))
+    assert numpy.array_equal(backend.vectors(many), vectors[many]) and calls == [1]  # the file's bytes
+    assert numpy.array_equal(backend.vectors(few), vectors[few]) and calls == [1]  # the reader, once made, serves all
+    backend._hnsw = graph
+
+
+def test_hnsw_name_vectors_of_a_graph_never_saved_come_from_hnswlib(clustered, tmp_path, monkeypatch):
+    from spacy_sapbert.index import backends
+
+    monkeypatch.setattr(backends, "STORED_READ_MIN_ROWS", 1)
     kb, vectors, _ = clustered
     index = ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="hnsw", show_progress=False)
     calls = []
