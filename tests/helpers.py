@@ -68,6 +68,18 @@ def linker_nlp(model: Union[str, Path], kb_path: Union[str, Path], *, index_path
     return nlp
 
 
+def whole_doc_evidence(nlp: Language, texts: Iterable[str]) -> list:
+    """The linker's ``evidence`` for each text linked as one span covering the whole doc (label Disease)."""
+    from spacy.tokens import Span
+
+    docs = []
+    for text in texts:
+        doc = nlp.make_doc(text)
+        doc.ents = [Span(doc, 0, len(doc), label="Disease")]
+        docs.append(doc)
+    return nlp.get_pipe("sapbert_linker").evidence(docs)
+
+
 def unit_rows(rows) -> numpy.ndarray:
     """``rows`` as float32, each row divided by its length."""
     arr = numpy.asarray(rows, dtype=numpy.float32)

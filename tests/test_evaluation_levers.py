@@ -4,10 +4,9 @@ reranker_k, reranker_margin, reranker_dense_weight): checked like the linker che
 from __future__ import annotations
 
 import pytest
-from spacy.tokens import Span
 from thinc.api import Config
 
-from helpers import linker_nlp
+from helpers import linker_nlp, whole_doc_evidence
 
 from spacy_sapbert.errors import ConfigError, IncompatibleError
 from spacy_sapbert.evaluation.baselines import Dictionary
@@ -36,12 +35,7 @@ def _systems(settings):
 
 def _linker_lists(nlp, texts, k):
     """The linker's candidates (concept ids and raw scores, best first) of each text as a whole-doc span."""
-    docs = []
-    for text in texts:
-        doc = nlp.make_doc(text)
-        doc.ents = [Span(doc, 0, len(doc), label="Disease")]
-        docs.append(doc)
-    found = nlp.get_pipe("sapbert_linker").evidence(docs)
+    found = whole_doc_evidence(nlp, texts)
     return [[(c, s) for c, s in per_doc[0][1].candidates[:k]] for per_doc in found]
 
 

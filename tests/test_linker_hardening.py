@@ -127,6 +127,15 @@ def _links(doc):
     return [(e.text, e.kb_id_, e._.kb_ents) for e in doc.ents]
 
 
+def _same_links(got, want):
+    """The same entities, ids and candidate order, scores within 1e-6: what docs/scale-out.md promises between
+    other batch compositions (a mention's vector and its products move in their last float bits)."""
+    assert len(got) == len(want)
+    for (text, kb_id, ents), (text2, kb_id2, ents2) in zip(got, want):
+        assert (text, kb_id, [c for c, _ in ents]) == (text2, kb_id2, [c for c, _ in ents2])
+        assert all(abs(a - b) <= 1.01e-6 for (_, a), (_, b) in zip(ents, ents2))
+
+
 def test_spans_without_letter_or_digit_get_no_links(nlp, tiny_bert_path, toy_kb_path, every_token_ents):
     got = {text: (kb_id, ents) for text, kb_id, ents in _links(nlp(TEXTS[0])) + _links(nlp(TEXTS[1]))}
     for garbage in (".", "😀", "\u200b"):
@@ -177,7 +186,8 @@ def test_kb_ents_are_tuples_after_call_pipe_n_process_and_docbin(nlp, scispacy_s
     store = DocBin(store_user_data=True, docs=[nlp(text) for text in TEXTS])
     restored = list(DocBin().from_bytes(store.to_bytes()).get_docs(nlp.vocab))
     _assert_tuples(restored)
-    assert [_links(doc) for doc in restored] == single[:2]
+    for doc, want in zip(restored, single[:2]):  # linked one doc at a time, not in pipe's batches of two
+        _same_links(_links(doc), want)
     ent = restored[0].ents[0]
     ent._.kb_ents = [["X1", 1]]  # set as lists: read back as tuples
     assert ent._.kb_ents == [("X1", 1.0)] and type(ent._.kb_ents[0]) is tuple

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from spacy.tokens import Span
 from thinc.api import Config
 from typer.testing import CliRunner
 
-from helpers import linker_nlp
+from helpers import linker_nlp, whole_doc_evidence
 
 from spacy_sapbert.cli import app
 from spacy_sapbert.errors import ConfigError
@@ -48,12 +47,7 @@ def _tune(tiny_bert_path, kb_dir, dev, out, *options):
 
 def _linker_acc(nlp, golds):
     """Strict acc@1 of the linker's top concept, each text a whole-doc span."""
-    docs = []
-    for text in golds:
-        doc = nlp.make_doc(text)
-        doc.ents = [Span(doc, 0, len(doc), label="Disease")]
-        docs.append(doc)
-    found = nlp.get_pipe("sapbert_linker").evidence(docs)
+    found = whole_doc_evidence(nlp, golds)
     tops = [per_doc[0][1].candidates[0][0] if per_doc[0][1].candidates else None for per_doc in found]
     return sum(top == gold for top, gold in zip(tops, golds.values())) / len(golds)
 
