@@ -288,7 +288,7 @@ def test_exact_topk_equals_a_full_sort_with_ties_by_row_and_masks():
     mask = numpy.ones(len(X), dtype=bool)
     mask[::3] = False
     for row_mask in (None, mask):
-        for k in (1, 10, 30, 40):  # 40: a whole-row partial sort (500 rows <= 16 k), the others cut first
+        for k in (1, 10, 30, 40):  # 40: cut at the k-th best itself (500 rows <= 16 k), the others at a sample first
             rows, scores = exact_topk(X, Q, k, row_mask)
             sims = Q @ X.T
             if row_mask is not None:

@@ -44,54 +44,37 @@ def exact_topk(X: numpy.ndarray, vectors: numpy.ndarray, k: int, row_mask: Optio
 
 
 def _best_of(sims: numpy.ndarray, k: int) -> Result:
-    """The ``k`` best columns of each row of ``sims`` by (-score, column), as a full sort would give them.
-
-    numpy's partial sort runs on one core and costs more than the product itself at tens of thousands of names,
-    so a row is first cut at a threshold: the ``m``-th best of every ``stride``-th column, ``m`` about three times
-    the ``k`` such a sample holds on average. Every column at or above it is kept (ties at the ``k``-th score
-    included) and only those are sorted; a row left with fewer than ``k`` (or a threshold of -inf: masked rows)
-    takes :func:`_partition_best`."""
+    """The ``k`` best columns of each row of ``sims`` by (-score, column), as a full sort would give them: each row is
+    cut at a score at or below its ``k``-th best, and only the columns at or above the cut (ties at the ``k``-th
+    score included) are sorted. numpy's partial sort of whole rows runs on one core and costs more than the product
+    itself at tens of thousands of names, so the cut is first taken from a sample: the ``m``-th best of every
+    ``stride``-th column, ``m`` about three times the ``k`` the sample holds on average. A row that keeps fewer
+    than ``k`` columns (or whose cut is -inf: masked rows) is cut at its ``k``-th best itself."""
     n_q, n = sims.shape
-    if k == 0 or n <= 16 * k:
-        return _partition_best(sims, k)
-    stride = max(1, n // (32 * k))
-    sample = sims[:, ::stride]
-    m = min(sample.shape[1], 3 * (k // stride + 1))
-    cut = numpy.partition(sample, sample.shape[1] - m, axis=1)[:, sample.shape[1] - m]
-    hit = sims >= cut[:, None]
-    ok = numpy.flatnonzero(numpy.isfinite(cut) & (hit.sum(axis=1) >= k))
     rows = numpy.full((n_q, k), -1, dtype=numpy.int64)
     scores = numpy.full((n_q, k), -numpy.inf, dtype=numpy.float32)
-    if len(ok):
-        r, c = numpy.nonzero(hit[ok])
-        q = ok[r]
-        s = sims[q, c]
-        order = numpy.lexsort((c, -s.astype(numpy.float64), r))
-        r, c, s = r[order], c[order], s[order]
-        rank = numpy.arange(len(r)) - numpy.searchsorted(r, numpy.arange(len(ok)))[r]
-        keep = rank < k
-        rows[ok[r[keep]], rank[keep]] = c[keep]
-        scores[ok[r[keep]], rank[keep]] = s[keep]
-    rest = numpy.setdiff1d(numpy.arange(n_q), ok)
-    if len(rest):
-        rows[rest], scores[rest] = _partition_best(sims[rest], k)
-    return rows, scores
-
-
-def _partition_best(sims: numpy.ndarray, k: int) -> Result:
-    """:func:`_best_of` by a partial sort of whole rows; the rare rows whose cut falls inside a tie take the lowest
-    columns among the tied (what a full sort would give)."""
-    if k < sims.shape[1]:
-        part = numpy.argpartition(-sims, k - 1, axis=1)[:, :k]
-    else:
-        part = numpy.broadcast_to(numpy.arange(sims.shape[1]), sims.shape)
-    part_s = numpy.take_along_axis(sims, part, 1)
-    rows, scores = top_k(part, part_s, k)
-    kth = part_s.min(axis=1) if k else numpy.full(len(sims), -numpy.inf, dtype=numpy.float32)
-    tied = numpy.flatnonzero(numpy.isfinite(kth) & ((sims >= kth[:, None]).sum(axis=1) > k))
-    for i in tied.tolist():
-        cols = numpy.flatnonzero(sims[i] >= kth[i])
-        rows[i], scores[i] = top_k(cols[None, :], sims[i, cols][None, :], k)
+    if k == 0 or n_q == 0:
+        return rows, scores
+    cut = numpy.full(n_q, -numpy.inf, dtype=numpy.float32)
+    if n > 16 * k:
+        stride = max(1, n // (32 * k))
+        sample = sims[:, ::stride]
+        m = min(sample.shape[1], 3 * (k // stride + 1))
+        cut = numpy.partition(sample, sample.shape[1] - m, axis=1)[:, sample.shape[1] - m]
+    hit = sims >= cut[:, None]
+    short = ~numpy.isfinite(cut) | (hit.sum(axis=1) < k)
+    if short.any():
+        cut[short] = numpy.partition(sims[short], n - k, axis=1)[:, n - k]
+        hit[short] = sims[short] >= cut[short, None]
+    r, c = numpy.nonzero(hit)
+    s = sims[r, c]
+    order = numpy.lexsort((c, -s.astype(numpy.float64), r))
+    r, c, s = r[order], c[order], s[order]
+    rank = numpy.arange(len(r)) - numpy.searchsorted(r, numpy.arange(n_q))[r]
+    keep = rank < k
+    rows[r[keep], rank[keep]] = c[keep]
+    scores[r[keep], rank[keep]] = s[keep]
+    rows[~numpy.isfinite(scores)] = -1
     return rows, scores
 
 
