@@ -375,8 +375,8 @@ def together(args: Any) -> None:
         "mentions between classes (figures.<set>.runs.<group>.counts); composite mentions left out; mentions "
         "whose gold id is not in MEDIC stay in, as misses (counts.gold_not_in_kb).",
         "Two column groups: mentions as written (input.resolve_abbreviations = false) and with abbreviations "
-        "resolved from the same document (scispaCy's detector, the linker's default); the abbreviation detection "
-        "is outside every system's timing.",
+        "resolved from the same document (the linker's default: scispaCy's detector with its additions, "
+        "spacy_sapbert/mentions/abbreviations.py); the abbreviation detection is outside every system's timing.",
         "recall@k: the candidate stage (a re-ranker's rows show its stage's; it re-orders the top 16 only). "
         "x name-only: a system's linking mentions/s (everything it encodes or scores, encoder caches emptied) over "
         "name-only's in the same evaluate run, k = 64 (noisy on the shared 2 cores; figures.runs has the rates).",

@@ -116,7 +116,7 @@ def test_abbreviation_inside_a_longer_mention(nlp):
     from spacy_sapbert.mentions.abbreviations import mention_text as _mention_text
 
     long_forms = nlp.get_pipe("sapbert_linker")._long_forms(doc)
-    assert _mention_text(doc.ents[0], long_forms) == "Acute Heart attack "
+    assert _mention_text(doc.ents[0], long_forms) == "Acute Heart attack"
 
 
 def test_spans_key_links_a_span_group(tiny_bert_path, toy_kb_path):

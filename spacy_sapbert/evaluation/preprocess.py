@@ -5,19 +5,20 @@
   the KB's names stay lowercase, so only case-insensitive systems are unaffected.
 - ``fold_punctuation``: every punctuation character becomes a space, then whitespace is folded; it is
   applied to mentions *and* dictionary names (as BioSyn / SapBERT preprocessing does).
-- ``resolve_abbreviations``: scispaCy's ``AbbreviationDetector`` runs on each document's text; a
-  short form inside a mention is replaced by its long form (``"WD"`` → ``"wilson disease"``).
+- ``resolve_abbreviations``: the definitions each document's text makes, found as the linker finds them
+  (scispaCy's detector and its additions: :mod:`spacy_sapbert.mentions.abbreviations`); a short form inside a
+  mention is replaced by its long form (``"WD"`` → ``"wilson disease"``).
 """
 from __future__ import annotations
 
 import re
 import unicodedata
-import warnings
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from ..kb.concept import normalize_name
 from ..base.util import get_logger
+from ..mentions.abbreviations import definitions, make_detector
 from ..mentions.datasets import Document
 
 logger = get_logger("evaluation.preprocess")
@@ -66,21 +67,18 @@ def make_preprocessor(*, lowercase: bool = True, fold_punctuation: bool = False)
 
 
 def abbreviation_map(docs: Sequence[Document], *, batch_size: int = 32) -> Dict[str, Dict[str, str]]:
-    """``{doc_id: {short_form: long_form}}`` from scispaCy's detector on each document's text."""
+    """``{doc_id: {short_form: long_form}}``: the definitions each document's text makes, found as the linker's
+    ``resolve_abbreviations`` finds them (:func:`spacy_sapbert.mentions.abbreviations.definitions`)."""
     import spacy
-    from scispacy.abbreviation import AbbreviationDetector  # noqa: F401  (registers the factory)
 
     nlp = spacy.blank("en")
-    nlp.add_pipe("abbreviation_detector")
+    detector = make_detector(nlp.vocab)
     texts = [(d.text, d.doc_id) for d in docs if d.text]
     out: Dict[str, Dict[str, str]] = {}
-    with warnings.catch_warnings():
-        # scispaCy's detector keeps an empty global matcher: spaCy's W036 says so on every doc
-        warnings.filterwarnings("ignore", message=r"\[W036\]", category=UserWarning)
-        for doc, doc_id in nlp.pipe(texts, as_tuples=True, batch_size=batch_size):
-            pairs = out.setdefault(doc_id, {})
-            for short in doc._.abbreviations:
-                pairs.setdefault(short.text, short._.long_form.text)
+    for doc, doc_id in nlp.pipe(texts, as_tuples=True, batch_size=batch_size):
+        pairs = out.setdefault(doc_id, {})
+        for short, long_text in definitions(doc, lambda: detector):
+            pairs.setdefault(short.text, long_text)
     return out
 
 
