@@ -4,12 +4,13 @@ The linker: ``sapbert_linker`` with the offline all-MiniLM-L6-v2 (mean pooling),
 (exact index), gold mention spans, defaults otherwise (abbreviations resolved, k = 10). Features and
 fit: :mod:`spacy_sapbert.calibration` (what ``spacy-sapbert calibrate`` runs).
 
-1. Calibration error (equal-width bins, 10): BC5CDR-disease dev split by document in two seeded halves,
-   fitted on one, measured on the other; NCBI-disease: fitted on dev, measured on test, and fitted on
+1. Calibration error (equal-width bins, 10): BC5CDR-disease dev and NCBI-disease dev each split by document
+   in two seeded halves, fitted on one, measured on the other (the issue's protocol: a held-back part of the dev
+   set); NCBI-disease also fitted on dev, measured on test (another split: the harder test), and fitted on
    train + dev (7x the mentions; the name-only linker learns nothing from train, so its train mentions
    are as new to it as dev's), measured on test.
 2. No-link: 10 % of the MEDIC concepts (seeded) are removed from the KB; their mentions (and BC5CDR's
-   ``-1`` mentions) should not be linked. On the same halves (BC5CDR) / dev -> test (NCBI) the
+   ``-1`` mentions) should not be linked. On the same halves and dev -> test (NCBI) the
    no-link precision / recall / F1 of the fixed 0.5 cosine threshold, of the best cosine threshold
    chosen on the fit part, and of the calibrated confidence with its threshold chosen on the fit part
    (and at 0.5) are compared; "linked right" is the share of all mentions that are linked to a right
@@ -38,6 +39,7 @@ from results_io import table, write_results
 
 REMOVED = 0.10
 FIXED = 0.5
+CHOOSERS = ("BC5CDR-disease dev, half -> other half", "NCBI-disease dev -> test")  # fit sets that choose the features
 EARLIER = ("top_score", "margin", "close_concepts", "is_kb_name", "log_chars", "words", "has_digit")  # the old default
 
 
@@ -236,7 +238,9 @@ def main() -> None:
         devs = {name: dev_mentions(nlp, linker, docs) for name, docs in sets.items()}
         a, b = halves(devs["BC5CDR-disease dev"], args.seed)
         bc5_held_no_id = no_id["BC5CDR-disease dev"][held_half(devs["BC5CDR-disease dev"], args.seed)]
+        na, nb = halves(devs["NCBI-disease dev"], args.seed)
         pairs = [("BC5CDR-disease dev, half -> other half", a, b),
+                 ("NCBI-disease dev, half -> other half", na, nb),
                  ("NCBI-disease dev -> test", devs["NCBI-disease dev"], devs["NCBI-disease test"]),
                  ("NCBI-disease train + dev -> test", concat(devs["NCBI-disease train"], devs["NCBI-disease dev"]),
                   devs["NCBI-disease test"])]
@@ -245,9 +249,10 @@ def main() -> None:
                   file=sys.stderr)
             cal = fit_on(linker, fit_part)
             if label == "full":
-                # the defaults are chosen on the dev fit sets; train + dev is shown, not used to choose
+                # the defaults are chosen on the dev fit sets (BC5CDR's half, NCBI dev); NCBI's dev half (a part of
+                # NCBI dev) and train + dev are shown, not used to choose
                 select_rows.extend(selection_rows(name.split(" -> ")[0].replace(", half", ", fit half"), fit_part,
-                                                  chooses="train" not in name))
+                                                  chooses=name in CHOOSERS))
                 row, detail = ece_row(name, fit_part, test_part, cal, earlier=fit_on(linker, fit_part, EARLIER))
                 ece_rows.append(row)
                 figures.setdefault("miscalibration_by_text", {})[name] = by_text(test_part, cal)
