@@ -266,6 +266,42 @@ def abbreviation_rules(setup) -> List[List[Any]]:
     return rows
 
 
+def preferred_ties(setup) -> List[List[Any]]:
+    """The tie rule on every split: top-1 when concepts sharing the best-scoring name are ordered by concept id
+    alone, and with the concept whose preferred (canonical) name it is first (the linker since 2026-11-28
+    evening); dense (weight 0) and hybrid at the tuned weight, abbreviations resolved (the linker's default),
+    the same 64 candidates each."""
+    from common import BC5CDR, NCBI
+    from spacy_sapbert.index.hybrid import rank
+    from spacy_sapbert.kb.concept import normalize_name
+    from spacy_sapbert.mentions.metrics import resolve_gold
+
+    files = {"ncbi": (NCBI, None, "NCBI-disease test"), "bc5cdr": (BC5CDR, ["Disease"], "BC5CDR-disease dev")}
+    rows = []
+    for label, corpus, split in ABBREVIATION_SPLITS:
+        paths, types, tuned_on = files[corpus]
+        mentions = read(paths[split], types)
+        golds = [resolve_gold(setup.kb, m.ids) for _, m in mentions]
+        keep = [i for i, g in enumerate(golds) if g.in_kb and normalize_name(mentions[i][1].text)]
+        found, golds = [mentions[i] for i in keep], [golds[i] for i in keep]
+        written = [normalize_name(m.text) for _, m in found]
+        queries = [normalize_name(t) or w for t, w in zip(resolved_texts(found), written)]
+        candidates = setup.gather(queries, k=K, sparse_k=K)
+        row: List[Any] = [label, len(found)]
+        for weight in (0.0, tuned_weight(tuned_on)):
+            right = {}
+            for key, cands in (("id", candidates._replace(preferred=None)), ("preferred", candidates)):
+                top = rank(cands, weight, 2, setup.kb.concept_ids, mode="interleave")
+                right[key] = [bool(r) and r[0].concept_id in g.ids for r, g in zip(top, golds)]
+                if key == "id":
+                    row.append(sum(len(r) > 1 and r[0].score == r[1].score for r in top))
+            row += [round(100 * sum(right["id"]) / len(golds), 2), round(100 * sum(right["preferred"]) / len(golds), 2),
+                    sum(b and not a for a, b in zip(right["id"], right["preferred"])),
+                    sum(a and not b for a, b in zip(right["id"], right["preferred"]))]
+        rows.append(row)
+    return rows
+
+
 def load_setup(args) -> Tuple[Any, Any]:
     """The MEDIC KB, the base MiniLM (mean pooling, CPU) and their :class:`HybridSetup` (cached vectors)."""
     import torch
@@ -285,7 +321,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--corpora", nargs="*", default=list(CORPORA))
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--part", default="", help="ncbi, bc5cdr, abbreviations or speed (after ncbi): one part "
+    parser.add_argument("--part", default="", help="ncbi, bc5cdr, abbreviations, ties or speed (after ncbi): one part "
                                                    "in its own process, saved for the final run")
     parser.add_argument("--parts-dir", type=Path, default=OUTPUT / "candidate_recall")
     parser.add_argument("--command", default=None, help="the command recorded in the results (default: this one)")
@@ -293,7 +329,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     import json
 
     args.parts_dir.mkdir(parents=True, exist_ok=True)
-    paths = {c: args.parts_dir / f"{c}.json" for c in (*args.corpora, "speed", "abbreviations")}
+    paths = {c: args.parts_dir / f"{c}.json" for c in (*args.corpora, "speed", "abbreviations", "ties")}
     if args.part or not all(p.exists() for p in paths.values()):
         setup, enc = load_setup(args)
     if args.part:
@@ -302,10 +338,13 @@ def main(argv: Optional[List[str]] = None) -> None:
             found = speed_ratio(setup, enc, ncbi["written"], ncbi["resolved"])
         elif args.part == "abbreviations":
             found = abbreviation_rules(setup)
+        elif args.part == "ties":
+            found = preferred_ties(setup)
         else:
             found = run_corpus(args, args.part, setup, enc)
         paths[args.part].write_text(json.dumps(found))
-        print(found if args.part in ("speed", "abbreviations") else [found["rows"], found["misses"]], flush=True)
+        print(found if args.part in ("speed", "abbreviations", "ties") else [found["rows"], found["misses"]],
+              flush=True)
         return
     parts = {}
     for c in args.corpora:
@@ -328,6 +367,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     tables["abbreviation rules on every split: dense top-1 (name-only), strict %"] = table(
         ["split", "mentions", "resolved: scispaCy's rules", "resolved: with the additions", "acc@1 as written",
          "acc@1 scispaCy's rules", "acc@1 with the additions", "turned right", "turned wrong"], rules)
+    ties = json.loads(paths["ties"].read_text()) if paths["ties"].exists() else preferred_ties(setup)
+    tie_cols = [f"{system}: {c}" for system in ("dense", "hybrid") for c in (
+        "top-1 tied", "acc@1 ties by id", "acc@1 preferred name first", "turned right", "turned wrong")]
+    tables["ties between concepts sharing a name, every split: strict %, abbreviations resolved"] = table(
+        ["split", "mentions"] + tie_cols, ties)
     if "ncbi" in parts:
         figures["speed"] = json.loads(paths["speed"].read_text()) if paths["speed"].exists() else \
             speed_ratio(setup, enc, parts["ncbi"]["written"], parts["ncbi"]["resolved"])
@@ -347,7 +391,11 @@ def main(argv: Optional[List[str]] = None) -> None:
         "mention (the linker's resolve_abbreviations = true, its default); 'by scispaCy's rules only' = the "
         "detector alone (the linker before 2026-11-28 afternoon). The additions were found by reading NCBI "
         "test's errors; NCBI train and dev, which they were not drawn from, gain as much (docs/history.md).",
-        "speed: a coarse ratio on a shared 2-core machine (encode + search, caches emptied), not a benchmark."])
+        "speed: a coarse ratio on a shared 2-core machine (encode + search, caches emptied), not a benchmark.",
+        "ties: a name several concepts share scores the same for each; 'ties by id' orders them by concept id "
+        "alone (the linker before 2026-11-28 evening), 'preferred name first' puts the concept whose preferred "
+        "(canonical) name it is first (the linker since); the rows above were run with the rule in place unless "
+        "their run predates it (see the date of each part in docs/history.md)."])
     print({c: p["rows"] for c, p in parts.items()}, flush=True)
 
 

@@ -46,11 +46,17 @@ def test_dictionary_from_kb_and_folding(kb):
     assert len(folded) == len(plain) - 1
 
 
-def test_ranking_orders_concepts_by_score_then_id(kb):
+def test_ranking_orders_concepts_by_score_then_preferred_name_then_id(kb):
     d = Dictionary.from_kb(kb)
-    r = d.ranking([d.row("tumor"), d.row("breast cancer")], [0.9, 0.9], k=2)
+    # "tumor" is D005's preferred name and a synonym of D004; "breast cancer" is D001's preferred name
+    assert d.preferred[d.row("tumor")] == frozenset({"D005"})
+    r = d.ranking([d.row("tumor"), d.row("breast cancer")], [0.9, 0.9], k=3)
     assert [n for n, _, _ in r.names] == ["tumor", "breast cancer"]
-    assert r.concepts == [("D001", 0.9), ("D004", 0.9)]  # ties by id, cut at k
+    assert r.concepts == [("D001", 0.9), ("D005", 0.9), ("D004", 0.9)]  # preferred names first, then by id
+    assert d.ranking([d.row("tumor"), d.row("breast cancer")], [0.9, 0.9], k=2).concepts == [
+        ("D001", 0.9), ("D005", 0.9)]  # cut at k
+    plain = Dictionary(d.names, d.concepts)  # no preferred names given: ties by id alone
+    assert plain.ranking([d.row("tumor")], [0.9], k=2).concepts == [("D004", 0.9), ("D005", 0.9)]
     # two of the first k names belong to D001: concepts reach past the k names given to the cut
     r = d.ranking([d.row("breast cancer"), d.row("mammary cancer"), d.row("ovarian cancer")], [0.9, 0.8, 0.7], k=2)
     assert [n for n, _, _ in r.names] == ["breast cancer", "mammary cancer"]
@@ -68,7 +74,7 @@ def test_top_rows_deterministic_ties():
 def test_exact_match(kb):
     d = Dictionary.from_kb(kb)
     r = ExactMatch(d).rank(["tumor", "mammary cancer", "unknown thing"], 5)
-    assert [c for c, _ in r[0].concepts] == ["D004", "D005"]
+    assert [c for c, _ in r[0].concepts] == ["D005", "D004"]  # "tumor" is D005's preferred name
     assert r[1].concepts == [("D001", 1.0)] and r[1].names[0][0] == "mammary cancer"
     assert r[2].concepts == [] and r[2].names == []
 

@@ -20,11 +20,11 @@ from spacy_sapbert.evaluation.settings import default_config, merge_config, sett
 #   2 "ovarian carcinoma" OMIM:114480     6 "mammary cancers" D001 (KB has "mammary cancer")
 #     (alternate id of D002) exact        7 "breast and ovarian cancer" D001|D002 composite
 #   3 "tumor" D005: name of D004 and D005 8 "seen" -1: left out
-#     (strict rank 2, lenient rank 1)     9 "colon polyp" D999: not in the KB
+#     (D005's preferred name: strict rank 1, lenient rank 1)   9 "colon polyp" D999: not in the KB
 #   4 "Wilson disease" D006 exact        10 "Aspirin" C001: not in the KB
 #  11 "ataxias 1 and 2" D007+D008 composite (no exact match)   12 "Ataxia" D007 exact
-# Exact match, composite kept: 11 evaluated; strict@1 4/11 (1,2,4,12), strict@5 5/11 (+3),
-# lenient@1 5/11; ambiguous top-1 1/11 ("tumor").
+# Exact match, composite kept: 11 evaluated; strict@1 5/11 (1,2,3,4,12; "tumor" goes to D005, whose preferred
+# name it is, before D004, which lists it as a synonym), strict@5 5/11, lenient@1 5/11; ambiguous top-1 1/11.
 
 
 def _settings(fixtures_dir, **evaluate_block):
@@ -57,14 +57,14 @@ def test_exact_match_by_hand(fixtures_dir):
     assert r["counts"]["read"] == 12 and r["counts"]["no_gold_id"] == 1 and r["counts"]["composite"] == 2
     assert r["counts"]["gold_not_in_kb"] == 2 and r["counts"]["evaluated"] == 11
     assert r["gold_not_in_kb"] == ["C001", "D999"]
-    assert full["strict"]["acc@1"] == pytest.approx(4 / 11)
+    assert full["strict"]["acc@1"] == pytest.approx(5 / 11)
     assert full["strict"]["acc@5"] == pytest.approx(5 / 11)
     assert full["lenient"]["acc@1"] == pytest.approx(5 / 11)
     assert full["ambiguous_top1"] == pytest.approx(1 / 11)
     # filtered: names + training mentions ("mammary cancers", "wd") removed -> 7, 9, 10, 11 left;
     # filtered_lev0.2: none of those is within 0.2 of a name -> same 4; ambiguous: "tumor" (D004, D005)
     assert r["counts"]["subsets"] == {"full": 11, "filtered": 4, "filtered_lev0.2": 4, "ambiguous": 1}
-    assert r["results"]["mention_only"]["exact match"]["ambiguous"]["strict"]["acc@1"] == 0.0
+    assert r["results"]["mention_only"]["exact match"]["ambiguous"]["strict"]["acc@1"] == 1.0  # D005's own name
     assert r["results"]["mention_only"]["exact match"]["filtered"]["strict"]["acc@1"] == 0.0
 
 
@@ -72,14 +72,14 @@ def test_mention_classes_by_hand(fixtures_dir):
     # classes of the normalised mention: a dictionary name (KB before back-off): 1 breast cancer, 2 ovarian
     # carcinoma, 3 tumor, 4 wilson disease, 12 ataxia -> 5; a train mention: 5 wd, 6 mammary cancers -> 2;
     # neither (refined): 7 breast and ovarian cancer, 9 colon polyp, 10 aspirin, 11 ataxias 1 and 2 -> 4;
-    # unseen in train: all but 5 and 6 -> 9. Exact match right at strict@1: 1, 2, 4, 12
+    # unseen in train: all but 5 and 6 -> 9. Exact match right at strict@1: 1, 2, 3, 4, 12
     r = _run(fixtures_dir)
     assert r["counts"]["classes"] == {"dictionary": 5, "train": 2, "neither": 4, "unseen_in_train": 9}
     split = r["classes"]["mention_only"]["exact match"]
-    assert split["overall"] == {"n": 11, "acc": pytest.approx(4 / 11)}
-    assert split["dictionary"] == {"n": 5, "acc": pytest.approx(4 / 5)}
+    assert split["overall"] == {"n": 11, "acc": pytest.approx(5 / 11)}
+    assert split["dictionary"] == {"n": 5, "acc": 1.0}
     assert split["train"] == {"n": 2, "acc": 0.0} and split["neither"] == {"n": 4, "acc": 0.0}
-    assert split["unseen_in_train"] == {"n": 9, "acc": pytest.approx(4 / 9)}
+    assert split["unseen_in_train"] == {"n": 9, "acc": pytest.approx(5 / 9)}
     assert "seen_unseen" not in r  # one protocol: the mixed "seen" is gone from the report
     # back-off adds the training mentions as names: 5 and 6 now match; the classes do not move (the
     # dictionary class is the KB's own names, before back-off)
@@ -94,18 +94,18 @@ def test_mention_classes_by_hand(fixtures_dir):
     md = render_markdown(r)
     assert ("| system | overall (n = 11) | a dictionary name (n = 5) | a train mention (n = 2) | neither (refined) "
             "(n = 4) | unseen in train (n = 9) |") in md
-    assert "| exact match | 36.4 | 80.0 | 0.0 | 0.0 | 44.4 |" in md
+    assert "| exact match | 45.5 | 100.0 | 0.0 | 0.0 | 55.6 |" in md
     assert "a dictionary name (of the KB before back-off) / a train mention (not a dictionary name) / neither = " \
            "the refined subset" in md
 
 
 def test_candidate_recall_has_its_own_depth_and_leaves_acc_at_k_alone(fixtures_dir):
-    # exact match: "tumor" is a name of D004 and D005, gold D005 second -> recall@1 4/11, from @2 on 5/11
+    # exact match: "tumor" is a name of D004 and D005, gold D005 first (its preferred name) -> 5/11 at every depth
     r = _run(fixtures_dir, candidate_ks=[1, 2, 64], ks=[1])
     rec = r["candidate_recall"]["mention_only"]["exact match"]
-    assert rec == {"depth": 64, "n": 11, "recall@1": pytest.approx(4 / 11), "recall@2": pytest.approx(5 / 11),
+    assert rec == {"depth": 64, "n": 11, "recall@1": pytest.approx(5 / 11), "recall@2": pytest.approx(5 / 11),
                    "recall@64": pytest.approx(5 / 11), "recall@depth": pytest.approx(5 / 11)}
-    assert _full(r)["strict"] == {"acc@1": pytest.approx(4 / 11)}  # acc@k is ranked at max(ks), as before
+    assert _full(r)["strict"] == {"acc@1": pytest.approx(5 / 11)}  # acc@k is ranked at max(ks), as before
     # tf-idf ranks concepts over a name pool that grows with the depth: acc@k must not move with candidate_ks
     shallow = _run(fixtures_dir, candidate_ks=[1], systems={"tfidf": True})
     deep = _run(fixtures_dir, systems={"tfidf": True})
@@ -121,7 +121,7 @@ def test_candidate_recall_has_its_own_depth_and_leaves_acc_at_k_alone(fixtures_d
 
     md = render_markdown(sci)
     assert "| system | candidates (depth) | recall@1 | recall@5 | recall@16 | recall@64 | recall, all candidates |" in md
-    assert "| exact match | 64 | 36.4 | 45.5 | 45.5 | 45.5 | 45.5 |" in md
+    assert "| exact match | 64 | 45.5 | 45.5 | 45.5 | 45.5 | 45.5 |" in md
     assert "candidate recall@k: share of mentions whose gold concept is among the first k concepts" in md
 
 
@@ -192,16 +192,16 @@ def test_exclude_composite_default_is_one_thing_everywhere():
 def test_exclude_composite(fixtures_dir):
     r = _run(fixtures_dir, exclude_composite=True)
     assert r["counts"]["evaluated"] == 9
-    assert _full(r)["strict"]["acc@1"] == pytest.approx(4 / 9)
+    assert _full(r)["strict"]["acc@1"] == pytest.approx(5 / 9)
 
 
 def test_abbreviations_and_backoff(fixtures_dir):
     abbr = _run(fixtures_dir, input={"resolve_abbreviations": True})
-    assert _full(abbr)["strict"]["acc@1"] == pytest.approx(5 / 11)  # "WD" -> "Wilson disease"
+    assert _full(abbr)["strict"]["acc@1"] == pytest.approx(6 / 11)  # "WD" -> "Wilson disease"
     backoff = _run(fixtures_dir, input={"backoff": True})
     # "Mammary cancers" -> D001 and "WD" -> D006 become aliases: 6 and 5 now match exactly
     assert backoff["counts"]["backoff_names"] == 2
-    assert _full(backoff)["strict"]["acc@1"] == pytest.approx(6 / 11)
+    assert _full(backoff)["strict"]["acc@1"] == pytest.approx(7 / 11)
     assert _full(backoff)["lenient"]["acc@1"] == pytest.approx(7 / 11)
     assert "dictionary back-off" in backoff["setting"]["input"]
 
@@ -226,7 +226,7 @@ def test_report_files_and_rerun_from_config(fixtures_dir, tmp_path):
     assert metrics["results"] == json.loads(json.dumps(result["results"]))
     md = (out / "report.md").read_text()
     assert "input: lowercase, punctuation kept, abbreviations as written, no back-off" in md
-    assert "| exact match | 36.4 | 45.5 | 45.5 | 45.5 | 9.1 |" in md
+    assert "| exact match | 45.5 | 45.5 | 45.5 | 45.5 | 9.1 |" in md
     assert "| scispaCy EntityLinker |" in md and "filtered_lev0.2 (n = 4)" in md
     rows = (out / "errors.tsv").read_text().splitlines()
     assert rows[0].split("\t") == ["system", "mode", "doc_id", "mention", "query", "gold", "predicted",
@@ -254,13 +254,13 @@ def test_cli_arguments_and_config(fixtures_dir, tmp_path):
                                   "--set", "evaluate.show_progress=false"])
     assert res.exit_code == 0, res.output
     assert "9 mentions evaluated (2 with gold not in KB)" in res.output
-    assert "[mention_only] exact match: strict acc@1 66.7" in res.output  # 6/9
+    assert "[mention_only] exact match: strict acc@1 77.8" in res.output  # 7/9
     assert "mentions/s" in res.output
-    # a dictionary name 1-4 and 12 (back-off hits 4), a train mention 5, 6 (both hit), neither 9, 10 (no hit);
-    # unseen in train: all but 5 and 6 (4 of 7 hit)
-    assert ("strict acc@1 overall 66.7, a dictionary name 80.0 (n = 5), a train mention 100.0 (n = 2), "
-            "neither (refined) 0.0 (n = 2), unseen in train 57.1 (n = 7)") in res.output
-    assert "candidate recall @1 66.7, @5 77.8, @16 77.8, @64 77.8 (depth 64)" in res.output
+    # a dictionary name 1-4 and 12 (all hit), a train mention 5, 6 (both hit), neither 9, 10 (no hit);
+    # unseen in train: all but 5 and 6 (5 of 7 hit)
+    assert ("strict acc@1 overall 77.8, a dictionary name 100.0 (n = 5), a train mention 100.0 (n = 2), "
+            "neither (refined) 0.0 (n = 2), unseen in train 71.4 (n = 7)") in res.output
+    assert "candidate recall @1 77.8, @5 77.8, @16 77.8, @64 77.8 (depth 64)" in res.output
     # the default leaves composite mentions out, as configs/evaluate.cfg does; --keep-composite keeps them
     for flag, n in (([], 9), (["--keep-composite"], 11)):
         with pytest.warns(UserWarning, match="SB-W30"):
@@ -272,7 +272,7 @@ def test_cli_arguments_and_config(fixtures_dir, tmp_path):
     with pytest.warns(UserWarning, match="SB-W30"):
         res = runner.invoke(app, ["evaluate", str(out / "config.cfg"), "--output", str(tmp_path / "cli2")])
     assert res.exit_code == 0, res.output
-    assert "strict acc@1 66.7" in res.output
+    assert "strict acc@1 77.8" in res.output
     bad = runner.invoke(app, ["evaluate", str(f / "test.pubtator"), "--output", str(tmp_path / "x"),
                               "--kb-source", "nocolon"])
     assert isinstance(bad.exception, ConfigError) and "PATH:FORMAT" in str(bad.exception)

@@ -3,9 +3,9 @@ encoder (the base encoder, or the model under test, mention-only), and scispaCy'
 
 All of them rank the same :class:`Dictionary` (the KB's normalised names, after the run's
 punctuation folding, duplicates merged) and return :class:`~.metrics.Ranking` lists: names best
-first (for the lenient protocol) and concepts ranked by their best name, ties by concept id (for
-the strict one). Searches are exact (brute force) and deterministic: equal scores are ordered by
-dictionary row.
+first (for the lenient protocol) and concepts ranked by their best name, at equal scores the concept whose
+preferred (canonical) name it is first, then by concept id (for the strict one), as the linker ranks them.
+Searches are exact (brute force) and deterministic: equal scores are ordered by dictionary row.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..base.util import PathLike, get_logger
+from ..index.aggregate import preferred_rows
 from .cache import VectorCache, encoder_key
 from ..mentions.metrics import Ranking
 
@@ -27,25 +28,34 @@ NAME_POOL = 4
 class Dictionary:
     """The names every system searches: ``names[i]`` belongs to the concepts ``concepts[i]``."""
 
-    def __init__(self, names: Sequence[str], concepts: Sequence[Tuple[str, ...]]) -> None:
+    def __init__(self, names: Sequence[str], concepts: Sequence[Tuple[str, ...]],
+                 preferred: Optional[Sequence[Tuple[str, ...]]] = None) -> None:
+        """``preferred[i]``: the concepts of ``concepts[i]`` whose preferred name ``names[i]`` is (None: none)."""
         self.names: List[str] = list(names)
         self.concepts: List[Tuple[str, ...]] = [tuple(c) for c in concepts]
+        self.preferred: List[frozenset] = ([frozenset(p) for p in preferred] if preferred is not None
+                                           else [frozenset()] * len(self.names))
         self._row = {n: i for i, n in enumerate(self.names)}
 
     @classmethod
     def from_kb(cls, kb, prep: Optional[Callable[[str], str]] = None) -> "Dictionary":
         """Rows of ``kb.names`` with ``prep`` applied; names that become equal are merged and
-        their concepts united; names that become empty are dropped."""
+        their concepts united (and the concepts they are the preferred name of); names that become
+        empty are dropped."""
         ptr, idx = kb.row_concept_csr()
         cids = kb.concept_ids
+        first = preferred_rows(*kb.concept_row_csr())
         merged: Dict[str, set] = {}
+        prefer: Dict[str, set] = {}
         for row, name in enumerate(kb.names):
             key = prep(name) if prep is not None else name
             if not key:
                 continue
-            merged.setdefault(key, set()).update(cids[int(j)] for j in idx[int(ptr[row]) : int(ptr[row + 1])])
+            owners = [int(j) for j in idx[int(ptr[row]) : int(ptr[row + 1])]]
+            merged.setdefault(key, set()).update(cids[j] for j in owners)
+            prefer.setdefault(key, set()).update(cids[j] for j in owners if first[j] == row)
         names = list(merged)
-        return cls(names, [tuple(sorted(merged[n])) for n in names])
+        return cls(names, [tuple(sorted(merged[n])) for n in names], [tuple(sorted(prefer[n])) for n in names])
 
     def __len__(self) -> int:
         return len(self.names)
@@ -55,14 +65,17 @@ class Dictionary:
 
     def ranking(self, rows: Sequence[int], scores: Sequence[float], k: int) -> Ranking:
         """A :class:`Ranking` from name rows best first: names cut at ``k``; concepts scored by
-        their best name among *all* ``rows`` given, ordered by (-score, concept id), cut at ``k``."""
+        their best name among *all* ``rows`` given, ordered by (-score, not its preferred name, concept id), cut
+        at ``k``."""
         names = [(self.names[r], self.concepts[r], float(s)) for r, s in zip(rows[:k], scores[:k])]
-        best: Dict[str, float] = {}
+        best: Dict[str, Tuple[float, bool]] = {}  # concept -> (score, its best name is its preferred one)
         for r, s in zip(rows, scores):
             for cid in self.concepts[r]:
-                if cid not in best or s > best[cid]:
-                    best[cid] = float(s)
-        concepts = sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k]
+                mine = cid in self.preferred[r]
+                if cid not in best or (float(s), mine) > best[cid]:
+                    best[cid] = (float(s), mine)
+        order = sorted(best.items(), key=lambda x: (-x[1][0], not x[1][1], x[0]))[:k]
+        concepts = [(cid, score) for cid, (score, _mine) in order]
         return Ranking(concepts=concepts, names=names)
 
 

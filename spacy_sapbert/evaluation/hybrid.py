@@ -97,10 +97,11 @@ class HybridSetup:
                 for ranked in rank(found, weight, k, ids, mode=mode)]
 
     def sparse_only(self, queries: Sequence[str], k: int) -> List[Ranking]:
-        """The sparse index alone: concepts by their best name's tf-idf cosine (ties by concept id)."""
+        """The sparse index alone: concepts by their best name's tf-idf cosine (ties: the concept whose preferred
+        name it is, then by concept id)."""
         rows, scores = self.sparse.search(list(queries), max(4 * k, k + 16))
         _, ptr, idx = self.index._row_csr()
-        ranked, _ = aggregate_batch(rows, scores, k, None, True, ptr, idx)
+        ranked, _ = aggregate_batch(rows, scores, k, None, True, ptr, idx, self.index.preferred_rows())
         ids = self.kb.concept_ids
         return [Ranking(concepts=[(ids[int(c)], float(s)) for c, s in zip(cs, ss)]) for cs, ss in ranked]
 

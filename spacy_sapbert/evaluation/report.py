@@ -34,8 +34,8 @@ def setting_lines(result: Dict) -> List[str]:
         f"- dictionary: {s['kb']} — {s['dictionary_names']:,} names after preprocessing, {s['kb_concepts']:,} concepts",
         f"- input: {s['input']}",
         f"- composite mentions: {s['composite']}",
-        "- protocols: strict = one concept per prediction (ties by concept id); lenient = a predicted name "
-        "is right if any concept sharing it is gold; composite gold: any part",
+        "- protocols: strict = one concept per prediction (ties: the concept whose preferred name it is, then "
+        "concept id); lenient = a predicted name is right if any concept sharing it is gold; composite gold: any part",
         f"- mentions: {c['read']} read, {c['no_gold_id']} without gold id (left out), "
         f"{c['composite']} composite ({'left out' if s['exclude_composite'] else 'kept'}), "
         f"{c['gold_not_in_kb']} with gold ids not in the KB (kept, counted wrong), {c['evaluated']} evaluated",

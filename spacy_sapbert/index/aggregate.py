@@ -1,8 +1,9 @@
 """Name rows to concepts for a whole batch of queries at once (no Python loop per query).
 
-A concept's score is the best score of its names; concepts are ranked by (-score, concept index)
-(concept index order is concept id order). ``complete`` says whether the rows searched prove the top
-``k``: False when every row was valid and the last one still scored at least the ``k``-th concept's
+A concept's score is the best score of its names; concepts are ranked by (-score, preferred, concept index):
+at equal scores the concept whose best name is (or ties with) its own preferred (canonical) name comes first
+— a name shared by several concepts goes to the concept it names first — then the smaller concept index
+(concept index order is concept id order). ``complete`` says whether the rows searched prove the top ``k``: False when every row was valid and the last one still scored at least the ``k``-th concept's
 first row (a deeper search could add a concept); the caller then searches deeper.
 """
 from __future__ import annotations
@@ -14,10 +15,22 @@ import numpy
 Ranked = Tuple[numpy.ndarray, numpy.ndarray]  # concept indices, scores (best first)
 
 
+def preferred_rows(concept_ptr: numpy.ndarray, concept_rows: numpy.ndarray) -> numpy.ndarray:
+    """The preferred (canonical) name row of each concept from the KB's concept → rows CSR (canonical first;
+    ``KnowledgeBase.concept_row_csr``), int64 ``[n_concepts]``, -1 for a concept without rows."""
+    ptr = numpy.asarray(concept_ptr, dtype=numpy.int64)
+    out = numpy.full(len(ptr) - 1, -1, dtype=numpy.int64)
+    has = ptr[1:] > ptr[:-1]
+    out[has] = numpy.asarray(concept_rows, dtype=numpy.int64)[ptr[:-1][has]]
+    return out
+
+
 def aggregate_batch(rows: numpy.ndarray, scores: numpy.ndarray, k: int, allowed: Optional[numpy.ndarray],
-                    searched_all: bool, ptr: numpy.ndarray, idx: numpy.ndarray) -> Tuple[List[Ranked], numpy.ndarray]:
+                    searched_all: bool, ptr: numpy.ndarray, idx: numpy.ndarray,
+                    preferred: Optional[numpy.ndarray] = None) -> Tuple[List[Ranked], numpy.ndarray]:
     """``rows`` / ``scores`` ``[n_q, depth]`` (best first, -1 / -inf padded), the row → concept CSR
-    (``ptr``, ``idx``) and an optional bool mask of allowed concepts: per query the top ``k``
+    (``ptr``, ``idx``), an optional bool mask of allowed concepts and the concepts' preferred rows
+    (:func:`preferred_rows`; None: ties by concept index only): per query the top ``k``
     ``(concept indices, scores)`` and a bool ``complete`` array ``[n_q]``."""
     n_q, depth = rows.shape
     valid = rows >= 0
@@ -32,13 +45,19 @@ def aggregate_batch(rows: numpy.ndarray, scores: numpy.ndarray, k: int, allowed:
     link_c = numpy.asarray(idx[numpy.repeat(start, lengths) + offsets], dtype=numpy.int64)
     n_c = int(link_c.max()) + 1 if len(link_c) else 1
     # the first link of each (query, concept) is the concept's best row (rows come best first)
-    key, first = numpy.unique(link_q * n_c + link_c, return_index=True)
+    key, first, inverse = numpy.unique(link_q * n_c + link_c, return_index=True, return_inverse=True)
     uq, uc = key // n_c, key % n_c
     fcol = link_col[first]
     best = scores[uq, fcol]
+    # a concept is "preferred" when its preferred row is among its rows that score its best score
+    mine = numpy.zeros(len(key), dtype=bool)
+    if preferred is not None and len(link_c):
+        hit = (numpy.asarray(preferred)[link_c] == rows[link_q, link_col]) & (
+            scores[link_q, link_col] == best[inverse])
+        mine = numpy.bincount(inverse, weights=hit, minlength=len(key)) > 0
     if allowed is not None:
         keep = allowed[uc]
-        uq, uc, fcol, best = uq[keep], uc[keep], fcol[keep], best[keep]
+        uq, uc, fcol, best, mine = uq[keep], uc[keep], fcol[keep], best[keep], mine[keep]
     counts = numpy.bincount(uq, minlength=n_q)
     group = numpy.concatenate([[0], numpy.cumsum(counts)[:-1]])
     full = counts >= k
@@ -50,7 +69,7 @@ def aggregate_batch(rows: numpy.ndarray, scores: numpy.ndarray, k: int, allowed:
         last_col = depth - 1 - numpy.argmax(valid[full, ::-1], axis=1)
         qs = numpy.flatnonzero(full)
         complete[qs] |= scores[qs, last_col] < scores[qs, kth_col]
-    order = numpy.lexsort((uc, -best.astype(numpy.float64), uq))
+    order = numpy.lexsort((uc, ~mine, -best.astype(numpy.float64), uq))  # at equal scores, preferred first
     rank = numpy.arange(len(order)) - numpy.repeat(group, counts)
     top = order[rank < k]
     out_c, out_s = uc[top], best[top]
@@ -59,4 +78,4 @@ def aggregate_batch(rows: numpy.ndarray, scores: numpy.ndarray, k: int, allowed:
     return ranked, complete
 
 
-__all__ = ["aggregate_batch"]
+__all__ = ["aggregate_batch", "preferred_rows"]

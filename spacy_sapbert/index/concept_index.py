@@ -9,8 +9,9 @@ Row ``i`` of the index is ``kb.names[i]``. Three back-ends share one API (``kind
   A saved index of the removed ``compact`` kind (usearch) is refused at load with E832, which says how to
   rebuild it.
 
-Concept scores are the maximum over a concept's names; concepts are ranked by score, ties broken
-by concept id. Filters (semantic types, definitions) are applied *before* the top-k cut, as
+Concept scores are the maximum over a concept's names; concepts are ranked by score, ties broken first
+for the concept whose best name is its preferred name, then by concept id. Filters (semantic types,
+definitions) are applied *before* the top-k cut, as
 vectorised masks over the KB's rows. ``index_meta.json`` beside the index records the encoder
 fingerprint, dimension, pooling, max_length, the KB checksum and each data file's size and hashes;
 loading with another KB, querying with another encoder, or a damaged file are refused with a coded error.
@@ -25,7 +26,7 @@ import numpy
 
 from ..about import __version__
 from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
-from .aggregate import aggregate_batch
+from .aggregate import aggregate_batch, preferred_rows
 from .build import _build_hnsw, _encode_names
 from ..base.integrity import check_files, file_records
 from ..base.util import PathLike, atomic_write, ensure_path, get_logger
@@ -47,6 +48,7 @@ DEFAULT_EF_CONSTRUCTION = DEFAULTS.ef_construction
 DEFAULT_EF_SEARCH = HNSW_EF_SEARCH
 # an empty row→concept cache (checksum "" matches no KB): ConceptIndex builds the real one on first use
 _NO_CSR = ("", numpy.zeros(1, numpy.int64), numpy.zeros(0, numpy.int32))
+_NO_PREFERRED = ("", numpy.zeros(0, numpy.int64))
 _BACKENDS = {"exact": ExactBackend, "hnsw": HnswBackend, "ivf": IvfBackend}
 _TWO_STAGE = ("ivf",)  # float16 vectors re-scored, collected in a memory-mapped file while building
 
@@ -67,6 +69,7 @@ class ConceptIndex(FilterMixin):
         self._masks: Dict[Tuple[Any, ...], Tuple[numpy.ndarray, numpy.ndarray]] = {}
         self._known_types: Optional[frozenset] = None
         self._csr: Tuple[str, numpy.ndarray, numpy.ndarray] = _NO_CSR
+        self._preferred: Tuple[str, numpy.ndarray] = _NO_PREFERRED
         self.path: Optional[Any] = None  # the folder it was loaded from
         self.sparse: Optional[SparseIndex] = None  # char n-gram tf-idf of the same names (hybrid.py), saved beside
 
@@ -74,6 +77,7 @@ class ConceptIndex(FilterMixin):
         state = dict(self.__dict__)
         state["_masks"] = {}  # rebuilt on demand
         state["_csr"] = _NO_CSR  # rebuilt on demand
+        state["_preferred"] = _NO_PREFERRED
         return state
 
     # ---- properties ---------------------------------------------------------------------
@@ -233,7 +237,8 @@ class ConceptIndex(FilterMixin):
     ) -> List[List[Tuple[str, float]]]:
         """The ``k`` best concepts per query as ``[(concept_id, score), ...]``, best first.
 
-        A concept's score is its best name's score; ties go to the smaller concept id. With
+        A concept's score is its best name's score; at equal scores a concept whose best name is its preferred
+        (canonical) name comes first, then the smaller concept id. With
         ``semantic_types`` only concepts having one of those types are searched (unknown types
         are an error); with ``require_definition`` only concepts with a definition; with
         ``languages`` (default: :attr:`languages`, see :meth:`set_languages`) only names in them.
@@ -253,13 +258,21 @@ class ConceptIndex(FilterMixin):
         ids = self.kb.concept_ids
         while pending and depth > 0:
             rows, scores = self.search_names(vectors[pending], depth, row_mask=row_mask)
-            ranked, complete = aggregate_batch(rows, scores, k, allowed, depth >= n_allowed, ptr, idx)
+            ranked, complete = aggregate_batch(rows, scores, k, allowed, depth >= n_allowed, ptr, idx,
+                                               self.preferred_rows())
             for q, (cidx, best) in zip(pending, ranked):
                 results[q] = [(ids[c], s) for c, s in zip(cidx.tolist(), best.tolist())]
             if depth >= n_allowed:
                 break
             pending, depth = [q for q, done in zip(pending, complete.tolist()) if not done], min(n_allowed, depth * 4)
         return results
+
+    def preferred_rows(self) -> numpy.ndarray:
+        """Each concept's preferred (canonical) name row (``kb.concept_row_csr`` order), -1 for none; built
+        once per KB checksum (again after ``kb.add_alias``)."""
+        if self._preferred[0] != self.kb.checksum:
+            self._preferred = (self.kb.checksum, preferred_rows(*self.kb.concept_row_csr()))
+        return self._preferred[1]
 
     def _row_csr(self) -> Tuple[str, numpy.ndarray, numpy.ndarray]:
         if self._csr[0] != self.kb.checksum:  # built once; again only after kb.add_alias

@@ -10,7 +10,9 @@ stored name vectors (``ConceptIndex.name_vectors``), the sparse one from the nam
     score = (dense + w * sparse) / (1 + w)        dense in [-1, 1] (cosine), sparse in [0, 1]
 
 so a score stays in [-1, 1] and ``w = 0`` is the dense ranking; a concept scores its best name's score,
-concepts are ranked by (-score, concept id). :func:`gather` computes the candidates' two scores once and
+concepts are ranked by (-score, preferred, concept id): at equal scores a concept whose best name is its own
+preferred (canonical) name comes first (as :mod:`.aggregate` ranks the dense search). :func:`gather` computes
+the candidates' two scores once and
 :func:`rank` applies a weight: tuning tries many weights on one gather.
 
 Which candidates reach the ranked list (``candidates``, :data:`CANDIDATE_MODES`):
@@ -64,6 +66,7 @@ class HybridCandidates(NamedTuple):
     dense: numpy.ndarray  # float32 in [-1, 1]
     sparse: numpy.ndarray  # float32 in [0, 1]
     slot: Optional[numpy.ndarray] = None  # int64, the concept's round-robin slot (see the module docstring)
+    preferred: Optional[numpy.ndarray] = None  # bool, the row is the concept's preferred (canonical) name
 
 
 def check_weight(weight: Any, *, name: str = "sapbert_linker") -> float:
@@ -95,6 +98,7 @@ def gather(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.ndarray
         index.check_types(semantic_types)
     vectors = index._check_queries(vectors)
     _, ptr, idx = index._row_csr()
+    preferred = index.preferred_rows()
     owner = numpy.asarray([q for q, vs in enumerate(variants) for _ in vs], numpy.int64)
     turn = numpy.asarray([t for vs in variants for t in range(len(vs))], numpy.int64)
     n_lists = 2 * (1 + (int(turn.max()) + 1 if len(turn) else 0))
@@ -112,7 +116,7 @@ def gather(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.ndarray
     add(range(n_q), _dense_top(index, vectors, k, row_mask, allowed, ptr, idx), [0] * n_q)
     searchable = sparse_k > 0 and sparse.searchable  # else the sparse side only re-scores the dense candidates
     if searchable:
-        add(range(n_q), _sparse_top(sparse, q_sparse, sparse_k, row_mask, allowed, ptr, idx), [1] * n_q)
+        add(range(n_q), _sparse_top(sparse, q_sparse, sparse_k, row_mask, allowed, ptr, idx, preferred), [1] * n_q)
     if len(owner):
         flat = [v for vs in variants for v in vs]
         if variant_vectors is None or len(variant_vectors) != len(flat):
@@ -121,8 +125,8 @@ def gather(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.ndarray
         v_vectors = index._check_queries(variant_vectors)
         add(owner.tolist(), _dense_top(index, v_vectors, k, row_mask, allowed, ptr, idx), (2 + 2 * turn).tolist())
         if searchable:
-            add(owner.tolist(), _sparse_top(sparse, sparse.transform(flat), sparse_k, row_mask, allowed, ptr, idx),
-                (3 + 2 * turn).tolist())
+            add(owner.tolist(), _sparse_top(sparse, sparse.transform(flat), sparse_k, row_mask, allowed, ptr, idx,
+                                            preferred), (3 + 2 * turn).tolist())
     q_all, c_all, s_all = numpy.concatenate(cq), numpy.concatenate(cc), numpy.concatenate(cs)
     if not len(q_all):
         return empty
@@ -141,7 +145,7 @@ def gather(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.ndarray
         rows, q_rows, c_rows, s_rows = rows[keep], q_rows[keep], c_rows[keep], s_rows[keep]
     d = _dense_scores(index, numpy.asarray(vectors, numpy.float32), q_rows, rows)
     s = sparse.pair_scores(q_sparse, q_rows, rows, kb.names)
-    return HybridCandidates(n_q, q_rows, rows, c_rows, d, s, s_rows)
+    return HybridCandidates(n_q, q_rows, rows, c_rows, d, s, s_rows, rows == preferred[c_rows])
 
 
 def interleaved(candidates: HybridCandidates, k: int) -> HybridCandidates:
@@ -159,7 +163,7 @@ def interleaved(candidates: HybridCandidates, k: int) -> HybridCandidates:
     chosen = pair_keys[order[(numpy.arange(len(order)) - numpy.repeat(starts, counts)) < k]]
     keep = numpy.isin(keys, chosen)
     return HybridCandidates(c.n_queries, c.query[keep], c.row[keep], c.concept[keep], c.dense[keep], c.sparse[keep],
-                            c.slot[keep])
+                            c.slot[keep], None if c.preferred is None else c.preferred[keep])
 
 
 def rank(candidates: HybridCandidates, weight: float, k: int, concept_ids: Sequence[str], *,
@@ -171,13 +175,14 @@ def rank(candidates: HybridCandidates, weight: float, k: int, concept_ids: Seque
         return out
     w = float(weight)
     score = numpy.clip((c.dense.astype(numpy.float64) + w * c.sparse) / (1.0 + w), -1.0, 1.0)
-    # the best name of each (query, concept) first: ties to the smaller row
-    order = numpy.lexsort((c.row, -score, c.concept, c.query))
+    # the best name of each (query, concept) first: ties to the preferred name, then the smaller row
+    other = numpy.zeros(len(c.row), dtype=bool) if c.preferred is None else ~c.preferred
+    order = numpy.lexsort((c.row, other, -score, c.concept, c.query))
     q, con = c.query[order], c.concept[order]
     first = numpy.ones(len(order), dtype=bool)
     first[1:] = (q[1:] != q[:-1]) | (con[1:] != con[:-1])
     best = order[first]
-    by_rank = best[numpy.lexsort((c.concept[best], -score[best], c.query[best]))]
+    by_rank = best[numpy.lexsort((c.concept[best], other[best], -score[best], c.query[best]))]
     qs = c.query[by_rank]
     counts = numpy.bincount(qs, minlength=c.n_queries)
     starts = numpy.concatenate([[0], numpy.cumsum(counts)[:-1]])
@@ -211,10 +216,10 @@ def check_mode(mode: Any, *, name: str = "sapbert_linker") -> str:
 
 
 def _sparse_top(sparse: Any, q_sparse: Any, sparse_k: int, row_mask: Any, allowed: Any, ptr: numpy.ndarray,
-                idx: numpy.ndarray) -> List[numpy.ndarray]:
+                idx: numpy.ndarray, preferred: Optional[numpy.ndarray] = None) -> List[numpy.ndarray]:
     """The sparse top ``sparse_k`` concept indices per query (transformed queries ``q_sparse``)."""
     s_rows, s_scores = sparse.search(q_sparse, max(4 * sparse_k, sparse_k + 16), row_mask=row_mask)
-    ranked, _ = aggregate_batch(s_rows, s_scores, sparse_k, allowed, True, ptr, idx)
+    ranked, _ = aggregate_batch(s_rows, s_scores, sparse_k, allowed, True, ptr, idx, preferred)
     return [concepts for concepts, _scores in ranked]
 
 
@@ -229,7 +234,8 @@ def _dense_top(index: Any, vectors: numpy.ndarray, k: int, row_mask: Any, allowe
     pending = list(range(n_q))
     while pending and depth > 0:
         rows, scores = index.search_names(vectors[pending], depth, row_mask=row_mask)
-        ranked, complete = aggregate_batch(rows, scores, k, allowed, depth >= n_allowed, ptr, idx)
+        ranked, complete = aggregate_batch(rows, scores, k, allowed, depth >= n_allowed, ptr, idx,
+                                           index.preferred_rows())
         for q, (concepts, _scores) in zip(pending, ranked):
             out[q] = concepts
         if depth >= n_allowed:
@@ -245,7 +251,9 @@ def top1(candidates: HybridCandidates, weights: Sequence[float]) -> numpy.ndarra
     out = numpy.full((len(weights), c.n_queries), -1, dtype=numpy.int64)
     if len(c.row) == 0:
         return out
-    order = numpy.lexsort((c.concept, c.query))  # per query, concepts ascending: the first best is the tie winner
+    # per query, the concepts' preferred names first, then concepts ascending: the first best is the tie winner
+    other = numpy.zeros(len(c.row), dtype=bool) if c.preferred is None else ~c.preferred
+    order = numpy.lexsort((c.concept, other, c.query))
     q, con = c.query[order], c.concept[order]
     d, s = c.dense[order].astype(numpy.float64), c.sparse[order].astype(numpy.float64)
     starts = numpy.flatnonzero(numpy.r_[True, q[1:] != q[:-1]])

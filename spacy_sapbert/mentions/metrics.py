@@ -3,7 +3,8 @@
 Protocols (every number says which one it uses):
 
 - **strict** (KRISSBERT): a prediction is one concept; acc@k asks whether a gold concept is among
-  the first k *concepts* (concepts ranked by their best name's score, ties by concept id).
+  the first k *concepts* (concepts ranked by their best name's score, as the systems rank them: ties go to
+  the concept whose preferred name it is, then by concept id).
 - **lenient** (SapBERT / BioSyn): a prediction is one dictionary *name*; it is right if any concept
   sharing that name is gold; acc@k looks at the first k *names*. Only systems that rank names
   have it (concept-only systems such as scispaCy's linker report ``None``).
