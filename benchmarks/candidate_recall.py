@@ -233,23 +233,30 @@ ABBREVIATION_SPLITS = (("NCBI-disease train", "ncbi", "train"), ("NCBI-disease d
                        ("BC5CDR-disease dev", "bc5cdr", "dev"))
 
 
-def abbreviation_rules(setup) -> List[List[Any]]:
-    """The abbreviation rules' ablation on every split, the ones they were not drawn from included: dense top-1
-    (name-only) with the mentions as written, resolved by scispaCy's rules only, and resolved with the additions;
-    how many mentions each resolves, and how many the additions turn right / wrong."""
+def split_mentions(setup, corpus: str, split: str) -> Tuple[List[Any], List[Any], List[str]]:
+    """A split's ``(document, mention)`` pairs whose gold the KB resolves and whose text is not empty, their golds,
+    and their normalised texts as written."""
     from common import BC5CDR, NCBI
     from spacy_sapbert.kb.concept import normalize_name
     from spacy_sapbert.mentions.metrics import resolve_gold
 
-    files = {"ncbi": (NCBI, None), "bc5cdr": (BC5CDR, ["Disease"])}
+    paths, types = {"ncbi": (NCBI, None), "bc5cdr": (BC5CDR, ["Disease"])}[corpus]
+    mentions = read(paths[split], types)
+    golds = [resolve_gold(setup.kb, m.ids) for _, m in mentions]
+    keep = [i for i, g in enumerate(golds) if g.in_kb and normalize_name(mentions[i][1].text)]
+    found = [mentions[i] for i in keep]
+    return found, [golds[i] for i in keep], [normalize_name(m.text) for _, m in found]
+
+
+def abbreviation_rules(setup) -> List[List[Any]]:
+    """The abbreviation rules' ablation on every split, the ones they were not drawn from included: dense top-1
+    (name-only) with the mentions as written, resolved by scispaCy's rules only, and resolved with the additions;
+    how many mentions each resolves, and how many the additions turn right / wrong."""
+    from spacy_sapbert.kb.concept import normalize_name
+
     rows = []
     for label, corpus, split in ABBREVIATION_SPLITS:
-        paths, types = files[corpus]
-        mentions = read(paths[split], types)
-        golds = [resolve_gold(setup.kb, m.ids) for _, m in mentions]
-        keep = [i for i, g in enumerate(golds) if g.in_kb and normalize_name(mentions[i][1].text)]
-        found, golds = [mentions[i] for i in keep], [golds[i] for i in keep]
-        written = [normalize_name(m.text) for _, m in found]
+        found, golds, written = split_mentions(setup, corpus, split)
         right = {}
         texts = {"as written": written,
                  "scispaCy": [normalize_name(t) or w for t, w in zip(resolved_texts(found, extended=False), written)],
@@ -271,24 +278,16 @@ def preferred_ties(setup) -> List[List[Any]]:
     alone, and with the concept whose preferred (canonical) name it is first (the linker since 2026-11-28
     evening); dense (weight 0) and hybrid at the tuned weight, abbreviations resolved (the linker's default),
     the same 64 candidates each."""
-    from common import BC5CDR, NCBI
     from spacy_sapbert.index.hybrid import rank
     from spacy_sapbert.kb.concept import normalize_name
-    from spacy_sapbert.mentions.metrics import resolve_gold
 
-    files = {"ncbi": (NCBI, None, "NCBI-disease test"), "bc5cdr": (BC5CDR, ["Disease"], "BC5CDR-disease dev")}
     rows = []
     for label, corpus, split in ABBREVIATION_SPLITS:
-        paths, types, tuned_on = files[corpus]
-        mentions = read(paths[split], types)
-        golds = [resolve_gold(setup.kb, m.ids) for _, m in mentions]
-        keep = [i for i, g in enumerate(golds) if g.in_kb and normalize_name(mentions[i][1].text)]
-        found, golds = [mentions[i] for i in keep], [golds[i] for i in keep]
-        written = [normalize_name(m.text) for _, m in found]
+        found, golds, written = split_mentions(setup, corpus, split)
         queries = [normalize_name(t) or w for t, w in zip(resolved_texts(found), written)]
         candidates = setup.gather(queries, k=K, sparse_k=K)
         row: List[Any] = [label, len(found)]
-        for weight in (0.0, tuned_weight(tuned_on)):
+        for weight in (0.0, tuned_weight(CORPORA[corpus][0])):  # the weight tuned on the corpus's train set
             right = {}
             for key, cands in (("id", candidates._replace(preferred=None)), ("preferred", candidates)):
                 top = rank(cands, weight, 2, setup.kb.concept_ids, mode="interleave")

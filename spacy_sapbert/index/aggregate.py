@@ -3,8 +3,9 @@
 A concept's score is the best score of its names; concepts are ranked by (-score, preferred, concept index):
 at equal scores the concept whose best name is (or ties with) its own preferred (canonical) name comes first
 — a name shared by several concepts goes to the concept it names first — then the smaller concept index
-(concept index order is concept id order). ``complete`` says whether the rows searched prove the top ``k``: False when every row was valid and the last one still scored at least the ``k``-th concept's
-first row (a deeper search could add a concept); the caller then searches deeper.
+(concept index order is concept id order). ``complete`` says whether the rows searched prove the top ``k``:
+False when every row was valid and the last one still scored at least the ``k``-th concept's first row (a deeper
+search could add a concept); the caller then searches deeper.
 """
 from __future__ import annotations
 

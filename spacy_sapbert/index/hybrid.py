@@ -176,7 +176,7 @@ def rank(candidates: HybridCandidates, weight: float, k: int, concept_ids: Seque
     w = float(weight)
     score = numpy.clip((c.dense.astype(numpy.float64) + w * c.sparse) / (1.0 + w), -1.0, 1.0)
     # the best name of each (query, concept) first: ties to the preferred name, then the smaller row
-    other = numpy.zeros(len(c.row), dtype=bool) if c.preferred is None else ~c.preferred
+    other = _not_preferred(c)
     order = numpy.lexsort((c.row, other, -score, c.concept, c.query))
     q, con = c.query[order], c.concept[order]
     first = numpy.ones(len(order), dtype=bool)
@@ -252,7 +252,7 @@ def top1(candidates: HybridCandidates, weights: Sequence[float]) -> numpy.ndarra
     if len(c.row) == 0:
         return out
     # per query, the concepts' preferred names first, then concepts ascending: the first best is the tie winner
-    other = numpy.zeros(len(c.row), dtype=bool) if c.preferred is None else ~c.preferred
+    other = _not_preferred(c)
     order = numpy.lexsort((c.concept, other, c.query))
     q, con = c.query[order], c.concept[order]
     d, s = c.dense[order].astype(numpy.float64), c.sparse[order].astype(numpy.float64)
@@ -264,6 +264,11 @@ def top1(candidates: HybridCandidates, weights: Sequence[float]) -> numpy.ndarra
         first = hit[numpy.r_[True, q[hit][1:] != q[hit][:-1]]]
         out[i, q[first]] = con[first]
     return out
+
+
+def _not_preferred(c: HybridCandidates) -> numpy.ndarray:
+    """True where a candidate row is not its concept's preferred name (all False without the flags: ties by id)."""
+    return numpy.zeros(len(c.row), dtype=bool) if c.preferred is None else ~c.preferred
 
 
 def _concept_rows(index: Any) -> Any:
