@@ -86,6 +86,14 @@ def test_linker_reranks_with_the_int8_encoder_and_saves_it(tiny_bert_path, files
     again.get_pipe("sapbert_linker").from_bytes(nlp.get_pipe("sapbert_linker").to_bytes())
     assert again.get_pipe("sapbert_linker").prototypes.encoder.quantized
     assert linked(again, T2)._.kb_ents == second._.kb_ents
+    # the runtime install (no torch, no transformers: the int8 context encoder reads tokenizer.json) links the same
+    from test_lean_runtime import lean_kb_ents
+
+    i = T2.split().index("MI")
+    lean = lean_kb_ents(tmp_path / "nlp", T2, [(i, i + 1, "DISEASE")])
+    assert lean["tried"] == [] and set(lean["imported"]) <= {"scispacy"}
+    assert [cid for cid, _ in lean["kb_ents"][0]] == [cid for cid, _ in second._.kb_ents]
+    assert [s for _, s in lean["kb_ents"][0]] == pytest.approx([s for _, s in second._.kb_ents], abs=1e-6)
 
 
 def test_missing_or_foreign_int8_files_are_coded_errors(files, tmp_path, tiny_bert_path):

@@ -59,6 +59,17 @@ print(json.dumps({"encoder": type(nlp.get_pipe("sapbert_linker").encoder).__name
                   "imported": sorted(m for m in heavy if m in sys.modules)}))
 '''
 
+LINK_SPANS = PRELUDE + r'''
+from spacy.tokens import Span
+nlp = spacy.load(sys.argv[2])
+doc = nlp.make_doc(sys.argv[3])
+doc.ents = [Span(doc, start, end, label) for start, end, label in json.loads(sys.argv[4])]
+doc = nlp(doc)
+heavy = ("torch", "transformers", "scispacy", "spacy_transformers", "onnx", "safetensors")
+print(json.dumps({"kb_ents": [[list(pair) for pair in e._.kb_ents] for e in doc.ents], "tried": TRIED,
+                  "imported": sorted(m for m in heavy if m in sys.modules)}))
+'''
+
 CLI = PRELUDE + r'''
 from spacy_sapbert.cli import main
 sys.argv = ["spacy-sapbert"] + sys.argv[2:]
@@ -97,6 +108,12 @@ def saved(tiny_bert_path, tmp_path_factory):
         nlp.to_disk(path / name)
         out[name] = path / name
     return out
+
+
+def lean_kb_ents(pipeline: Path, text: str, spans, *, block=TRAIN) -> dict:
+    """``kb_ents`` of the spans ``(start token, end token, label)`` of ``text`` linked by the saved ``pipeline`` in a
+    process that refuses ``block`` (the [train] extra's packages), with the imports of them it tried and made."""
+    return _linked(_run(LINK_SPANS, block, pipeline, text, json.dumps([list(s) for s in spans])))
 
 
 def _linked(result: subprocess.CompletedProcess) -> dict:

@@ -362,6 +362,14 @@ def test_linker_reranks_saves_and_loads_the_reranker(linker_parts, tiny_bert_pat
                                              "reranker_dense_weight": 2.5}).from_bytes(blob)
     assert [e._.kb_ents for e in linked(other, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents] == \
         [e._.kb_ents for e in doc.ents]
+    # the runtime install (no torch, no transformers: the pair tokenizer reads tokenizer.json) links the same
+    from test_lean_runtime import lean_kb_ents
+
+    lean = lean_kb_ents(tmp_path / "pipe", "a heart infarct and high fever", [(1, 3, "Disease"), (4, 6, "Disease")])
+    assert lean["tried"] == [] and set(lean["imported"]) <= {"scispacy"}
+    assert [[cid for cid, _ in ents] for ents in lean["kb_ents"]] == [[cid for cid, _ in e._.kb_ents] for e in doc.ents]
+    assert [[s for _, s in ents] for ents in lean["kb_ents"]] == \
+        [pytest.approx([s for _, s in e._.kb_ents], abs=1e-6) for e in doc.ents]
 
 
 def test_linker_refuses_a_reranker_of_another_kb_bad_settings_and_context(linker_parts, tiny_bert_path,

@@ -26,6 +26,7 @@ import numpy
 from ..encoding.int8_recipes import LEGACY_RECIPE
 from ..encoding.onnx_encoder import OnnxEncoder, quantized_copy
 from ..encoding.cached import CachedEncoder
+from ..encoding.tokenizer_file import WordPieces
 from ..encoding.torch_encoder import Encoder, weights_fingerprint
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
 from ..base.util import PathLike, ensure_path
@@ -55,25 +56,23 @@ def split_budget(budget: int, n_left: int, n_right: int) -> Tuple[int, int]:
 def context_token_rows(tokenizer: Any, mentions: Sequence[MentionInText], max_length: int) -> List[List[int]]:
     """Word-piece ids of ``mentions`` as ``[CLS] left <ENT> mention </ENT> right [SEP]`` for a tokenizer
     that has the markers (:func:`add_markers`), at most ``max_length`` (the budget split of the module doc).
+    ``tokenizer``: a :class:`~spacy_sapbert.encoding.tokenizer_file.WordPieces`, or a Hugging Face tokenizer.
     The context encoder and context training (``context/train_pairs.py``) share it."""
+    pieces = tokenizer if isinstance(tokenizer, WordPieces) else WordPieces.of(tokenizer)
     lefts, middles, rights = [], [], []
     for i, (text, start, end) in enumerate(mentions):
         check_mention(text, start, end, where=f" (mention {i})")
         lefts.append(text[max(0, start - _WINDOW_CHARS):start])
         middles.append(text[start:end])
         rights.append(text[end:end + _WINDOW_CHARS])
-
-    def pieces(texts: List[str]) -> List[List[int]]:
-        return tokenizer(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"] if texts else []
-
-    budget = max_length - tokenizer.num_special_tokens_to_add(pair=False) - 2
-    open_id, close_id = (tokenizer.convert_tokens_to_ids(m) for m in MARKERS)
+    budget = max_length - pieces.n_special - 2
+    open_id, close_id = (pieces.token_id(m) for m in MARKERS)
     rows: List[List[int]] = []
-    for left, mention, right in zip(pieces(lefts), pieces(middles), pieces(rights)):
+    for left, mention, right in zip(pieces.pieces(lefts), pieces.pieces(middles), pieces.pieces(rights)):
         mention = mention[: max(1, budget // 2)]
         n_left, n_right = split_budget(budget - len(mention), len(left), len(right))
         body = left[len(left) - n_left:] + [open_id] + mention + [close_id] + right[:n_right]
-        rows.append(tokenizer.build_inputs_with_special_tokens(body))
+        rows.append(pieces.wrap(body))
     return rows
 
 
@@ -100,14 +99,16 @@ def add_markers(encoder: Encoder) -> bool:
     return True
 
 
-def _marked_tokenizer(folder: Any) -> Any:
-    """The Hugging Face tokenizer of a saved context encoder folder, which must hold the markers."""
-    from transformers import AutoTokenizer  # lazy: transformers
-
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    if not all(m in tokenizer.get_vocab() for m in MARKERS):
+def _marked_tokenizer(folder: Any) -> WordPieces:
+    """The word pieces of a saved context encoder folder (its ``tokenizer.json``: no transformers needed), which
+    must hold the markers."""
+    try:
+        pieces = WordPieces.from_folder(ensure_path(folder), probe=MARKERS[0])
+    except ValueError:
+        pieces = None
+    if pieces is None or any(pieces.token_id(m) is None for m in MARKERS):
         raise DataFormatError(Errors.E636.format(path=folder))
-    return tokenizer
+    return pieces
 
 
 class ContextEncoder:

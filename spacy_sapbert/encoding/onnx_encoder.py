@@ -30,6 +30,7 @@ from .cached import CachedEncoder
 from .files import check_recorded, read_settings
 from .int8_recipes import NAME_RECIPE, Int8Recipe, get_recipe, nodes_to_exclude
 from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
+from .tokenizer_file import pad_token_id, truncating_rows
 from .torch_encoder import Encoder, pool
 
 logger = get_logger("onnx")
@@ -181,8 +182,8 @@ class OnnxEncoder(CachedEncoder):
         self.threads = max(0, int(threads))
         self.cache_size = max(0, int(cache_size))
         self._cache: "OrderedDict[str, numpy.ndarray]" = OrderedDict()
-        self._tokenize = _load_tokenizer(folder, self.max_length)
-        self.pad_id = _pad_token_id(folder)
+        self._tokenize = truncating_rows(folder, self.max_length)
+        self.pad_id = pad_token_id(folder)
         self._pid = os.getpid()
         self._session = self._make_session(self.threads)
         self._inherited: List[Any] = []  # sessions made before a fork: kept, never destroyed (see above)
@@ -251,46 +252,6 @@ class OnnxEncoder(CachedEncoder):
     def __repr__(self) -> str:
         return (f"OnnxEncoder(name={self.name!r}, dim={self.dim}, pooling={self.pooling!r}, "
                 f"max_length={self.max_length}, precision={self.precision!r}, fingerprint={self.fingerprint!r})")
-
-
-def _load_tokenizer(folder: Path, max_length: int) -> Any:
-    """``texts -> token id rows`` (special tokens added, truncated to ``max_length``), as the
-    Hugging Face tokenizer of the folder gives them. ``tokenizer.json`` is read by the ``tokenizers``
-    library directly; a folder with only a slow tokenizer goes through transformers."""
-    if (folder / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        tokenizer.enable_truncation(max_length)
-        tokenizer.no_padding()
-        return lambda texts: [e.ids for e in tokenizer.encode_batch(texts)]
-    from transformers import AutoTokenizer  # lazy: transformers
-
-    slow = AutoTokenizer.from_pretrained(str(folder))
-    return lambda texts: slow(texts, truncation=True, max_length=max_length, padding=False,
-                              return_attention_mask=False)["input_ids"]
-
-
-def _pad_token_id(folder: Path) -> int:
-    """The id that pads a batch, as the PyTorch encoder pads it (``tokenizer.pad_token_id``): ``[PAD]`` = 0 for
-    BERT, ``<pad>`` = 1 for XLM-R, whose position ids skip it. Read from ``tokenizer_config.json`` and
-    ``tokenizer.json`` without transformers; 0 when the folder does not say."""
-    try:
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf8"))
-        pad = config.get("pad_token")
-        pad = pad.get("content") if isinstance(pad, dict) else pad
-        vocab_entries = config.get("added_tokens_decoder") or {}
-        for key, entry in vocab_entries.items():
-            if isinstance(entry, dict) and entry.get("content") == pad:
-                return int(key)
-    except (OSError, ValueError, AttributeError):
-        return 0
-    if pad and (folder / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
-
-        found = Tokenizer.from_file(str(folder / "tokenizer.json")).token_to_id(str(pad))
-        return int(found) if found is not None else 0
-    return 0
 
 
 def check_runtime(runtime: str) -> str:

@@ -26,6 +26,7 @@ import numpy
 from ..base.extras import missing_message
 from ..base.integrity import check_files, file_records
 from ..base.util import PathLike, atomic_write, ensure_path, resolve_device
+from ..encoding.tokenizer_file import PairBatches
 from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
 
 META_FILE = "sapbert_reranker.json"
@@ -233,11 +234,9 @@ class OnnxCrossEncoder:
         if INT8_FILE not in (self.meta.get("onnx_files") or {}):
             raise MissingInputError(Errors.E804.format(path=self.folder, file=INT8_FILE))
         check_meta_files(self.folder, self.meta)
-        from transformers import AutoTokenizer  # lazy: transformers
-
-        self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
         self.max_length = int(self.meta["max_length"])
         self.inputs = list(self.meta["inputs"])
+        self._pairs = PairBatches(self.folder, self.max_length, self.inputs)  # tokenizer.json: no transformers
         self._threads = threads
         self._pid = os.getpid()
         self._session = self._make_session(threads)
@@ -266,9 +265,7 @@ class OnnxCrossEncoder:
         order = sorted(range(len(mentions)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
         for start in range(0, len(order), batch_size):
             chunk = order[start: start + batch_size]
-            feed = pair_inputs(self.tokenizer, [mentions[i] for i in chunk], [names[i] for i in chunk],
-                               self.max_length, self.inputs, "np")
-            feed = {k: numpy.asarray(v, dtype=numpy.int64) for k, v in feed.items()}
+            feed = self._pairs([mentions[i] for i in chunk], [names[i] for i in chunk])
             out[chunk] = self._session.run(None, feed)[0]
         return out
 
