@@ -149,3 +149,25 @@ def test_evaluate_hybrid_tune_uses_the_systems_candidate_settings(fixtures_dir, 
 
     assert tuned([1], 2, "score", []) != tuned([1], 2, "interleave", [])
     assert tuned([1, 3], 0, "score", []) != tuned([1, 3], 0, "score", KINDS)
+
+
+def test_tune_hybrid_resolves_abbreviations_as_the_linker_by_default(tiny_bert_path, tuning, tmp_path):
+    """"WD" is read as the "wilson disease" its document defines (a KB name: its own vector, top-1 at every weight)
+    unless --as-written; the count of resolved mentions is recorded."""
+    kb_dir, _ = tuning
+    title, abstract = "Wilson disease (WD) is rare.", "Patients with WD and breast cancer."
+    at = len(title) + 1
+    dev = tmp_path / "abbr.pubtator"
+    dev.write_text(f"1|t|{title}\n1|a|{abstract}\n"
+                   f"1\t0\t14\tWilson disease\tDisease\tD006\n1\t16\t18\tWD\tDisease\tD006\n"
+                   f"1\t{at + 14}\t{at + 16}\tWD\tDisease\tD006\n1\t{at + 21}\t{at + 34}\tbreast cancer\tDisease\tD001\n\n",
+                   encoding="utf8")
+    resolved = _tune(tiny_bert_path, kb_dir, dev, tmp_path / "resolved.json")
+    written = _tune(tiny_bert_path, kb_dir, dev, tmp_path / "written.json", "--as-written")
+    assert (resolved["resolve_abbreviations"], resolved["abbreviations_resolved"]) == (True, 2)
+    assert (written["resolve_abbreviations"], written["abbreviations_resolved"]) == (False, 0)
+    assert resolved["mentions"] == written["mentions"] == 4
+    assert {row["acc@1"] for row in resolved["grid"]} == {1.0}
+    nlp = linker_nlp(tiny_bert_path, kb_dir, max_length=25, resolve_abbreviations=False)
+    wd_right = _linker_acc(nlp, {"wd": "D006"})  # what "WD" as written links to
+    assert written["name_only_acc@1"] == pytest.approx((2 + 2 * wd_right) / 4)

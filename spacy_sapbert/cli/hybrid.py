@@ -39,6 +39,11 @@ def tune_hybrid_command(
     query_variants: List[str] = typer.Option(list(DEFAULT_CONFIG["query_variants"]), "--query-variants",
                                              metavar="KIND", help="A query-variant kind of the linker's "
                                              f"query_variants (repeatable): {', '.join(KINDS)}."),
+    resolve_abbreviations: bool = typer.Option(DEFAULT_CONFIG["resolve_abbreviations"],
+                                               "--resolve-abbreviations/--as-written",
+                                               help="Read a short form in a mention as the long form its document "
+                                                    "defines, as the linker's resolve_abbreviations (default: on, "
+                                                    "the linker's default; needs scispaCy)."),
     ngrams: List[str] = typer.Option(["2,3"], "--ngrams", help="char_wb n-gram range LO,HI of the sparse index; "
                                                                "repeat to try several (e.g. --ngrams 2,3 --ngrams 3,3)."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Keep encoded names here between runs "
@@ -47,19 +52,23 @@ def tune_hybrid_command(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the grid and the best setting as JSON."),
 ) -> None:
     """Pick the linker's sparse_weight (and the sparse n-gram range) by strict acc@1 on annotated mentions,
-    ranked at the linker's candidate settings (--k, --candidates, --query-variants: give the linker's own)."""
+    ranked at the linker's candidate settings (--k, --candidates, --query-variants, --resolve-abbreviations: give
+    the linker's own)."""
     from ..evaluation.hybrid import check_tuner_settings, tune_on_file  # lazy: spacy
     check_tuner_settings(k, candidates, query_variants)  # before the KB and the encoder are loaded
     ranges = [parse_ngrams(value) for value in ngrams]
     kb = KnowledgeBase.from_disk(kb_dir)
     encoder = Encoder.load(model, pooling=pooling, max_length=max_length, device=device)
     found = tune_on_file(dev, kb, encoder, types=types or None, ngram_ranges=ranges, sparse_k=sparse_k, k=k,
-                         candidates=candidates, query_variants=query_variants, cache_dir=cache_dir)
+                         candidates=candidates, query_variants=query_variants,
+                         resolve_abbreviations=resolve_abbreviations, cache_dir=cache_dir)
     best = found["best"]
     typer.echo(f"{found['mentions']} mentions: name-only strict acc@1 {100 * found['name_only_acc@1']:.1f}, best "
                f"{100 * best['acc@1']:.1f} with sparse_weight = {best['sparse_weight']} (build-index --sparse "
                f"--sparse-ngrams {','.join(map(str, best['ngram_range']))}; candidates {found['candidates']}, "
-               f"k {found['k']}, query_variants {found['query_variants']})")
+               f"k {found['k']}, query_variants {found['query_variants']}; abbreviations "
+               + (f"resolved in {found['abbreviations_resolved']} mentions)" if found["resolve_abbreviations"]
+                  else "as written)"))
     if output is not None:
         with atomic_write(output) as fh:
             json.dump(found, fh, indent=2)

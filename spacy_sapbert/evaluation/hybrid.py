@@ -29,7 +29,7 @@ from ..mentions.datasets import iter_mentions, read_dataset
 from ..mentions.metrics import Gold, Ranking, resolve_gold
 from .baselines import System
 from .cache import VectorCache, encoder_key
-from .preprocess import make_preprocessor
+from .preprocess import InputOptions, make_preprocessor, mention_queries
 
 WEIGHT_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 # the candidates per mention of a linker at its defaults (it ranks max(k, max_entities_per_mention) concepts)
@@ -207,17 +207,24 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
                  sparse_k: int = DEFAULT_CONFIG["sparse_k"], k: int = LINKER_DEPTH,
                  candidates: str = DEFAULT_CONFIG["candidates"],
                  query_variants: Sequence[str] = tuple(DEFAULT_CONFIG["query_variants"]),
+                 resolve_abbreviations: bool = DEFAULT_CONFIG["resolve_abbreviations"],
                  cache_dir: Any = None, batch_size: int = 128) -> Dict[str, Any]:
     """``tune-hybrid``: the ``sparse_weight`` (and n-gram range) with the best strict acc@1 on the annotated
     mentions of ``path`` (normalised as the linker does), for ``encoder`` over ``kb``, ranked as the linker with
     these ``sparse_k``, ``k`` (its candidate depth), ``candidates`` and ``query_variants`` ranks (defaults: the
-    linker's). Returns
+    linker's). ``resolve_abbreviations`` (the linker's default: on): a short form in a mention is read as the long
+    form its document defines, as ``evaluate`` resolves them (:func:`~.preprocess.mention_queries`). Returns
     ``{"best": {"sparse_weight", "ngram_range", "acc@1"}, "name_only_acc@1", "mentions", "sparse_k", "k",
-    "candidates", "query_variants", "grid"}``."""
+    "candidates", "query_variants", "resolve_abbreviations", "abbreviations_resolved", "grid"}``
+    (``abbreviations_resolved``: the tuned mentions whose text a definition changed)."""
     kinds = check_tuner_settings(k, candidates, query_variants)
-    pairs = [(normalize_name(m.text), resolve_gold(kb, m.ids)) for m in iter_mentions(read_dataset(path, types=types))
-             if m.ids]
-    pairs = [(q, g) for q, g in pairs if q and g.in_kb]
+    docs = list(read_dataset(path, types=types))
+    queries_written = mention_queries(docs, InputOptions(resolve_abbreviations=bool(resolve_abbreviations)))
+    mentions = iter_mentions(docs)
+    pairs = [(q, resolve_gold(kb, m.ids), q != normalize_name(m.text))
+             for (q, _), m in zip(queries_written, mentions) if m.ids]
+    resolved = sum(changed for q, g, changed in pairs if q and g.in_kb)
+    pairs = [(q, g) for q, g, _ in pairs if q and g.in_kb]
     if not pairs:
         raise EmptyResultError(Errors.E785.format(what=f"no mention of {path} has a gold id in the KB",
                                                   fix="Check --type and that the file's ids are the KB's."))
@@ -235,7 +242,8 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
         if not best or acc > best["acc@1"]:
             best = {"sparse_weight": weight, "ngram_range": list(ngrams), "acc@1": acc}
     return {"best": best, "name_only_acc@1": name_only, "mentions": len(pairs), "sparse_k": sparse_k, "k": k,
-            "candidates": candidates, "query_variants": kinds, "grid": grid}
+            "candidates": candidates, "query_variants": kinds, "resolve_abbreviations": bool(resolve_abbreviations),
+            "abbreviations_resolved": resolved, "grid": grid}
 
 
 def check_tuner_settings(k: Any, candidates: Any, kinds: Any) -> List[str]:
