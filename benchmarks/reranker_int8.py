@@ -51,7 +51,7 @@ def main() -> None:
             session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
             quick = numpy.zeros(len(mentions), dtype=numpy.float32)
             order = sorted(range(len(mentions)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
-            for start in range(0, len(order), 64):  # batched as the linker's OnnxCrossEncoder batches
+            for start in range(0, len(order), 64):  # as the linker batched until 2026-11-29 (now: a batch per mention)
                 chunk = order[start: start + 64]
                 feed = pair_inputs(model.tokenizer, [mentions[i] for i in chunk], [names[i] for i in chunk],
                                    model.max_length, model.inputs, "np")

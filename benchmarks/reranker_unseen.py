@@ -462,15 +462,17 @@ def speed_profile(nlp: Any, docs: Sequence[Any]) -> List[List[Any]]:
 
 def speed_batching(folder: Path, mentions: Sequence[str], names: Sequence[str], batch_size: int) -> List[List[Any]]:
     """The re-ranker's int8 forward pass over one pass's (mention, name) pairs batched four ways (all but the first
-    change scores): seconds, padded tokens, the largest logit change against today's batching, and the distance to
-    the PyTorch float32 model's logits."""
+    change scores): seconds, padded tokens, the largest logit change against today's batching (one batch per mention,
+    since 2026-11-29), and the distance to the PyTorch float32 model's logits."""
     import numpy
+    from transformers import AutoTokenizer
 
     from spacy_sapbert.rerank.model import CrossEncoder, OnnxCrossEncoder, pair_inputs
 
     enc = OnnxCrossEncoder(folder)
-    lengths = [len(ids) for ids in enc.tokenizer(list(mentions), list(names), truncation=True,
-                                                  max_length=enc.max_length)["input_ids"]]
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    lengths = [len(ids) for ids in tokenizer(list(mentions), list(names), truncation=True,
+                                             max_length=enc.max_length)["input_ids"]]
     pairs = list(zip(mentions, names))
     first: Dict[Any, int] = {}
     for i, pair in enumerate(pairs):
@@ -481,8 +483,9 @@ def speed_batching(folder: Path, mentions: Sequence[str], names: Sequence[str], 
     of_mention: Dict[str, List[int]] = {}
     for i, mention in enumerate(mentions):
         of_mention.setdefault(mention, []).append(i)
-    plans = {"today: sorted by characters, batches of batch_size": by_chars, "sorted by tokens": by_tokens,
-             "sorted by tokens, each distinct pair once": distinct, "one batch per mention (its k pairs)": None}
+    plans = {"today: one batch per mention (its k pairs)": None,
+             "until 2026-11-29: sorted by characters, batches of batch_size": by_chars, "sorted by tokens": by_tokens,
+             "sorted by tokens, each distinct pair once": distinct}
     reference = CrossEncoder.from_disk(folder).score(mentions, names, batch_size=batch_size)
     rows, today = [], None
     for label, order in plans.items():
@@ -491,7 +494,7 @@ def speed_batching(folder: Path, mentions: Sequence[str], names: Sequence[str], 
         logits, padded = numpy.zeros(len(pairs), numpy.float32), 0
         started = time.perf_counter()
         for chunk in batches:
-            feed = pair_inputs(enc.tokenizer, [mentions[i] for i in chunk], [names[i] for i in chunk],
+            feed = pair_inputs(tokenizer, [mentions[i] for i in chunk], [names[i] for i in chunk],
                                enc.max_length, enc.inputs, "np")
             feed = {key: numpy.asarray(value, dtype=numpy.int64) for key, value in feed.items()}
             padded += int(feed["input_ids"].size)

@@ -212,9 +212,10 @@ class _Prefers:
     def __init__(self, liked):
         self.liked, self.calls = set(liked), []
 
-    def score(self, mentions, names, batch_size=64):
-        self.calls.append(list(zip(mentions, names)))
-        return numpy.array([4.0 if n in self.liked else -4.0 for n in names], dtype=numpy.float32)
+    def score_groups(self, groups, batch_size=64):
+        self.calls.append([(m, n) for m, names in groups for n in names])
+        return [numpy.array([4.0 if n in self.liked else -4.0 for n in names], dtype=numpy.float32)
+                for _, names in groups]
 
 
 def test_rerank_reorders_close_calls_only_with_probabilities(linker_parts):
@@ -332,6 +333,25 @@ def linked(nlp, text, spans):
     doc = nlp.make_doc(text)
     doc.ents = [Span(doc, s, e, label="Disease") for s, e in spans]
     return nlp(doc)
+
+
+def test_a_mentions_scores_do_not_depend_on_the_mentions_linked_with_it(linker_parts, trained_reranker):
+    """The int8 graph quantizes activations per batch: each mention's pairs are one batch, so a mention re-ranked
+    alone or among others gets the same logits (bit for bit) and the same list."""
+    from spacy_sapbert.rerank import candidate_logits, rerank
+    from spacy_sapbert.rerank.model import OnnxCrossEncoder
+
+    kb, index, encoder = linker_parts
+    model = OnnxCrossEncoder(trained_reranker)
+    texts = ["heart infarct", "high fever", "a very long description of an infarction of the heart muscle", "flu"]
+    vectors = encoder.encode(texts)
+    ranked = index.search(vectors, 4)
+    together = candidate_logits(model, index, texts, vectors, ranked, list(range(len(texts))), k=4)
+    for q in range(len(texts)):
+        alone = candidate_logits(model, index, texts, vectors, ranked, [q], k=4)
+        assert alone[q] == together[q]
+        assert rerank(model, index, [texts[q]], vectors[q:q + 1], [ranked[q]], k=4, margin=1.0) == \
+            [rerank(model, index, texts, vectors, ranked, k=4, margin=1.0)[q]]
 
 
 def test_linker_reranks_saves_and_loads_the_reranker(linker_parts, tiny_bert_path, trained_reranker, tmp_path):

@@ -79,24 +79,22 @@ def candidate_logits(reranker: Any, index: Any, mentions: Sequence[str], query_v
                      ranked: Sequence[Ranked], todo: Sequence[int], *, k: int,
                      batch_size: int = 64) -> Dict[int, Tuple[List[str], List[float], List[float]]]:
     """For each mention ``q`` of ``todo``: the concept ids of its top ``k`` candidates that have a name to read,
-    their dense scores and the re-ranker's logits of (mention, the concept's name nearest to the mention)."""
+    their dense scores and the re-ranker's logits of (mention, the concept's name nearest to the mention). Each
+    mention's pairs are scored as a batch of their own (``score_groups``), so its logits do not depend on the other
+    mentions of ``todo``."""
     ids = [[cid for cid, _ in ranked[q][:k]] for q in todo]
     names = nearest_names(index, query_vectors[list(todo)], ids) if todo else []
-    pair_m: List[str] = []
-    pair_n: List[str] = []
-    owners: List[Tuple[int, str, float]] = []
+    out: Dict[int, Tuple[List[str], List[float], List[float]]] = {}
+    groups: List[Tuple[str, List[str]]] = []
     for q, cnames in zip(todo, names):
-        for (cid, dense), name in zip(ranked[q][:k], cnames):
-            if name is not None:
-                pair_m.append(mentions[q])
-                pair_n.append(name)
-                owners.append((q, cid, float(dense)))
-    logits = reranker.score(pair_m, pair_n, batch_size=batch_size) if pair_m else numpy.zeros(0, numpy.float32)
-    out: Dict[int, Tuple[List[str], List[float], List[float]]] = {q: ([], [], []) for q in todo}
-    for (q, cid, dense), logit in zip(owners, logits.astype(numpy.float64).tolist()):
-        out[q][0].append(cid)
-        out[q][1].append(dense)
-        out[q][2].append(logit)
+        kept = [(cid, float(dense), name) for (cid, dense), name in zip(ranked[q][:k], cnames) if name is not None]
+        out[q] = ([cid for cid, _, _ in kept], [dense for _, dense, _ in kept], [])
+        groups.append((mentions[q], [name for _, _, name in kept]))
+    scored = [g for g in groups if g[1]]
+    logits = iter(reranker.score_groups(scored, batch_size=batch_size) if scored else [])
+    for q, (_, cnames) in zip(todo, groups):
+        if cnames:
+            out[q][2].extend(next(logits).astype(numpy.float64).tolist())
     return out
 
 

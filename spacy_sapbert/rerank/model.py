@@ -19,7 +19,7 @@ import logging
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy
 
@@ -89,6 +89,22 @@ def pair_inputs(tokenizer: Any, mentions: Sequence[str], names: Sequence[str], m
     return {key: encoded[key] for key in inputs}
 
 
+def group_batches(groups: Sequence[Tuple[str, Sequence[str]]], batch_size: int,
+                  run: Callable[[List[str], List[str]], Any]) -> List[numpy.ndarray]:
+    """``run(mentions, names)`` over each group's pairs (a mention and its candidate names), one batch per group
+    (a group of more than ``batch_size`` names in consecutive batches of ``batch_size``): what a mention's pairs score
+    depends on that mention alone, never on which other mentions were linked with it."""
+    out: List[numpy.ndarray] = []
+    for mention, names in groups:
+        names = list(names)
+        logits = numpy.zeros(len(names), dtype=numpy.float32)
+        for start in range(0, len(names), max(1, batch_size)):
+            chunk = names[start:start + max(1, batch_size)]
+            logits[start:start + len(chunk)] = run([mention] * len(chunk), chunk)
+        out.append(logits)
+    return out
+
+
 class CrossEncoder:
     """A sequence-classification model (one output) over (mention, name) pairs, run by PyTorch. Build one
     to train with :meth:`start`, load a trained one with :meth:`from_disk`."""
@@ -130,6 +146,14 @@ class CrossEncoder:
         batch = pair_inputs(self.tokenizer, mentions, names, self.max_length, self.inputs, "pt")
         batch = {k: v.to(self.device) for k, v in batch.items()}
         return self.model(**batch).logits[:, 0]
+
+    def score_groups(self, groups: Sequence[Tuple[str, Sequence[str]]], *, batch_size: int = 64) -> List[numpy.ndarray]:
+        """Logits of each ``(mention, names)`` group's pairs, float32, one batch per group (see :func:`group_batches`)."""
+        import torch  # lazy: torch
+
+        self.model.eval()
+        with torch.inference_mode():
+            return group_batches(groups, batch_size, lambda m, n: self.logits(m, n).float().cpu().numpy())
 
     def score(self, mentions: Sequence[str], names: Sequence[str], *, batch_size: int = 64) -> numpy.ndarray:
         """Logits of the pairs, float32 ``[n]``; pairs are scored in batches of similar length."""
@@ -257,10 +281,20 @@ class OnnxCrossEncoder:
             raise DataFormatError(Errors.E802.format(path=self.folder / INT8_FILE,
                                                      why=f"{type(err).__name__}: {str(err)[:200]}")) from None
 
-    def score(self, mentions: Sequence[str], names: Sequence[str], *, batch_size: int = 64) -> numpy.ndarray:
-        """Logits of the pairs, float32 ``[n]`` (as :meth:`CrossEncoder.score`)."""
+    def _check_fork(self) -> None:
         if os.getpid() != self._pid:  # a forked worker: a session of its own, one thread
             self._pid, self._session = os.getpid(), self._make_session(1)
+
+    def score_groups(self, groups: Sequence[Tuple[str, Sequence[str]]], *, batch_size: int = 64) -> List[numpy.ndarray]:
+        """Logits of each ``(mention, names)`` group's pairs, float32, one batch per group (see :func:`group_batches`):
+        the int8 graph quantizes its activations per batch, so only this keeps a mention's logits its own."""
+        self._check_fork()
+        return group_batches(groups, batch_size, lambda m, n: self._session.run(None, self._pairs(m, n))[0])
+
+    def score(self, mentions: Sequence[str], names: Sequence[str], *, batch_size: int = 64) -> numpy.ndarray:
+        """Logits of the pairs, float32 ``[n]`` (as :meth:`CrossEncoder.score`; a pair's logit depends on the pairs
+        batched with it: the linker scores with :meth:`score_groups`)."""
+        self._check_fork()
         out = numpy.zeros(len(mentions), dtype=numpy.float32)
         order = sorted(range(len(mentions)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
         for start in range(0, len(order), batch_size):
@@ -282,5 +316,5 @@ def load_reranker(path: PathLike, *, runtime: str = "auto", device: str = "cpu")
     return CrossEncoder.from_disk(path, device=device)
 
 
-__all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "DEFAULT_MAX_LENGTH", "CrossEncoder", "OnnxCrossEncoder",
+__all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "DEFAULT_MAX_LENGTH", "CrossEncoder", "OnnxCrossEncoder", "group_batches",
            "export_int8", "load_reranker", "read_meta", "check_meta_files", "pair_inputs"]
