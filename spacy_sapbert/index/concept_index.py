@@ -70,6 +70,7 @@ class ConceptIndex(FilterMixin):
         self._known_types: Optional[frozenset] = None
         self._csr: Tuple[str, numpy.ndarray, numpy.ndarray] = _NO_CSR
         self._preferred: Tuple[str, numpy.ndarray] = _NO_PREFERRED
+        self._concept_csr: Tuple[str, numpy.ndarray, numpy.ndarray] = _NO_CSR
         self.path: Optional[Any] = None  # the folder it was loaded from
         self.sparse: Optional[SparseIndex] = None  # char n-gram tf-idf of the same names (hybrid.py), saved beside
 
@@ -78,6 +79,7 @@ class ConceptIndex(FilterMixin):
         state["_masks"] = {}  # rebuilt on demand
         state["_csr"] = _NO_CSR  # rebuilt on demand
         state["_preferred"] = _NO_PREFERRED
+        state["_concept_csr"] = _NO_CSR
         return state
 
     # ---- properties ---------------------------------------------------------------------
@@ -267,11 +269,18 @@ class ConceptIndex(FilterMixin):
             pending, depth = [q for q, done in zip(pending, complete.tolist()) if not done], min(n_allowed, depth * 4)
         return results
 
+    def concept_rows(self) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The KB's concept -> name rows CSR (``kb.concept_row_csr``), built once per KB checksum (again after
+        ``kb.add_alias``)."""
+        if self._concept_csr[0] != self.kb.checksum:
+            self._concept_csr = (self.kb.checksum, *self.kb.concept_row_csr())
+        return self._concept_csr[1], self._concept_csr[2]
+
     def preferred_rows(self) -> numpy.ndarray:
-        """Each concept's preferred (canonical) name row (``kb.concept_row_csr`` order), -1 for none; built
+        """Each concept's preferred (canonical) name row (:meth:`concept_rows` order), -1 for none; built
         once per KB checksum (again after ``kb.add_alias``)."""
         if self._preferred[0] != self.kb.checksum:
-            self._preferred = (self.kb.checksum, preferred_rows(*self.kb.concept_row_csr()))
+            self._preferred = (self.kb.checksum, preferred_rows(*self.concept_rows()))
         return self._preferred[1]
 
     def _row_csr(self) -> Tuple[str, numpy.ndarray, numpy.ndarray]:

@@ -134,7 +134,7 @@ def gather(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.ndarray
     order = numpy.lexsort((s_all, keys))  # per (query, concept): the best slot first
     first = order[numpy.r_[True, keys[order][1:] != keys[order][:-1]]]
     q_of, c_of, slot_of = q_all[first], c_all[first], s_all[first]
-    cptr, crows = _concept_rows(index)
+    cptr, crows = index.concept_rows()
     start = numpy.asarray(cptr[c_of], numpy.int64)
     lengths = numpy.asarray(cptr[c_of + 1], numpy.int64) - start
     offsets = numpy.arange(int(lengths.sum()), dtype=numpy.int64) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
@@ -269,15 +269,6 @@ def top1(candidates: HybridCandidates, weights: Sequence[float]) -> numpy.ndarra
 def _not_preferred(c: HybridCandidates) -> numpy.ndarray:
     """True where a candidate row is not its concept's preferred name (all False without the flags: ties by id)."""
     return numpy.zeros(len(c.row), dtype=bool) if c.preferred is None else ~c.preferred
-
-
-def _concept_rows(index: Any) -> Any:
-    """The KB's concept → rows CSR, cached on the index per KB checksum (rebuilt after kb.add_alias)."""
-    cached = getattr(index, "_concept_rows_csr", None)
-    if cached is None or cached[0] != index.kb.checksum:
-        cached = (index.kb.checksum, *index.kb.concept_row_csr())
-        index._concept_rows_csr = cached
-    return cached[1], cached[2]
 
 
 def _dense_scores(index: Any, vectors: numpy.ndarray, q_of: numpy.ndarray, rows: numpy.ndarray) -> numpy.ndarray:
