@@ -90,3 +90,19 @@ def test_a_folder_without_tokenizer_json_goes_through_transformers(tiny_bert_pat
     assert slow.pieces(["heart attack"]) == fast.pieces(["heart attack"])
     with pytest.raises(ValueError, match="no token"):
         WordPieces.from_folder(marked_folder, probe="<NOT-A-MARKER>")
+
+
+def test_a_folder_without_tokenizer_json_and_without_transformers_names_the_extra(tiny_bert_path, tmp_path,
+                                                                                  monkeypatch):
+    import sys
+
+    from spacy_sapbert.encoding.tokenizer_file import truncating_rows
+    from spacy_sapbert.errors import MissingExtraError
+
+    folder = _marked(tiny_bert_path, tmp_path / "slow")
+    (folder / TOKENIZER_FILE).unlink()
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    for make in (lambda: PairBatches(folder, 16, ["input_ids"]), lambda: truncating_rows(folder, 16),
+                 lambda: WordPieces.from_folder(folder, probe=MARKERS[0])):
+        with pytest.raises(MissingExtraError, match=r"SB-E820.*tokenizer\.json.*spacy-sapbert\[train\]"):
+            make()

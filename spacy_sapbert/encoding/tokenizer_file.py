@@ -13,6 +13,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy
 
+from ..base.extras import missing_message
+from ..errors import MissingExtraError
+
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -50,15 +53,24 @@ def pad_token_id(folder: Path) -> int:
     return 0
 
 
+def _hf_tokenizer(folder: Path) -> Any:
+    """The folder's Hugging Face tokenizer, for a folder without ``tokenizer.json``: needs transformers (E820, naming
+    the [train] extra, where it is not installed)."""
+    try:
+        from transformers import AutoTokenizer  # lazy: transformers
+    except ImportError as err:
+        raise MissingExtraError(missing_message(f"Reading the tokenizer of {folder} (it has no {TOKENIZER_FILE})",
+                                                err.name or "transformers", str(err))) from None
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
 def truncating_rows(folder: Path, max_length: int) -> Any:
     """``texts -> token id rows``: special tokens added, truncated to ``max_length``, not padded."""
     if has_tokenizer_file(folder):
         tokenizer = _read(folder)
         tokenizer.enable_truncation(max_length)
         return lambda texts: [e.ids for e in tokenizer.encode_batch(list(texts))]
-    from transformers import AutoTokenizer  # lazy: transformers
-
-    slow = AutoTokenizer.from_pretrained(str(folder))
+    slow = _hf_tokenizer(folder)
     return lambda texts: slow(list(texts), truncation=True, max_length=max_length, padding=False,
                               return_attention_mask=False)["input_ids"]
 
@@ -104,9 +116,7 @@ class WordPieces:
         vocabulary holds (an ``<ENT>`` marker): encoding it alone shows the special tokens around a sequence.
         ``ValueError`` when the vocabulary does not hold it."""
         if not has_tokenizer_file(folder):
-            from transformers import AutoTokenizer  # lazy: transformers
-
-            found = cls.of(AutoTokenizer.from_pretrained(str(folder)))
+            found = cls.of(_hf_tokenizer(folder))
             if found.token_id(probe) is None:
                 raise ValueError(f"no token {probe!r}")
             return found
@@ -142,9 +152,7 @@ class PairBatches:
             tokenizer.enable_padding(pad_id=pad, pad_token=tokenizer.id_to_token(pad) or "[PAD]")
             self._tokenizer = tokenizer
         else:
-            from transformers import AutoTokenizer  # lazy: transformers
-
-            self._hf = AutoTokenizer.from_pretrained(str(folder))
+            self._hf = _hf_tokenizer(folder)
         self.max_length = int(max_length)
 
     def __call__(self, firsts: Sequence[str], seconds: Sequence[str]) -> Dict[str, numpy.ndarray]:
