@@ -434,3 +434,15 @@ def test_exporting_the_reranker_without_onnx_names_the_extra(monkeypatch, tmp_pa
     monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError(name="onnx")
     with pytest.raises(MissingExtraError, match=r"SB-E820.*spacy-sapbert\[train\]"):
         export_int8(None, tmp_path)  # type: ignore[arg-type]
+
+
+def test_ties_keep_the_candidate_stages_order():
+    """Two concepts sharing the mention's name get the same logit and dense score: the one the candidate stage put
+    first (whose preferred name it is) stays first, whatever the ids; unequal values still decide."""
+    from spacy_sapbert.rerank import combine
+
+    tied = combine(["D9", "D1", "D5"], [1.0, 1.0, 0.7], [2.0, 2.0, 3.0], dense_weight=30.0)
+    assert [cid for cid, _ in tied] == ["D9", "D1", "D5"]
+    assert tied[0][1] == tied[1][1] and sum(p for _, p in tied) == pytest.approx(1.0)
+    assert [cid for cid, _ in combine(["D9", "D1"], [1.0, 1.0], [2.0, 2.5], dense_weight=30.0)] == ["D1", "D9"]
+    assert [cid for cid, _ in combine(["D1", "D9"], [1.0, 1.0], [2.0, 2.0], dense_weight=0.0)] == ["D1", "D9"]

@@ -4,7 +4,8 @@ Only mentions whose two best candidates lie within ``margin`` of each other are 
 every mention, whatever the scores); their top ``k`` candidates are scored by the re-ranker and ordered by
 ``logit + dense_weight * cosine``, the re-ranker's logit combined with the name encoder's score (``dense_weight``
 0: the re-ranker alone). Their scores become a softmax over those combined values (the listwise training loss's
-probabilities when ``dense_weight`` is 0: in [0, 1], summing to 1; ties by concept id). Ordering by
+probabilities when ``dense_weight`` is 0: in [0, 1], summing to 1; ties keep the candidate stage's order, which
+puts the concept whose preferred name a shared name is first, then the smaller id). Ordering by
 ``logit + w * cosine`` is ordering by ``cosine + (1 / w) * log p``: the dense score with the re-ranker's
 log-probability added, the combination that lets a briefly trained re-ranker help without overruling the
 encoder where it is sure. The other mentions keep their list as it was.
@@ -99,12 +100,14 @@ def candidate_logits(reranker: Any, index: Any, mentions: Sequence[str], query_v
 
 
 def combine(cids: Sequence[str], dense: Sequence[float], logits: Sequence[float], dense_weight: float) -> Ranked:
-    """``cids`` ordered by ``logit + dense_weight * dense`` (ties by concept id), scored by the softmax of
-    those values."""
+    """``cids`` ordered by ``logit + dense_weight * dense``, scored by the softmax of those values. Ties keep the
+    order of ``cids`` (the candidate stage's: two concepts sharing the mention's name get the same logit and the
+    same dense score, and the one whose preferred name it is stays first)."""
     values = numpy.asarray(logits, dtype=numpy.float64) + dense_weight * numpy.asarray(dense, dtype=numpy.float64)
     probs = numpy.exp(values - values.max())
     probs /= probs.sum()
-    return sorted(zip(cids, probs.tolist()), key=lambda item: (-item[1], item[0]))
+    order = sorted(range(len(cids)), key=lambda i: (-values[i], i))
+    return [(cids[i], float(probs[i])) for i in order]
 
 
 def rerank(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: numpy.ndarray,
