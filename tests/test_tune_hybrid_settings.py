@@ -160,7 +160,8 @@ def test_tune_hybrid_resolves_abbreviations_as_the_linker_by_default(tiny_bert_p
     dev = tmp_path / "abbr.pubtator"
     dev.write_text(f"1|t|{title}\n1|a|{abstract}\n"
                    f"1\t0\t14\tWilson disease\tDisease\tD006\n1\t16\t18\tWD\tDisease\tD006\n"
-                   f"1\t{at + 14}\t{at + 16}\tWD\tDisease\tD006\n1\t{at + 21}\t{at + 34}\tbreast cancer\tDisease\tD001\n\n",
+                   f"1\t{at + 14}\t{at + 16}\tWD\tDisease\tD006\n"
+                   f"1\t{at + 21}\t{at + 34}\tbreast cancer\tDisease\tD001\n\n",
                    encoding="utf8")
     resolved = _tune(tiny_bert_path, kb_dir, dev, tmp_path / "resolved.json")
     written = _tune(tiny_bert_path, kb_dir, dev, tmp_path / "written.json", "--as-written")

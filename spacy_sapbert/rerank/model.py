@@ -148,7 +148,8 @@ class CrossEncoder:
         return self.model(**batch).logits[:, 0]
 
     def score_groups(self, groups: Sequence[Tuple[str, Sequence[str]]], *, batch_size: int = 64) -> List[numpy.ndarray]:
-        """Logits of each ``(mention, names)`` group's pairs, float32, one batch per group (see :func:`group_batches`)."""
+        """Logits of each ``(mention, names)`` group's pairs, float32, one batch per group
+        (see :func:`group_batches`)."""
         import torch  # lazy: torch
 
         self.model.eval()
@@ -316,5 +317,5 @@ def load_reranker(path: PathLike, *, runtime: str = "auto", device: str = "cpu")
     return CrossEncoder.from_disk(path, device=device)
 
 
-__all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "DEFAULT_MAX_LENGTH", "CrossEncoder", "OnnxCrossEncoder", "group_batches",
-           "export_int8", "load_reranker", "read_meta", "check_meta_files", "pair_inputs"]
+__all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "DEFAULT_MAX_LENGTH", "CrossEncoder", "OnnxCrossEncoder",
+           "group_batches", "export_int8", "load_reranker", "read_meta", "check_meta_files", "pair_inputs"]
