@@ -389,7 +389,7 @@ def together(args: Any) -> None:
 SPEED_SYSTEMS = ("name-only (dense)", "hybrid", "hybrid + re-ranker")
 # cProfile parts of one hybrid + re-ranker pass: (label, file fragment, function)
 SPEED_PARTS = (("cross-encoder forward (ONNX Runtime, int8)", "onnxruntime_inference_collection", "run"),
-               ("pair tokenisation", "rerank/model.py", "pair_inputs"),
+               ("pair tokenisation", "encoding/tokenizer_file.py", "__call__"),
                ("nearest candidate names", "rerank/candidates.py", "nearest_names"),
                ("hybrid candidates (sparse top-k + both scores of every candidate name)", "index/hybrid.py", "gather"),
                ("  of which sparse top-k search", "index/sparse.py", "search"),
@@ -549,12 +549,17 @@ def speed(args: Any) -> None:
         rows.append([name, round(now, 1), round(now / rate[f"{SPEED_SYSTEMS[0]}|file"], 2), round(before, 1),
                      round(before / rate[f"{SPEED_SYSTEMS[0]}|hnswlib"], 2), round(now / before, 2)])
     model = nlps[SPEED_SYSTEMS[-1]].get_pipe("sapbert_linker").reranker.model
-    scored: Dict[str, Any] = {}
-    score = model.score
-    model.score = lambda m, n, batch_size=64: scored.update(m=list(m), n=list(n), b=batch_size) or score(
-        m, n, batch_size=batch_size)  # the profiled pass's pairs, for the batching table
+    scored: Dict[str, Any] = {"m": [], "n": [], "b": 64}
+
+    def capture(groups: Any, batch_size: int = 64) -> Any:  # the profiled pass's pairs, for the batching table
+        scored.update(m=scored["m"] + [m for m, names in groups for _ in names],
+                      n=scored["n"] + [n for _, names in groups for n in names], b=batch_size)
+        return score_groups(groups, batch_size=batch_size)
+
+    score_groups = model.score_groups
+    model.score_groups = capture
     profile = speed_profile(nlps[SPEED_SYSTEMS[-1]], docs)
-    model.score = score
+    model.score_groups = score_groups
     batching = speed_batching(reranker, scored["m"], scored["n"], scored["b"])
     load.append(os.getloadavg()[0])
     tables = {"NCBI-disease test through sapbert_linker (gold spans, hnsw index): mentions/s, median of "
