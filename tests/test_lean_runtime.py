@@ -45,6 +45,7 @@ catalogue.AVAILABLE_ENTRY_POINTS = SelectableGroups(
      for g, eps in catalogue.AVAILABLE_ENTRY_POINTS.items()})
 import spacy
 RECORD[0] = True
+heavy = ("torch", "transformers", "scispacy", "spacy_transformers", "onnx", "safetensors")
 '''
 
 LOAD_AND_LINK = PRELUDE + r'''
@@ -53,7 +54,6 @@ nlp = spacy.load(sys.argv[2])
 doc = nlp.make_doc("flu and fever")
 doc.ents = [Span(doc, 0, 1, "E"), Span(doc, 2, 3, "E")]
 doc = nlp.get_pipe("sapbert_linker")(doc)
-heavy = ("torch", "transformers", "scispacy", "spacy_transformers", "onnx", "safetensors")
 print(json.dumps({"encoder": type(nlp.get_pipe("sapbert_linker").encoder).__name__,
                   "ids": [e.kb_id_ for e in doc.ents], "tried": TRIED,
                   "imported": sorted(m for m in heavy if m in sys.modules)}))
@@ -65,7 +65,6 @@ nlp = spacy.load(sys.argv[2])
 doc = nlp.make_doc(sys.argv[3])
 doc.ents = [Span(doc, start, end, label) for start, end, label in json.loads(sys.argv[4])]
 doc = nlp(doc)
-heavy = ("torch", "transformers", "scispacy", "spacy_transformers", "onnx", "safetensors")
 print(json.dumps({"kb_ents": [[list(pair) for pair in e._.kb_ents] for e in doc.ents], "tried": TRIED,
                   "imported": sorted(m for m in heavy if m in sys.modules)}))
 '''
