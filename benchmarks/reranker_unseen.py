@@ -39,7 +39,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from common import BC5CDR, MEDIC, NCBI, OUTPUT, minilm_path
 from results_io import table, write_results
@@ -263,7 +263,8 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     return rows, chosen
 
 
-TOGETHER_GROUPS = ("as written", "abbreviations resolved (linker default)")
+TOGETHER_GROUPS = ("as written", "abbreviations resolved (linker default)",
+                   "as written + abbreviation table (mined from train text)")
 TOGETHER_CELLS = ("overall", "dictionary name", "train mention", "neither", "unseen in train", "seen in train",
                   "recall@1", "recall@5", "recall@16", "recall@64", "x name-only")
 TOGETHER_COLUMNS = ["system"] + [f"{group}: {cell}" for group in TOGETHER_GROUPS for cell in TOGETHER_CELLS]
@@ -271,10 +272,11 @@ VARIANT_KINDS = ["number", "generic_head", "punctuation", "word_order"]
 
 
 def together_settings(key: str, reranker: Path, tuned: Dict[str, Any], resolved: bool, kinds: Sequence[str],
-                      args: Any) -> Dict[str, Any]:
+                      args: Any, abbreviation_table: Optional[Path] = None) -> Dict[str, Any]:
     """The ``evaluate`` settings of one together run: the base MiniLM (name-only), + hybrid (the weight tuned on
     the set's train split, candidates interleave, ``kinds`` as query variants), + the re-ranker at the dense
-    weight and margin tuned on the held-out data; nothing else."""
+    weight and margin tuned on the held-out data; nothing else (``abbreviation_table``: evaluate's
+    input.abbreviation_table)."""
     from thinc.api import Config
 
     from spacy_sapbert.evaluation.settings import default_config, merge_config, settings_from_config
@@ -285,7 +287,8 @@ def together_settings(key: str, reranker: Path, tuned: Dict[str, Any], resolved:
         "cache_dir": str(args.cache or args.output / "cache"), "batch_size": 128, "show_progress": False,
         "dataset": {"path": str(test_path), "types": types, "train": [str(train_path)]},
         "kb": {"sources": [[str(MEDIC), "medic"]]},
-        "input": {"resolve_abbreviations": resolved},
+        "input": {"resolve_abbreviations": resolved,
+                  "abbreviation_table": None if abbreviation_table is None else str(abbreviation_table)},
         "systems": {"base_encoder": minilm_path(), "base_pooling": "mean", "max_length": 25, "device": "cpu",
                     "exact_match": False, "tfidf": False, "scispacy": False,
                     "hybrid": True, "sparse_weight": tuned["sparse_weight"], "sparse_k": max(RECALL_KS),
@@ -308,6 +311,19 @@ def together_cells(result: Dict[str, Any], name: str, reference: str) -> List[An
     return [_pct(split[part]["acc"]) for part in ("overall", "dictionary", "train", "neither")] + \
         [_pct(unseen["acc"]), _pct(seen)] + [_pct(recall[f"recall@{k}"]) for k in RECALL_KS] + \
         [round(speed / ref, 2) if speed and ref else None]
+
+
+def mined_table(key: str, output: Path) -> Path:
+    """The abbreviation table `spacy-sapbert mine-abbreviations` makes of the set's training text (NCBI: train +
+    dev; BC5CDR: train), raw text only, at its defaults; written under ``output``."""
+    from spacy_sapbert.mentions.abbreviation_table import mine
+    from spacy_sapbert.mentions.datasets import read_dataset
+
+    sources = sorted({SETS[key][1], SETS[key][2]} - {None})
+    path = output / f"{key}_abbreviations.json"
+    mine([doc.text for source in sources for doc in read_dataset(source)],
+         info={"inputs": [source.name for source in sources]}).to_disk(path)
+    return path
 
 
 def together(args: Any) -> None:
@@ -341,15 +357,17 @@ def together(args: Any) -> None:
                   (f"{hyb} + query variants + {rr}", "base encoder + hybrid + re-ranker", True)]
         rows: Dict[str, List[Any]] = {label: [label] for label, _, _ in labels}
         runs: Dict[str, Any] = {}
-        for resolved in (False, True):
+        table_path = mined_table(key, args.output)
+        for resolved, abbreviations in ((False, None), (True, None), (False, table_path)):
             for with_variants in (False, True):
                 settings = together_settings(key, reranker, tuned, resolved, VARIANT_KINDS if with_variants else [],
-                                             args)
+                                             args, abbreviations)
                 started = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # W300/W301: gold ids not in MEDIC, counted in the figures
                     result = evaluate(settings)
-                tag = f"{'resolved' if resolved else 'written'}{' + variants' if with_variants else ''}"
+                tag = (f"{'resolved' if resolved else 'written'}{' + table' if abbreviations else ''}"
+                       f"{' + variants' if with_variants else ''}")
                 runs[tag] = {"seconds": round(time.perf_counter() - started, 1), "counts": {
                     k: result["counts"][k] for k in ("evaluated", "gold_not_in_kb", "classes")},
                     "mentions_per_s": {n: s.get("mentions_per_s") for n, s in result["systems"].items()},
@@ -371,12 +389,16 @@ def together(args: Any) -> None:
         "spacy-sapbert evaluate's systems ([evaluate.systems] hybrid, candidates, query_variants, reranker), MEDIC "
         "2012, the base all-MiniLM-L6-v2 (mean pooling, exact search), CPU. Strict acc@1 in %; evaluate's classes "
         "on the normalised mention each group links (a dictionary name / a train mention of the set's train "
-        "file / neither = the refined subset; unseen / seen in train), so resolving abbreviations moves some "
+        "file / neither = the refined subset; unseen / seen in train), so resolving abbreviations (or a table) "
+        "moves some "
         "mentions between classes (figures.<set>.runs.<group>.counts); composite mentions left out; mentions "
         "whose gold id is not in MEDIC stay in, as misses (counts.gold_not_in_kb).",
-        "Two column groups: mentions as written (input.resolve_abbreviations = false) and with abbreviations "
+        "Three column groups: mentions as written (input.resolve_abbreviations = false), with abbreviations "
         "resolved from the same document (the linker's default: scispaCy's detector with its additions, "
-        "spacy_sapbert/mentions/abbreviations.py); the abbreviation detection is outside every system's timing.",
+        "spacy_sapbert/mentions/abbreviations.py), and as written with an abbreviation table "
+        "(input.abbreviation_table: mined by spacy-sapbert mine-abbreviations' function from the raw text of the "
+        "set's train files, NCBI train + dev, BC5CDR train; no test text, no annotation); the abbreviation "
+        "detection and the table are outside every system's timing.",
         "recall@k: the candidate stage (a re-ranker's rows show its stage's; it re-orders the top 16 only). "
         "x name-only: a system's linking mentions/s (everything it encodes or scores, encoder caches emptied) over "
         "name-only's in the same evaluate run, k = 64 (noisy on the shared 2 cores; figures.runs has the rates).",

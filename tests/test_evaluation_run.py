@@ -373,3 +373,16 @@ def test_end_to_end_with_pipelines(fixtures_dir, tiny_bert_path, tmp_path):
     assert e2e["scispaCy EntityLinker (pipeline)"]["full"]["strict"] == \
         r["results"]["mention_only"]["scispaCy EntityLinker"]["full"]["strict"]
     assert "nel_micro_f" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_abbreviation_table_input_option(fixtures_dir, tmp_path):
+    """A table read "WD" as Wilson disease with the document's own definitions off, as the linker's
+    abbreviation_table does; named in the report's input line; a missing file is refused before the run."""
+    table = tmp_path / "abbreviations.tsv"
+    table.write_text("WD\tWilson disease\n", encoding="utf8")
+    r = _run(fixtures_dir, input={"abbreviation_table": str(table)})
+    assert _full(r)["strict"]["acc@1"] == pytest.approx(6 / 11)  # as with resolve_abbreviations
+    assert "abbreviation table abbreviations.tsv" in r["setting"]["input"]
+    assert r["setting"]["input_options"]["abbreviation_table"] == str(table)
+    with pytest.raises(MissingInputError, match="SB-E001"):
+        _settings(fixtures_dir, input={"abbreviation_table": str(tmp_path / "missing.tsv")})

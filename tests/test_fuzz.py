@@ -12,6 +12,7 @@ files under ``tests/fixtures/fuzz/`` (replayed by :func:`test_crash_corpus`).
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -24,6 +25,8 @@ from hypothesis import strategies as st
 from spacy_sapbert.corpus import find_shards, read_shard
 from spacy_sapbert.corpus.checks import scan_shards
 from spacy_sapbert.errors import SapbertError
+from spacy_sapbert.mentions.abbreviation_table import AbbreviationTable
+from spacy_sapbert.mentions.abbreviation_table import _digest as table_digest
 from spacy_sapbert.mentions.datasets import read_biosyn, read_mentions_jsonl, read_mentions_tsv, read_pubtator
 from spacy_sapbert.kb import KnowledgeBase
 from spacy_sapbert.kb.readers import read_jsonl, read_medic, read_obo, read_tsv, read_umls
@@ -66,6 +69,24 @@ def _biosyn_text(path: Path) -> object:
     return read_biosyn(concept)
 
 
+def _abbreviation_json(path: Path) -> object:
+    """An abbreviation table file (``.json``: the digest is checked first)."""
+    target = path.with_suffix(".json")
+    shutil.copyfile(path, target)
+    return AbbreviationTable.from_disk(target)
+
+
+def _abbreviation_rehashed(path: Path) -> object:
+    """An abbreviation table whose digest a forger recomputed: the entries' own checks must hold."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(data, dict) and isinstance(data.get("table"), dict):
+        data["sha256"] = table_digest(data["table"])
+    return AbbreviationTable.from_dict(data, path=path)
+
+
 def _corpus_shard(fmt: str) -> Callable[[Path], object]:
     """A link-corpus shard as the run reads it: the check of every document (ids unique), then the documents."""
 
@@ -104,6 +125,9 @@ READERS: Dict[str, tuple] = {
     "mentions_jsonl": (read_mentions_jsonl, FIXTURES / "eval" / "mentions.jsonl", "{}[]\":,"),
     "corpus_jsonl": (_corpus_shard("jsonl"), FIXTURES / "corpus" / "docs.jsonl", "{}[]\":,\\u"),
     "corpus_parquet": (_corpus_shard("parquet"), FIXTURES / "corpus" / "docs.parquet", "PAR1\x00\x15\x19\x1c"),
+    "abbreviation_json": (_abbreviation_json, FIXTURES / "abbreviations" / "table.json", "{}[]\":,"),
+    "abbreviation_rehashed": (_abbreviation_rehashed, FIXTURES / "abbreviations" / "table.json", "{}[]\":,0-"),
+    "abbreviation_tsv": (AbbreviationTable.from_disk, FIXTURES / "abbreviations" / "table.tsv", "\t#"),
 }
 NAMES = sorted(READERS)
 

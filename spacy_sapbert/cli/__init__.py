@@ -8,7 +8,7 @@ from typing import Any, List, NoReturn, Optional
 from ..errors import Errors, MissingExtraError, SapbertError
 from ..base.extras import extra_for, missing_message
 # Imported in the order the commands are listed by --help: the life cycle of a linker.
-from . import kb, index, link, corpus, context, context_train, hybrid, rerank, train, evaluate, calibrate, ner, assets, verify  # noqa: F401,I001  (register commands)
+from . import kb, index, link, corpus, abbreviations, context, context_train, hybrid, rerank, train, evaluate, calibrate, ner, assets, verify  # noqa: F401,I001  (register commands)
 from ._app import app
 
 # What an interrupted command leaves behind (E500); every other command writes atomically.

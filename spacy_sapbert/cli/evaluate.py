@@ -44,6 +44,10 @@ def evaluate_command(
     train: List[Path] = typer.Option([], "--train", help="Training-set file (repeatable): filtered subsets and back-off."),
     backoff: bool = typer.Option(False, "--backoff", help="Add training mentions to the KB as aliases."),
     abbreviations: bool = typer.Option(False, "--abbreviations", help="Resolve abbreviations in context (scispaCy)."),
+    abbreviation_table: Optional[Path] = typer.Option(None, "--abbreviation-table", help="An abbreviation table "
+                                                      "(mine-abbreviations' file, or a TSV): a mention that is one of "
+                                                      "its short forms, undefined in its document, is linked as its "
+                                                      "long form (the linker's abbreviation_table)."),
     fold_punctuation: bool = typer.Option(False, "--fold-punctuation", help="Replace punctuation by spaces in mentions and names."),
     keep_case: bool = typer.Option(False, "--keep-case", help="Do not lowercase mentions."),
     exclude_composite: bool = typer.Option(True, "--exclude-composite/--keep-composite", help="Leave composite mentions (A|B, A+B) out (the default, as in configs/evaluate.cfg), or keep them (right if any part is predicted)."),
@@ -92,7 +96,8 @@ def evaluate_command(
                             "train": [str(t) for t in train]},
                 "kb": {"path": str(kb) if kb else None, "sources": sources},
                 "input": {"lowercase": not keep_case, "fold_punctuation": fold_punctuation,
-                          "resolve_abbreviations": abbreviations, "backoff": backoff},
+                          "resolve_abbreviations": abbreviations, "backoff": backoff,
+                          "abbreviation_table": str(abbreviation_table) if abbreviation_table else None},
                 "systems": {"model": model, "base_encoder": base_model, "scispacy": not no_scispacy},
             }
         }

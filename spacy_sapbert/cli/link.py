@@ -16,6 +16,7 @@ from ..encoding.int8_recipes import NAME_RECIPE
 from ..encoding.onnx_encoder import RUNTIMES
 from ..errors import ConfigError, Errors
 from ..index.meta import MAX_K
+from ..mentions.abbreviation_table import AbbreviationTable
 from ._app import app
 from ._index_options import (EF_CONSTRUCTION, EF_SEARCH, EXACT, KIND_HELP, LANGUAGES, LISTS, RESCORE, SPARSE,
                              SPARSE_NGRAMS, THREADS, index_settings)
@@ -51,6 +52,10 @@ def link_command(
     names: bool = typer.Option(True, "--names/--no-names",
                                help="Write each kb_ents entry as [concept_id, score, canonical name] (the name from "
                                     "the linker's KB); --no-names: [concept_id, score], as scispaCy's kb_ents."),
+    abbreviations: Optional[Path] = typer.Option(None, "--abbreviations", help="An abbreviation table (from "
+                                                 "mine-abbreviations, or a TSV of short form<TAB>long form lines): a "
+                                                 "mention that is one of its short forms, undefined in its document, "
+                                                 "is linked as the long form; replaces the pipeline's own table."),
 ) -> None:
     """Link texts and write one JSON line per document: its entities with kb_id and kb_ents (candidates
     best first, each with its canonical name)."""
@@ -66,8 +71,13 @@ def link_command(
         if device is not None:
             overrides["device"] = device
     texts = read_texts(inputs, sys.stdin.buffer) if inputs else None  # files first: a bad one fails fast
+    table = AbbreviationTable.from_disk(abbreviations) if abbreviations is not None else None
     nlp, whole_text = load_linking_nlp(pipeline_or_index, model=model, kb_path=kb, device=device or "auto",
                                        overrides=overrides)
+    if table is not None:
+        for _, pipe in nlp.pipeline:
+            if getattr(pipe, "set_abbreviations", None) is not None:
+                pipe.set_abbreviations(table)
     if texts is None:  # stdin after loading, so that a wrong pipeline path is reported without waiting for EOF
         texts = read_texts([], sys.stdin.buffer)
     records = link_records(nlp, texts, whole_text=whole_text, batch_size=batch_size, names=names)
@@ -114,6 +124,10 @@ def create_pipeline_command(
         None, "--resources-dir",
         help="Keep the KB and index outside the pipeline: write them to this folder and save only a pointer "
              "(found at load through SPACY_SAPBERT_RESOURCES or resources_path). For UMLS-sized indexes."),
+    abbreviations: Optional[Path] = typer.Option(None, "--abbreviations", help="An abbreviation table (from "
+                                                 "mine-abbreviations, or a TSV of short form<TAB>long form lines) "
+                                                 "saved with the linker: a mention that is one of its short forms, "
+                                                 "undefined in its document, is linked as the long form."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Write a ready pipeline folder: a blank or given NER pipeline + an initialised sapbert_linker."""
@@ -124,11 +138,13 @@ def create_pipeline_command(
     check_choice("--runtime", runtime, RUNTIMES)
     check_device("--device", device)
     check_output(output, overwrite=overwrite,
-                 inputs=[("the KB folder", kb), ("the model", model), ("the base pipeline", base), ("the index", index)])
+                 inputs=[("the KB folder", kb), ("the model", model), ("the base pipeline", base), ("the index", index),
+                         ("the abbreviation table", abbreviations)])
     config = dict(_overrides(k, threshold, max_entities), pooling=pooling, max_length=max_length, device=device,
                   runtime=runtime, spans_key=spans_key, labels=list(labels or []))
     nlp = create_pipeline(output, kb_path=kb, model=model, base=base, lang=lang, index_path=index, config=config,
-                          overwrite=overwrite, resources_dir=resources_dir, index_settings=settings)
+                          overwrite=overwrite, resources_dir=resources_dir, index_settings=settings,
+                          abbreviations_path=abbreviations)
     linker = nlp.get_pipe("sapbert_linker")
     typer.echo(f"Pipeline {nlp.pipe_names} with {len(linker.kb):,} concepts, {len(linker.index):,} names -> {output}")
 

@@ -233,6 +233,7 @@ def create_pipeline(
     show_progress: bool = True,
     resources_dir: Optional[PathLike] = None,
     index_settings: Optional[IndexSettings] = None,
+    abbreviations_path: Optional[PathLike] = None,
     **options: Any,
 ) -> Any:
     """A blank (``lang``) or given pipeline (``base``) + ``sapbert_linker`` (``config``), initialised
@@ -241,7 +242,8 @@ def create_pipeline(
     ``kind="ivf"``), written to ``output``; the settings that differ from the defaults are recorded in its
     config's ``[initialize.components.sapbert_linker.index_settings]``.
     With ``resources_dir`` the KB and index are written there and the pipeline holds only a pointer
-    to them (``resources = "outside"``: a small package for a UMLS-sized index)."""
+    to them (``resources = "outside"``: a small package for a UMLS-sized index). ``abbreviations_path``: an
+    abbreviation table the linker uses and saves (initialize's ``abbreviations_path``)."""
     import spacy
 
     index_settings = IndexSettings.of(index_settings, **options)
@@ -258,6 +260,8 @@ def create_pipeline(
     settings: Dict[str, Any] = {"kb_path": str(ensure_path(kb_path).resolve()), "index_settings": chosen}
     if index_path is not None:
         settings["index_path"] = str(ensure_path(index_path).resolve())
+    if abbreviations_path is not None:
+        settings["abbreviations_path"] = str(ensure_path(abbreviations_path).resolve())
     linker.initialize(lambda: [], nlp=nlp, show_progress=show_progress, **settings)
     if resources_dir is not None:
         linker.export_resources(resources_dir, overwrite=overwrite)

@@ -121,7 +121,7 @@ class FeatureErrors:
             "stage reads the sparse lists). Build it with `spacy-sapbert build-index KB -m MODEL -o {path} --sparse` "
             "(or let initialize() build it), or set candidates = \"score\" and query_variants = [].")
 
-    # ---- E790–E799: calibrated confidence (knowing when not to link) ----
+    # ---- E790–E797: calibrated confidence (knowing when not to link) ----
     E790 = ("The calibration '{path}' was fitted for {what} {fitted}, but this linker has {what} {found}. A "
             "calibration belongs to one KB and one encoder: fit it again with `spacy-sapbert calibrate DEV "
             "--pipeline <this pipeline>`.")
@@ -138,6 +138,12 @@ class FeatureErrors:
     E796 = ("{what} must be {expected}, got {value!r}.")
     E797 = ("The pipeline '{path}' has no sapbert_linker component with its KB and index (its components: {names}). "
             "calibrate needs one: build it with `spacy-sapbert create-pipeline OUT --kb KB`.")
+
+    # E798–E799: abbreviation tables (short forms the document does not define)
+    E798 = ("'{path}' is not a readable abbreviation table ({why}). Mine it again with `spacy-sapbert "
+            "mine-abbreviations`, or fix the line or entry named (a hand-written table is a TSV file: short "
+            "form<TAB>long form a line).")
+    E799 = ("Abbreviation mining option {what} is not allowed. Fix: {fix}.")
 
     # ---- E800–E819: the cross-encoder re-ranker ----
     E801 = ("'{path}' is not a re-ranker folder: it has no {file}. Give the model/ folder that "

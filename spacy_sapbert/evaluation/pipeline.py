@@ -20,6 +20,7 @@ from ..base.util import ensure_path, get_logger
 from ..encoding.torch_encoder import Encoder
 from ..errors import ConfigError, Errors, Warnings
 from ..index import ConceptIndex
+from ..mentions.abbreviation_table import AbbreviationTable
 from ..mentions.datasets import Document
 from ..mentions.metrics import Gold, Ranking
 from .baselines import ScispacyLinker
@@ -239,6 +240,10 @@ def run_end_to_end(settings: Dict[str, Any], docs: Sequence[Document], golds: Se
                 nlp, desc = _loaded_pipeline(p)
             else:
                 nlp, desc = _sapbert_pipeline(sy[key], kb, settings, options.resolve_abbreviations, max_k)
+                if options.abbreviation_table:  # as in mention_only; a saved pipeline keeps its own table
+                    nlp.get_pipe("sapbert_linker").set_abbreviations(
+                        AbbreviationTable.from_disk(options.abbreviation_table))
+                    desc["abbreviation_table"] = options.abbreviation_table
             pipelines.append((f"{label} (pipeline)", nlp, desc))
     if sy.get("pipeline"):
         nlp, desc = _loaded_pipeline(sy["pipeline"])

@@ -8,16 +8,21 @@
 - ``resolve_abbreviations``: the definitions each document's text makes, found as the linker finds them
   (scispaCy's detector and its additions: :mod:`spacy_sapbert.mentions.abbreviations`); a short form inside a
   mention is replaced by its long form (``"WD"`` → ``"wilson disease"``).
+- ``abbreviation_table``: a table (:mod:`spacy_sapbert.mentions.abbreviation_table`) whose long form replaces a
+  mention that is one of its short forms and in which the document's own definitions replaced nothing, as the
+  linker's ``abbreviation_table`` does.
 """
 from __future__ import annotations
 
 import re
 import unicodedata
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Sequence, Tuple
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..kb.concept import normalize_name
 from ..base.util import get_logger
+from ..mentions.abbreviation_table import AbbreviationTable
 from ..mentions.abbreviations import definitions, make_detector
 from ..mentions.datasets import Document
 
@@ -34,6 +39,7 @@ class InputOptions:
     fold_punctuation: bool = False
     resolve_abbreviations: bool = False
     backoff: bool = False
+    abbreviation_table: Optional[str] = None  # a file of spacy-sapbert mine-abbreviations, or a TSV
 
     def describe(self) -> str:
         """One line for report tables, e.g. ``lowercase, no punctuation folding, ...``."""
@@ -44,9 +50,10 @@ class InputOptions:
                 "abbreviations resolved (scispaCy)" if self.resolve_abbreviations else "abbreviations as written",
                 "dictionary back-off (training mentions as aliases)" if self.backoff else "no back-off",
             ]
+            + ([f"abbreviation table {Path(self.abbreviation_table).name}"] if self.abbreviation_table else [])
         )
 
-    def to_dict(self) -> Dict[str, bool]:
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
 
@@ -97,16 +104,23 @@ def mention_queries(docs: Sequence[Document], options: InputOptions) -> List[Tup
     the string the systems receive after abbreviation expansion and preprocessing."""
     prep = make_preprocessor(lowercase=options.lowercase, fold_punctuation=options.fold_punctuation)
     abbrs = abbreviation_map(docs) if options.resolve_abbreviations else {}
+    table = AbbreviationTable.from_disk(options.abbreviation_table) if options.abbreviation_table else None
     out: List[Tuple[str, str]] = []
-    n_expanded = 0
+    n_expanded = n_table = 0
     for doc in docs:
         pairs = abbrs.get(doc.doc_id, {})
         for m in doc.mentions:
             text = expand_abbreviations(m.text, pairs) if pairs else m.text
             n_expanded += text != m.text
+            if table is not None:
+                found = table.text_for(m.text, text)
+                n_table += found != text
+                text = found
             out.append((prep(text), m.text))
     if options.resolve_abbreviations:
         logger.info("abbreviations expanded in %d of %d mentions", n_expanded, len(out))
+    if table is not None:
+        logger.info("the abbreviation table replaced %d of %d mentions", n_table, len(out))
     return out
 
 

@@ -15,6 +15,7 @@ from ..errors import ConfigError, Errors, MissingInputError
 from ..index.hybrid import CANDIDATE_MODES, check_mode, check_weight
 from ..index.query_variants import KINDS, check_kinds
 from ..index.sparse import check_settings
+from ..mentions.abbreviation_table import AbbreviationTable
 from ..mentions.datasets import FORMATS
 from ..mentions.metrics import check_ks
 from ..mentions.records import check_language
@@ -56,6 +57,7 @@ sources = []
 lowercase = true
 fold_punctuation = false
 resolve_abbreviations = false
+abbreviation_table = null
 backoff = false
 
 [evaluate.systems]
@@ -166,6 +168,16 @@ def _resolve(base: Path, value: Optional[str]) -> Optional[Path]:
     return p if p.is_absolute() else (Path.cwd() / p)
 
 
+def _input_options(given: Mapping[str, Any], base: Path) -> Dict[str, Any]:
+    """``[evaluate.input]``: the switches as booleans, ``abbreviation_table`` as a path (or None)."""
+    out: Dict[str, Any] = {k: bool(v) for k, v in dict(given).items() if k != "abbreviation_table"}
+    table = _resolve(base, given.get("abbreviation_table"))
+    if table is not None:
+        AbbreviationTable.from_disk(table)  # E001 / E798 now, before the KB and the encoders are loaded
+    out["abbreviation_table"] = None if table is None else str(table)
+    return out
+
+
 def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, Any]:
     """Validate a merged config and return a plain settings dict (paths as ``Path``)."""
     ev = dict(config["evaluate"])
@@ -226,7 +238,7 @@ def settings_from_config(config, config_path: Any = "<arguments>") -> Dict[str, 
         "error_sample": int(ev["error_sample"]), "cache_dir": _resolve(base, ev["cache_dir"]),
         "batch_size": int(ev["batch_size"]), "show_progress": bool(ev["show_progress"]),
         "calibration": bool(ev["calibration"]), "calibration_bins": _bins(ev["calibration_bins"], where),
-        "dataset": ds, "kb": kb, "input": {k: bool(v) for k, v in dict(ev["input"]).items()}, "systems": systems,
+        "dataset": ds, "kb": kb, "input": _input_options(ev["input"], base), "systems": systems,
         "config_path": str(config_path),
     }
 

@@ -33,6 +33,7 @@ from ..errors import ConfigError, Errors, IntegrityError, MissingExtraError, War
 from ..index import META_FILE, ConceptIndex, IndexSettings
 from ..index.sparse import SparseIndex, write_beside
 from ..kb import KnowledgeBase
+from ..mentions.abbreviation_table import AbbreviationTable
 from ..rerank.stage import RerankStage
 from .confidence import decide, register_confidence
 from .extension import register_kb_ents
@@ -64,6 +65,7 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         self._context_settings = context_settings(self.cfg)
         self.calibration: Any = None  # a calibration.Calibration, set by initialize / from_disk / calibrate
         self.reranker: Any = None  # a rerank.RerankStage, set by initialize / from_disk
+        self.abbreviations: Optional[AbbreviationTable] = None  # set by initialize / from_disk / set_abbreviations
         register_kb_ents(self.cfg["extension_name"])
         register_confidence(self.cfg["confidence_attr"])
 
@@ -130,12 +132,15 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         prototypes_path: Optional[str] = None,
         calibration_path: Optional[str] = None,
         reranker_path: Optional[str] = None,
+        abbreviations_path: Optional[str] = None,
     ) -> None:
         """Load the encoder (``model``) and the KB at ``kb_path``; load the index at ``index_path``,
         or build it (and save it there, when given, so the next run reuses it); load the prototype
         store at ``prototypes_path`` (from ``spacy-sapbert build-prototypes``) for re-ranking, and the
         calibration at ``calibration_path`` (from ``spacy-sapbert calibrate``), the cross-encoder re-ranker at
-        ``reranker_path`` (``spacy-sapbert train-reranker``'s ``OUTPUT/model``). ``index_settings``: how a new
+        ``reranker_path`` (``spacy-sapbert train-reranker``'s ``OUTPUT/model``), the abbreviation table at
+        ``abbreviations_path`` (``spacy-sapbert mine-abbreviations``' JSON file, or a TSV of short form<TAB>long form
+        lines; saved with the pipeline). ``index_settings``: how a new
         index is built, the fields of :class:`~spacy_sapbert.index.IndexSettings` as a dict (in a config:
         ``[initialize.components.sapbert_linker.index_settings]``, e.g. ``kind = "ivf"``) or the object itself;
         its ``ef_search`` defaults to the component's ``ef_search``."""
@@ -144,6 +149,7 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         if nlp is not None and self.cfg["resolve_abbreviations"]:  # its package then installs scispaCy too
             declare_extra(nlp.meta, "abbreviations")
         settings = IndexSettings.of(index_settings)  # E124 / E833 / E834 before any loading
+        table = AbbreviationTable.from_disk(abbreviations_path) if abbreviations_path is not None else None  # E798 too
         if settings.ef_search is None and self.cfg["ef_search"] is not None:
             settings = settings.replace(ef_search=self.cfg["ef_search"])
         encoder = self._load_encoder(self.cfg["model"])
@@ -171,6 +177,8 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
             self.calibration = None  # replaced below
         if reranker_path is not None:
             self.reranker = RerankStage(reranker_path, device=self.cfg["device"])
+        if table is not None:
+            self.set_abbreviations(table)
         self.set_resources(encoder, index, path=index_path or "<memory>")  # checks one set before
         if calibration_path is not None:
             self.set_calibration(Calibration.from_disk(calibration_path), path=calibration_path)
@@ -190,6 +198,15 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         if calibration is None and self.cfg["threshold_on"] == "confidence":
             raise ConfigError(Errors.E794.format(name=self.name))
         self.calibration = calibration
+
+    def set_abbreviations(self, table: Optional[AbbreviationTable]) -> None:
+        """Use an :class:`~spacy_sapbert.mentions.abbreviation_table.AbbreviationTable` for mentions that are short
+        forms their document does not define (None: none); saved with the pipeline. The ``abbreviation_table``
+        setting turns its use off without dropping it."""
+        if table is not None and not isinstance(table, AbbreviationTable):
+            raise ConfigError(Errors.E002.format(what="abbreviation table", value=type(table).__name__,
+                                                 choices="an AbbreviationTable (AbbreviationTable.from_disk(path)) or None"))
+        self.abbreviations = table
 
     def _load_encoder(self, name_or_path: str) -> Encoder:
         """The PyTorch encoder of ``model`` (float32 on the CPU for precision ``int8``: its int8 copy is made

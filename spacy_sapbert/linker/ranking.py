@@ -37,6 +37,7 @@ class LinkerRanking:
     index: Optional[ConceptIndex]
     prototypes: Any
     reranker: Any
+    abbreviations: Any
     _context: Any
     _detector: Any
     _warned_no_ner: bool
@@ -60,7 +61,7 @@ class LinkerRanking:
         for doc in docs:
             spans = [span for span in self._spans(doc) if not labels or span.label_ in labels]
             long_forms = self._long_forms(doc) if cfg["resolve_abbreviations"] and spans else {}
-            texts = [normalize_name(_mention_text(span, long_forms)) for span in spans]
+            texts = [normalize_name(self._text_of(span, long_forms)) for span in spans]
             if cfg["skip_non_alnum"]:
                 texts = [text if has_alnum(text) else "" for text in texts]
             per_doc.append(list(zip(spans, texts)))
@@ -168,6 +169,14 @@ class LinkerRanking:
         if unknown:
             vectors[unknown] = self.encoder.encode([texts[i] for i in unknown], batch_size=self.cfg["batch_size"])
         return vectors
+
+    def _text_of(self, span: Span, long_forms: Dict[int, Tuple[int, str]]) -> str:
+        """What is encoded for ``span``: its text with the document's own abbreviations resolved; a span that is a
+        short form of the abbreviation table (when loaded and ``abbreviation_table`` is on) and holds none of
+        the document's definitions, the table's long form."""
+        text = _mention_text(span, long_forms)
+        table = self.abbreviations if self.cfg["abbreviation_table"] else None
+        return text if table is None else table.text_for(span.text, text)
 
     def _long_forms(self, doc: Doc) -> Dict[int, Tuple[int, str]]:
         """Short-form start token → (end token, long form text): see :func:`abbreviations.long_forms`."""

@@ -42,6 +42,10 @@ class LinkerSettings:
     PyTorch; precision ``int8``: ONNX Runtime over the int8 copy of the export, ``spacy-sapbert export-onnx
     --quantize``, queries only, the index keeps float32 name vectors).
 
+    Abbreviation table (docs/linker.md): with ``abbreviation_table`` on and a table loaded (initialize's
+    ``abbreviations_path``, from ``spacy-sapbert mine-abbreviations`` or a TSV), a mention whose whole text is one
+    of its short forms and inside which the document defines no abbreviation is encoded as the table's long form.
+
     What is linked and written: ``semantic_types`` (applied before the top-k cut), ``languages`` (search only the
     KB names in these languages, ISO 639-1 codes such as ``["es", "en"]``, on the same index; ``None``: all
     names), ``spans_key`` (link ``doc.spans[key]`` instead of ``doc.ents``), ``labels`` (link only spans with one
@@ -87,6 +91,7 @@ class LinkerSettings:
     threshold: float = 0.5
     max_entities_per_mention: int = 5
     resolve_abbreviations: bool = True
+    abbreviation_table: bool = True  # use a loaded table for short forms the document does not define
     filter_for_definitions: bool = False
     semantic_types: List[str] = field(default_factory=list)
     languages: Optional[List[str]] = None

@@ -1,4 +1,5 @@
-"""Saving and loading the ``sapbert_linker`` component: ``to_disk``/``from_disk`` (encoder, prototypes, calibration, and KB +
+"""Saving and loading the ``sapbert_linker`` component: ``to_disk``/``from_disk`` (encoder, prototypes, calibration,
+abbreviation table, and KB +
 index or a pointer to them outside the pipeline), ``to_bytes``/``from_bytes`` (only the files ``to_disk`` writes),
 and :meth:`~LinkerStorage.export_resources`. A mixin of :class:`~spacy_sapbert.linker.SapbertLinker`, kept apart so
 that the component's linking code and its file handling can be read on their own."""
@@ -21,6 +22,8 @@ from ..encoding.torch_encoder import Encoder
 from ..errors import ConfigError, Errors
 from ..index import ConceptIndex
 from ..kb import KnowledgeBase
+from ..mentions.abbreviation_table import FILE_NAME as ABBREVIATIONS_FILE
+from ..mentions.abbreviation_table import AbbreviationTable
 from ..rerank.stage import RerankStage
 from .packing import checked_files, pack_folder, unpack_folder
 from .resources import check, export_resources, find, pointer_for, read_pointer, write_pointer
@@ -46,6 +49,7 @@ class LinkerStorage:
     prototypes: Any
     reranker: Any
     calibration: Any
+    abbreviations: Any
     _resources_dir: Optional[Path]
     kb: Any  # the component's KB (a property of the component)
 
@@ -69,6 +73,10 @@ class LinkerStorage:
             self.calibration.to_disk(path / CALIBRATION_FILE)
         elif (path / CALIBRATION_FILE).exists():  # saving over an older pipeline folder: not another's file
             (path / CALIBRATION_FILE).unlink()
+        if self.abbreviations is not None:
+            self.abbreviations.to_disk(path / ABBREVIATIONS_FILE)
+        elif (path / ABBREVIATIONS_FILE).exists():
+            (path / ABBREVIATIONS_FILE).unlink()
         if self.cfg["resources"] == "outside":
             self._save_pointer(path)
             return
@@ -112,6 +120,9 @@ class LinkerStorage:
         if (path / CALIBRATION_FILE).exists():  # travels with the pipeline, even with outside resources
             calibration = Calibration.from_disk(path / CALIBRATION_FILE)
         self.set_calibration(calibration, path=path / CALIBRATION_FILE)
+        # travels with the pipeline too; the folder's own table (or none) replaces one held before
+        table = path / ABBREVIATIONS_FILE
+        self.set_abbreviations(AbbreviationTable.from_disk(table) if table.exists() else None)
         self._resources_dir = folder if pointer is not None else None
         return self
 
