@@ -143,6 +143,8 @@ def test_linker_uses_the_table_for_an_undefined_short_form(nlp):
         defined = _linked(nlp, "We gave acetylsalicylic acid (AA) daily. AA helped.", "AA")
         assert defined.kb_id_ == "C004" and defined._.kb_ents[0][1] == pytest.approx(1.0, abs=1e-5)
         assert _linked(nlp, "AA helped.", "AA").kb_id_ == "D003"  # undefined there: the table's
+        # a document that defines other short forms: the undefined one still gets the table's long form
+        assert _linked(nlp, "Signs of mitral regurgitation (MR) were found. XQ was seen.", "XQ").kb_id_ == "D003"
         # only a whole mention is replaced
         longer = _linked(nlp, "A case of XQ fever was seen.", "XQ fever")
         assert longer._.kb_ents[0][1] < 0.999

@@ -172,3 +172,10 @@ def test_tune_hybrid_resolves_abbreviations_as_the_linker_by_default(tiny_bert_p
     nlp = linker_nlp(tiny_bert_path, kb_dir, max_length=25, resolve_abbreviations=False)
     wd_right = _linker_acc(nlp, {"wd": "D006"})  # what "WD" as written links to
     assert written["name_only_acc@1"] == pytest.approx((2 + 2 * wd_right) / 4)
+    # an abbreviation table reads "WD" as the linker with that table does, with the document's definitions off
+    table = tmp_path / "abbreviations.tsv"
+    table.write_text("WD\twilson disease\n", encoding="utf8")
+    tabled = _tune(tiny_bert_path, kb_dir, dev, tmp_path / "table.json", "--as-written", "--abbreviation-table",
+                   str(table))
+    assert (tabled["abbreviations_resolved"], tabled["abbreviation_table"]) == (2, str(table))
+    assert {row["acc@1"] for row in tabled["grid"]} == {1.0}

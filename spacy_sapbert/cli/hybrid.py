@@ -13,6 +13,7 @@ from ..encoding.torch_encoder import Encoder
 from ..index.hybrid import CANDIDATE_MODES
 from ..index.query_variants import KINDS
 from ..kb import KnowledgeBase
+from ..mentions.abbreviation_table import AbbreviationTable
 from ..linker.settings import DEFAULT_CONFIG
 from ._app import app
 from ._index_options import parse_ngrams
@@ -44,6 +45,9 @@ def tune_hybrid_command(
                                                help="Read a short form in a mention as the long form its document "
                                                     "defines, as the linker's resolve_abbreviations (default: on, "
                                                     "the linker's default; needs scispaCy)."),
+    abbreviation_table: Optional[Path] = typer.Option(None, "--abbreviation-table",
+                                                      help="The linker's abbreviation table (mine-abbreviations' "
+                                                           "file, or a TSV), read as the linker reads it."),
     ngrams: List[str] = typer.Option(["2,3"], "--ngrams", help="char_wb n-gram range LO,HI of the sparse index; "
                                                                "repeat to try several (e.g. --ngrams 2,3 --ngrams 3,3)."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Keep encoded names here between runs "
@@ -56,19 +60,23 @@ def tune_hybrid_command(
     the linker's own)."""
     from ..evaluation.hybrid import check_tuner_settings, tune_on_file  # lazy: spacy
     check_tuner_settings(k, candidates, query_variants)  # before the KB and the encoder are loaded
+    if abbreviation_table is not None:
+        AbbreviationTable.from_disk(abbreviation_table)  # E001 / E798 before the KB and the encoder, too
     ranges = [parse_ngrams(value) for value in ngrams]
     kb = KnowledgeBase.from_disk(kb_dir)
     encoder = Encoder.load(model, pooling=pooling, max_length=max_length, device=device)
     found = tune_on_file(dev, kb, encoder, types=types or None, ngram_ranges=ranges, sparse_k=sparse_k, k=k,
                          candidates=candidates, query_variants=query_variants,
-                         resolve_abbreviations=resolve_abbreviations, cache_dir=cache_dir)
+                         resolve_abbreviations=resolve_abbreviations, abbreviation_table=abbreviation_table,
+                         cache_dir=cache_dir)
     best = found["best"]
     typer.echo(f"{found['mentions']} mentions: name-only strict acc@1 {100 * found['name_only_acc@1']:.1f}, best "
                f"{100 * best['acc@1']:.1f} with sparse_weight = {best['sparse_weight']} (build-index --sparse "
                f"--sparse-ngrams {','.join(map(str, best['ngram_range']))}; candidates {found['candidates']}, "
                f"k {found['k']}, query_variants {found['query_variants']}; abbreviations "
-               + (f"resolved in {found['abbreviations_resolved']} mentions)" if found["resolve_abbreviations"]
-                  else "as written)"))
+               + (f"resolved in {found['abbreviations_resolved']} mentions" if found["resolve_abbreviations"]
+                  else "as written") + (f", abbreviation table {abbreviation_table}" if abbreviation_table else "")
+               + ")")
     if output is not None:
         with atomic_write(output) as fh:
             json.dump(found, fh, indent=2)

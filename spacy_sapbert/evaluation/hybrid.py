@@ -208,18 +208,21 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
                  candidates: str = DEFAULT_CONFIG["candidates"],
                  query_variants: Sequence[str] = tuple(DEFAULT_CONFIG["query_variants"]),
                  resolve_abbreviations: bool = DEFAULT_CONFIG["resolve_abbreviations"],
-                 cache_dir: Any = None, batch_size: int = 128) -> Dict[str, Any]:
+                 abbreviation_table: Any = None, cache_dir: Any = None, batch_size: int = 128) -> Dict[str, Any]:
     """``tune-hybrid``: the ``sparse_weight`` (and n-gram range) with the best strict acc@1 on the annotated
     mentions of ``path`` (normalised as the linker does), for ``encoder`` over ``kb``, ranked as the linker with
     these ``sparse_k``, ``k`` (its candidate depth), ``candidates`` and ``query_variants`` ranks (defaults: the
     linker's). ``resolve_abbreviations`` (the linker's default: on): a short form in a mention is read as the long
-    form its document defines, as ``evaluate`` resolves them (:func:`~.preprocess.mention_queries`). Returns
+    form its document defines, as ``evaluate`` resolves them (:func:`~.preprocess.mention_queries`);
+    ``abbreviation_table`` (a path): the linker's abbreviation table, read as the linker reads it. Returns
     ``{"best": {"sparse_weight", "ngram_range", "acc@1"}, "name_only_acc@1", "mentions", "sparse_k", "k",
     "candidates", "query_variants", "resolve_abbreviations", "abbreviations_resolved", "grid"}``
     (``abbreviations_resolved``: the tuned mentions whose text a definition changed)."""
     kinds = check_tuner_settings(k, candidates, query_variants)
     docs = list(read_dataset(path, types=types))
-    queries_written = mention_queries(docs, InputOptions(resolve_abbreviations=bool(resolve_abbreviations)))
+    queries_written = mention_queries(docs, InputOptions(
+        resolve_abbreviations=bool(resolve_abbreviations),
+        abbreviation_table=None if abbreviation_table is None else str(abbreviation_table)))
     mentions = iter_mentions(docs)
     pairs = [(q, resolve_gold(kb, m.ids), q != normalize_name(m.text))
              for (q, _), m in zip(queries_written, mentions) if m.ids]
@@ -243,6 +246,7 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
             best = {"sparse_weight": weight, "ngram_range": list(ngrams), "acc@1": acc}
     return {"best": best, "name_only_acc@1": name_only, "mentions": len(pairs), "sparse_k": sparse_k, "k": k,
             "candidates": candidates, "query_variants": kinds, "resolve_abbreviations": bool(resolve_abbreviations),
+            "abbreviation_table": None if abbreviation_table is None else str(abbreviation_table),
             "abbreviations_resolved": resolved, "grid": grid}
 
 
