@@ -20,12 +20,11 @@ table turned right / wrong against the same system without it.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from candidate_recall import K, KS, CORPORA, load_setup, read, resolved_texts, scores, tuned_weight
-from common import NCBI, OUTPUT
+from candidate_recall import K, KS, CORPORA, load_setup, read, resolved_texts, scores, setup_arguments, tuned_weight
+from common import NCBI
 from results_io import table, write_results
 
 SOURCES = {"ncbi": [NCBI["train"], NCBI["dev"]], "bc5cdr": [CORPORA["bc5cdr"][1]]}
@@ -84,12 +83,7 @@ def run_corpus(corpus: str, setup: Any) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache-dir", type=Path, default=OUTPUT / "cache" / "hybrid")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--corpora", nargs="*", default=list(CORPORA))
-    parser.add_argument("--no-write", action="store_true")
-    args = parser.parse_args(argv)
+    args = setup_arguments(__doc__.splitlines()[0]).parse_args(argv)
     setup, _ = load_setup(args)
     parts = [run_corpus(corpus, setup) for corpus in args.corpora]
     tables, notes = {}, []

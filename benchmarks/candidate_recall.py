@@ -314,12 +314,18 @@ def load_setup(args) -> Tuple[Any, Any]:
     return HybridSetup(enc, kb, cache_dir=args.cache_dir), enc
 
 
-def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def setup_arguments(description: str) -> argparse.ArgumentParser:
+    """The options of a benchmark built on :func:`load_setup`: --cache-dir, --threads, --corpora, --no-write."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--cache-dir", type=Path, default=OUTPUT / "cache" / "hybrid")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--corpora", nargs="*", default=list(CORPORA))
     parser.add_argument("--no-write", action="store_true")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = setup_arguments(__doc__.splitlines()[0])
     parser.add_argument("--part", default="", help="ncbi, bc5cdr, abbreviations, ties or speed (after ncbi): one part "
                                                    "in its own process, saved for the final run")
     parser.add_argument("--parts-dir", type=Path, default=OUTPUT / "candidate_recall")

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from helpers import linker_nlp
 
+from spacy_sapbert.base.signed_json import digest
 from spacy_sapbert.cli import app
 from spacy_sapbert.errors import ConfigError, DataFormatError, MissingInputError
 from spacy_sapbert.mentions.abbreviation_table import (AbbreviationTable, Entry, mine, read_tsv,
@@ -86,18 +87,15 @@ def test_round_trip_and_tampering(tmp_path):
 def test_entries_are_checked_even_with_a_matching_digest():
     data = AbbreviationTable({"DM": Entry("myotonic dystrophy", 2, 3)}).to_dict()
     data["table"]["entries"].append(["DM", "other", 1, 1])
-    data["sha256"] = AbbreviationTable({}).to_dict()["sha256"]  # any digest: recomputed below
-    from spacy_sapbert.mentions.abbreviation_table import _digest
-
-    data["sha256"] = _digest(data["table"])
+    data["sha256"] = digest(data["table"])  # a forger's recomputed digest: the entries' own checks must hold
     with pytest.raises(DataFormatError, match="given twice"):
         AbbreviationTable.from_dict(data)
     data["table"]["entries"] = [["D\tM", "x", 1, 1]]
-    data["sha256"] = _digest(data["table"])
+    data["sha256"] = digest(data["table"])
     with pytest.raises(DataFormatError, match="short form"):
         AbbreviationTable.from_dict(data)
     data["table"]["entries"] = [["DM", "x", 3, 1]]  # count above total
-    data["sha256"] = _digest(data["table"])
+    data["sha256"] = digest(data["table"])
     with pytest.raises(DataFormatError, match="entry 1"):
         AbbreviationTable.from_dict(data)
 

@@ -172,12 +172,12 @@ def _damage(text, how):
     elif how == "version":
         data["version"] = 99
     elif how == "resigned_nan":  # a consistent sha256 over a payload that is not usable
-        from spacy_sapbert.calibration.model import _digest
+        from spacy_sapbert.base.signed_json import digest as _digest
 
         data["calibration"]["scale"][0] = -1.0
         data["sha256"] = _digest(data["calibration"])
     elif how == "resigned_lengths":
-        from spacy_sapbert.calibration.model import _digest
+        from spacy_sapbert.base.signed_json import digest as _digest
 
         data["calibration"]["coef"] = data["calibration"]["coef"][:2]
         data["sha256"] = _digest(data["calibration"])
@@ -201,7 +201,7 @@ def test_a_damaged_calibration_file_is_a_coded_error_at_load(calibration, tmp_pa
 
 
 def test_missing_feature_at_load_is_a_coded_error(calibration, tmp_path):
-    from spacy_sapbert.calibration.model import _digest
+    from spacy_sapbert.base.signed_json import digest as _digest
 
     path = tmp_path / "calibration.json"
     calibration.to_disk(path)

@@ -26,7 +26,7 @@ from spacy_sapbert.corpus import find_shards, read_shard
 from spacy_sapbert.corpus.checks import scan_shards
 from spacy_sapbert.errors import SapbertError
 from spacy_sapbert.mentions.abbreviation_table import AbbreviationTable
-from spacy_sapbert.mentions.abbreviation_table import _digest as table_digest
+from spacy_sapbert.base.signed_json import digest as table_digest
 from spacy_sapbert.mentions.datasets import read_biosyn, read_mentions_jsonl, read_mentions_tsv, read_pubtator
 from spacy_sapbert.kb import KnowledgeBase
 from spacy_sapbert.kb.readers import read_jsonl, read_medic, read_obo, read_tsv, read_umls

@@ -9,7 +9,6 @@ when the linker's KB checksum and encoder fingerprint are given, that they are t
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import numpy
 
 from ..errors import ConfigError, DataFormatError, EmptyResultError, Errors, IncompatibleError
+from ..base.signed_json import sign, signed_payload
 from ..base.util import PathLike, atomic_write, ensure_path
 from .features import Evidence, check_features, feature_matrix
 
@@ -74,7 +74,7 @@ class Calibration:
                    "coef": list(self.coef), "intercept": self.intercept, "kb_checksum": self.kb_checksum,
                    "encoder_fingerprint": self.encoder_fingerprint, "settings": dict(self.settings),
                    "info": dict(self.info)}
-        return {"format": FORMAT, "version": VERSION, "sha256": _digest(payload), "calibration": payload}
+        return sign(payload, file_format=FORMAT, version=VERSION, key="calibration")
 
     def to_disk(self, path: PathLike) -> None:
         """Write the JSON file ``path`` atomically."""
@@ -105,13 +105,7 @@ class Calibration:
         def bad(why: str) -> DataFormatError:
             return DataFormatError(Errors.E791.format(path=path, why=why))
 
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise bad(f"not a {FORMAT} file")
-        if data.get("version") != VERSION:
-            raise bad(f"version {data.get('version')!r}; this package reads version {VERSION}")
-        payload = data.get("calibration")
-        if not isinstance(payload, dict) or data.get("sha256") != _digest(payload):
-            raise bad("the sha256 of its content does not match: the file was changed or damaged")
+        payload = signed_payload(data, file_format=FORMAT, version=VERSION, key="calibration", bad=bad)
         try:
             names = tuple(str(n) for n in payload["feature_names"])
             arrays = [tuple(float(v) for v in payload[key]) for key in ("mean", "scale", "coef")]
@@ -126,11 +120,6 @@ class Calibration:
         if not all(math.isfinite(v) for v in numbers) or any(v <= 0 for v in arrays[1]):
             raise bad("a coefficient is not a finite number (or a scale is not positive)")
         return cls(names, arrays[0], arrays[1], arrays[2], intercept, kb, enc, settings, info)
-
-
-def _digest(payload: Mapping[str, Any]) -> str:
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def fit(features: numpy.ndarray, correct: Sequence[bool], feature_names: Sequence[str], *, kb_checksum: str,

@@ -18,12 +18,12 @@ mention's text with surrounding whitespace stripped. The table is saved as JSON 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from ..base.signed_json import sign, signed_payload
 from ..base.util import PathLike, atomic_write, ensure_path
 from ..errors import ConfigError, DataFormatError, Errors, MissingInputError
 
@@ -73,7 +73,7 @@ class AbbreviationTable:
     def to_dict(self) -> Dict[str, Any]:
         payload = {"entries": [[s, e.long_form, e.count, e.total] for s, e in sorted(self.entries.items())],
                    "info": dict(self.info)}
-        return {"format": FORMAT, "version": VERSION, "sha256": _digest(payload), "table": payload}
+        return sign(payload, file_format=FORMAT, version=VERSION, key="table")
 
     def to_disk(self, path: PathLike) -> None:
         """Write the JSON file ``path`` atomically."""
@@ -90,13 +90,7 @@ class AbbreviationTable:
         def bad(why: str) -> DataFormatError:
             return DataFormatError(Errors.E798.format(path=path, why=why))
 
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise bad(f"not a {FORMAT} file")
-        if data.get("version") != VERSION:
-            raise bad(f"version {data.get('version')!r}; this package reads version {VERSION}")
-        payload = data.get("table")
-        if not isinstance(payload, dict) or data.get("sha256") != _digest(payload):
-            raise bad("the sha256 of its entries does not match: the file was changed or damaged")
+        payload = signed_payload(data, file_format=FORMAT, version=VERSION, key="table", bad=bad, what="entries")
         rows, info = payload.get("entries"), payload.get("info")
         if not isinstance(rows, list) or not isinstance(info, dict):
             raise bad("'entries' is not a list or 'info' is not an object")
@@ -232,11 +226,6 @@ def mine(texts: Iterable[str], *, min_count: int = 1, min_share: float = 0.5, nl
     counts, n = count_definitions(texts, nlp, progress=progress)
     return table_from_counts(counts, min_count=min_count, min_share=min_share,
                              info=dict(info or {}, documents=n))
-
-
-def _digest(payload: Mapping[str, Any]) -> str:
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 __all__ = ["AbbreviationTable", "Entry", "FILE_NAME", "mine", "count_definitions", "table_from_counts", "read_tsv",
