@@ -1,8 +1,8 @@
 """Saving and loading the ``sapbert_linker`` component: ``to_disk``/``from_disk`` (encoder, prototypes, calibration,
-abbreviation table, and KB +
-index or a pointer to them outside the pipeline), ``to_bytes``/``from_bytes`` (only the files ``to_disk`` writes),
-and :meth:`~LinkerStorage.export_resources`. A mixin of :class:`~spacy_sapbert.linker.SapbertLinker`, kept apart so
-that the component's linking code and its file handling can be read on their own."""
+abbreviation table, and KB + index or a pointer to them outside the pipeline), ``to_bytes``/``from_bytes`` (only the
+files ``to_disk`` writes), and :meth:`~LinkerStorage.export_resources`. A mixin of
+:class:`~spacy_sapbert.linker.SapbertLinker`, kept apart so that the component's linking code and its file handling
+can be read on their own."""
 from __future__ import annotations
 
 import shutil

@@ -9,7 +9,7 @@ says little to a name encoder. An :class:`AbbreviationTable` gives such a mentio
   short form, the long form most documents define it with (ties: the alphabetically first), when at least
   ``min_count`` documents do and that long form holds at least ``min_share`` of the short form's definitions
   ("AS": Angelman syndrome in 4 documents, ankylosing spondylitis in 2, is kept at 0.5 and dropped at 0.7);
-- a table can also be written by hand: a TSV file, ``short form<TAB>long form`` a line (:func:`read_table`).
+- a table can also be written by hand: a TSV file, ``short form<TAB>long form`` a line (:func:`read_tsv`).
 
 Only a mention whose whole text is a short form of the table is replaced, and only when its document defines
 no abbreviation inside it (:meth:`AbbreviationTable.text_for`); short forms are matched case-sensitively on the
