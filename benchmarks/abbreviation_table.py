@@ -16,7 +16,12 @@ nothing inside it). Columns: strict acc@1 by mention class (classes on the text 
 train mention, neither, unseen in train), candidate recall@k, mentions the table replaced and how many of them the
 table turned right / wrong against the same system without it.
 
-    python benchmarks/abbreviation_table.py [--cache-dir CACHE] [--threads 2]
+With ``--link-ncbi-work WORK`` (the work folder of ``benchmarks/link_ncbi.py --work WORK``: its saved MEDIC pipeline,
+hnsw index, ONNX Runtime) the NCBI table is also given to that pipeline's ``sapbert_linker`` (``set_abbreviations``)
+and the test set's gold spans are linked through ``nlp.pipe``, abbreviations resolved or not, as link_ncbi scores
+them (strict acc@1 / acc@5, all 960 mentions): the linker's own path, not this script's reading of it.
+
+    python benchmarks/abbreviation_table.py [--cache-dir CACHE] [--threads 2] [--link-ncbi-work WORK]
 """
 from __future__ import annotations
 
@@ -82,11 +87,45 @@ def run_corpus(corpus: str, setup: Any) -> Dict[str, Any]:
             "classes": classes.counts()}
 
 
+def through_pipeline(work: Path, abbreviations: Any) -> List[List[Any]]:
+    """NCBI test's gold spans through link_ncbi's saved pipeline, with and without the table (``set_abbreviations``),
+    abbreviations resolved or not; scored as link_ncbi scores (its ``_score``)."""
+    import json
+
+    import spacy
+
+    import link_ncbi  # noqa: F401  (registers its bench_gold_spans factory)
+
+    texts = json.loads((work / "texts.json").read_text(encoding="utf8"))
+    gold = json.loads((work / "gold.json").read_text(encoding="utf8"))
+    rows = []
+    for resolve in (False, True):
+        nlp = spacy.load(work / "nlp_sapbert",
+                         config={"components": {"sapbert_linker": {"resolve_abbreviations": resolve}}})
+        nlp.add_pipe("bench_gold_spans", first=True, config={"table": str(work / "spans.json")})
+        linker = nlp.get_pipe("sapbert_linker")
+        for label, given in (("none", None), ("other documents", abbreviations)):
+            linker.set_abbreviations(given)
+            found = link_ncbi._score(list(nlp.pipe(texts, batch_size=128)), gold, "kb_ents")
+            rows.append(["resolved" if resolve else "as written", label, round(100 * found["acc@1"], 1),
+                         round(100 * found["acc@5"], 1), found["mentions"]])
+    return rows
+
+
 def main(argv: Optional[List[str]] = None) -> None:
-    args = setup_arguments(__doc__.splitlines()[0]).parse_args(argv)
+    parser = setup_arguments(__doc__.splitlines()[0])
+    parser.add_argument("--link-ncbi-work", type=Path, default=None,
+                        help="link_ncbi.py's work folder: also link NCBI test through its saved pipeline")
+    args = parser.parse_args(argv)
     setup, _ = load_setup(args)
     parts = [run_corpus(corpus, setup) for corpus in args.corpora]
     tables, notes = {}, []
+    if args.link_ncbi_work is not None:
+        rows = through_pipeline(args.link_ncbi_work, mined(SOURCES["ncbi"]))
+        tables["NCBI-disease test through the saved MEDIC pipeline (link_ncbi's; strict %)"] = table(
+            ["abbreviations", "table", "acc@1", "acc@5", "mentions"], rows)
+        for row in rows:
+            print("pipeline", *row, sep=" | ")
     for part in parts:
         tables[f"{part['corpus']}: abbreviation table (MEDIC, base MiniLM, strict %)"] = table(COLUMNS, part["rows"])
         for row in part["rows"]:

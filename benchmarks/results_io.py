@@ -75,8 +75,9 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Dict[str, Li
 
 
 # what a machine path given to these flags reads as in a results file (no machine's folders in the docs)
-PLACEHOLDERS = {"--work": "WORK", "--cache": "CACHE", "--cache-dir": "CACHE", "--fp32-cache": "CACHE",
-                "--lean-python": "LEAN/bin/python", "--data": "DATA", "--out": "OUT", "--results-dir": "RESULTS"}
+PLACEHOLDERS = {"--work": "WORK", "--link-ncbi-work": "WORK", "--cache": "CACHE", "--cache-dir": "CACHE",
+                "--fp32-cache": "CACHE", "--lean-python": "LEAN/bin/python", "--data": "DATA", "--out": "OUT",
+                "--results-dir": "RESULTS"}
 
 
 def portable_command(argv: Sequence[str], *, quote: bool = False) -> str:
