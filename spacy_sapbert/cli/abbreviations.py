@@ -17,9 +17,10 @@ def mine_abbreviations_command(
     inputs: List[Path] = typer.Argument(..., help="Raw text to read definitions from (no annotations needed): "
                                                   "files or folders as for link-corpus (JSONL, Parquet, PubTator, "
                                                   "a folder of .txt files)."),
-    output: Path = typer.Option(..., "--output", "-o", help="The table to write (JSON, atomically; an existing file is replaced); give it to the "
-                                                             "linker with initialize's abbreviations_path, "
-                                                             "create-pipeline --abbreviations or link --abbreviations."),
+    output: Path = typer.Option(..., "--output", "-o", help="The table to write (JSON, atomically; an existing file "
+                                                             "is replaced); give it to the linker with initialize's "
+                                                             "abbreviations_path, create-pipeline --abbreviations or "
+                                                             "link --abbreviations."),
     data_format: str = typer.Option("auto", "--format", help=f"Input format: {', '.join(FORMATS)}."),
     text_field: str = typer.Option("text", "--text-field", help="JSONL / Parquet: the field holding the text."),
     min_count: int = typer.Option(1, "--min-count", help="Keep a short form when at least this many documents "

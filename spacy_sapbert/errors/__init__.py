@@ -19,8 +19,8 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E760–E779 / W760–W769: research workflow (pooling from the model folder, epoch schedules, config versions,
   dev evaluation and best-model selection)
 - E770–E779: multiprocess linking
-- E780–E799 / W780–W789: unseen mentions (E780–E789 / W780–W784 sparse + hybrid, E790–E797 / W785–W789 calibration, E798–E799
-  abbreviation tables)
+- E780–E799 / W780–W789: unseen mentions (E780–E789 / W780–W784 sparse + hybrid, E790–E797 / W785–W789
+  calibration, E798–E799 abbreviation tables)
 - E800–E819 / W800–W809: the cross-encoder re-ranker (its files, training, the linker's use of it)
 - E820–E839 / W810–W819: footprint (E820–E822 / W810–W811 lean runtime and extras, E823–E824 the linker's
   settings, E825–E829 / W812–W813 the int8 name encoder, E830–E831 / W814–W815 encoding big KBs, E832–E834 one

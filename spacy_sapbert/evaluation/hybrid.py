@@ -219,10 +219,10 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
     "candidates", "query_variants", "resolve_abbreviations", "abbreviations_resolved", "grid"}``
     (``abbreviations_resolved``: the tuned mentions whose text a definition changed)."""
     kinds = check_tuner_settings(k, candidates, query_variants)
+    table_path = None if abbreviation_table is None else str(abbreviation_table)
     docs = list(read_dataset(path, types=types))
-    queries_written = mention_queries(docs, InputOptions(
-        resolve_abbreviations=bool(resolve_abbreviations),
-        abbreviation_table=None if abbreviation_table is None else str(abbreviation_table)))
+    queries_written = mention_queries(docs, InputOptions(resolve_abbreviations=bool(resolve_abbreviations),
+                                                         abbreviation_table=table_path))
     mentions = iter_mentions(docs)
     pairs = [(q, resolve_gold(kb, m.ids), q != normalize_name(m.text))
              for (q, _), m in zip(queries_written, mentions) if m.ids]
@@ -246,8 +246,7 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
             best = {"sparse_weight": weight, "ngram_range": list(ngrams), "acc@1": acc}
     return {"best": best, "name_only_acc@1": name_only, "mentions": len(pairs), "sparse_k": sparse_k, "k": k,
             "candidates": candidates, "query_variants": kinds, "resolve_abbreviations": bool(resolve_abbreviations),
-            "abbreviation_table": None if abbreviation_table is None else str(abbreviation_table),
-            "abbreviations_resolved": resolved, "grid": grid}
+            "abbreviation_table": table_path, "abbreviations_resolved": resolved, "grid": grid}
 
 
 def check_tuner_settings(k: Any, candidates: Any, kinds: Any) -> List[str]:

@@ -233,6 +233,8 @@ def run_end_to_end(settings: Dict[str, Any], docs: Sequence[Document], golds: Se
     blank = spacy.blank("en")
     base_docs, where = gold_docs(blank, docs)
     pipelines: List[Tuple[str, Any, Dict[str, Any]]] = []
+    # as in mention_only, read once for both built pipelines; a saved pipeline keeps its own table
+    table = AbbreviationTable.from_disk(options.abbreviation_table) if options.abbreviation_table else None
     for key, label in (("model", sy["model_name"]), ("base_encoder", sy["base_encoder_name"])):
         if sy.get(key):
             p = ensure_path(sy[key])
@@ -240,9 +242,8 @@ def run_end_to_end(settings: Dict[str, Any], docs: Sequence[Document], golds: Se
                 nlp, desc = _loaded_pipeline(p)
             else:
                 nlp, desc = _sapbert_pipeline(sy[key], kb, settings, options.resolve_abbreviations, max_k)
-                if options.abbreviation_table:  # as in mention_only; a saved pipeline keeps its own table
-                    nlp.get_pipe("sapbert_linker").set_abbreviations(
-                        AbbreviationTable.from_disk(options.abbreviation_table))
+                if table is not None:
+                    nlp.get_pipe("sapbert_linker").set_abbreviations(table)
                     desc["abbreviation_table"] = options.abbreviation_table
             pipelines.append((f"{label} (pipeline)", nlp, desc))
     if sy.get("pipeline"):

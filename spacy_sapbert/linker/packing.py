@@ -4,7 +4,8 @@
 folder. A pipeline's bytes are passed around like any file, so unpacking trusts nothing: a key is
 written only when it is one of the names ``to_disk`` can write (``encoder/NAME``, ``kb/NAME``,
 ``index/NAME``, ``prototypes/NAME``, ``prototypes/encoder/NAME`` (the context encoder), ``reranker/NAME`` with NAME made of letters, digits, ``_``, ``-`` and ``.``, not
-starting with a dot, or the ``.spacy_sapbert.json`` marker of a written folder, ``resources.json``, ``calibration.json`` and ``abbreviations.json``).
+starting with a dot, or the ``.spacy_sapbert.json`` marker of a written folder, ``resources.json``,
+``calibration.json`` and ``abbreviations.json``).
 Anything else (``..``, an absolute path, another top-level folder, a deeper path, a value that is
 not bytes, a name ending in a newline) is refused with E550 before a single file is written, and so are more
 than :data:`MAX_FILES` files and a JSON or text file over :data:`MAX_TEXT_BYTES` (parsed whole at load).
@@ -18,7 +19,8 @@ from typing import Dict
 from ..errors import DataFormatError, Errors
 
 PARTS = ("encoder", "kb", "index", "prototypes", "reranker")
-TOP_FILES = ("resources.json", "calibration.json", "abbreviations.json")  # the pointer of a linker whose KB and index are kept outside
+# top-level files: the pointer of a linker whose KB and index are kept outside, its calibration, its abbreviation table
+TOP_FILES = ("resources.json", "calibration.json", "abbreviations.json")
 # NAME: letters, digits, "_", "-", "." (not first), or the marker file every written folder carries
 # (matched with fullmatch: "$" alone would also accept a name ending in "\n")
 _NAME = re.compile(r"((encoder|kb|index|prototypes|prototypes/encoder|reranker)/([A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}|\.spacy_sapbert\.json)"

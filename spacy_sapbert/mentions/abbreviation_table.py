@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from ..base.signed_json import sign, signed_payload
 from ..base.util import PathLike, atomic_write, ensure_path
@@ -180,17 +180,11 @@ def count_definitions(texts: Iterable[str], nlp: Any = None, *, batch_size: int 
     from .abbreviations import definitions, make_detector  # lazy: spacy (its matcher), scispacy
 
     nlp = nlp if nlp is not None else spacy.blank("en")
-    detector: List[Any] = []
-
-    def get_detector() -> Any:
-        if not detector:
-            detector.append(make_detector(nlp.vocab))
-        return detector[0]
-
+    detector = make_detector(nlp.vocab)  # as evaluation.preprocess.abbreviation_map makes it
     counts: Dict[str, Counter] = defaultdict(Counter)
     n = 0
     for doc in nlp.tokenizer.pipe(texts, batch_size=batch_size):
-        for short, long in definitions(doc, get_detector):
+        for short, long in definitions(doc, lambda: detector):
             short_text, long_text = short.text.strip(), " ".join(long.split())
             if short_text and long_text and len(short_text) <= MAX_SHORT and len(long_text) <= MAX_LONG \
                     and not any(c in short_text for c in "\t\n\r"):
