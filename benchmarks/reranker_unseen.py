@@ -420,23 +420,24 @@ SPEED_PARTS = (("cross-encoder forward (ONNX Runtime, int8)", "onnxruntime_infer
                ("query encoding (name encoder)", "encoding/cached.py", "encode"))
 
 
-def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Path, weight: float) -> Dict[str, Any]:
-    """The three linkers of ``--speed`` sharing one encoder and one index (loaded once): name-only, hybrid
-    (``sparse_weight`` = ``weight``, the other hybrid keys at their defaults) and hybrid + the re-ranker at the
-    linker's defaults (``reranker_k`` 16, margin 0.05, dense weight 30); abbreviations not resolved."""
+def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], weight: float) -> Dict[str, Any]:
+    """The linkers of ``--speed`` sharing one encoder and one index (loaded once): name-only, hybrid
+    (``sparse_weight`` = ``weight``, the other hybrid keys at their defaults) and, with a ``reranker`` folder,
+    hybrid + the re-ranker at the linker's defaults (``reranker_k`` 16, margin 0.05, dense weight 30);
+    abbreviations not resolved."""
     import spacy
 
     cfg = {"model": minilm_path(), "pooling": "mean", "max_length": 25, "resolve_abbreviations": False}
+    systems = SPEED_SYSTEMS if reranker is not None else SPEED_SYSTEMS[:-1]
     nlps = {}
-    for name, w in zip(SPEED_SYSTEMS, (0.0, weight, weight)):
+    for name, w in zip(systems, (0.0, weight, weight)):
         nlp = spacy.blank("en")
-        linker = nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": w})
-        if name == SPEED_SYSTEMS[-1]:
-            linker.initialize(nlp=nlp, kb_path=str(kb_dir), index_path=str(index_dir), reranker_path=str(reranker),
-                              show_progress=False)
+        nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": w})
         nlps[name] = nlp
-    loaded = nlps[SPEED_SYSTEMS[-1]].get_pipe("sapbert_linker")
-    for name in SPEED_SYSTEMS[:-1]:
+    loaded = nlps[systems[-1]].get_pipe("sapbert_linker")
+    loaded.initialize(nlp=nlps[systems[-1]], kb_path=str(kb_dir), index_path=str(index_dir),
+                      reranker_path=None if reranker is None else str(reranker), show_progress=False)
+    for name in systems[:-1]:
         nlps[name].get_pipe("sapbert_linker").set_resources(loaded.encoder, loaded.index, path=str(index_dir))
     return nlps
 
@@ -465,7 +466,7 @@ def speed_pass(nlp: Any, docs: Sequence[Tuple[str, List[Tuple[int, int]]]], file
 
 
 def speed_profile(nlp: Any, docs: Sequence[Any]) -> List[List[Any]]:
-    """Seconds and share of one hybrid + re-ranker pass in each of :data:`SPEED_PARTS` (cProfile)."""
+    """Seconds and share of one pass of ``nlp`` (the slowest system) in each of :data:`SPEED_PARTS` (cProfile)."""
     import cProfile
     import pstats
 
@@ -545,72 +546,83 @@ def speed(args: Any) -> None:
     results = Path(__file__).resolve().parent / "results"
     weight = float(json.loads((results / "hybrid_unseen.json").read_text(encoding="utf8"))["figures"]["NCBI-disease test"]["weight"])
     given = dict(item.split("=", 1) for item in args.use)
-    reranker = Path(given.get("ncbi") or args.output / run_name("ncbi", args) / "model")
+    reranker: Optional[Path] = Path(given.get("ncbi") or args.output / run_name("ncbi", args) / "model")
+    if args.speed_no_reranker:
+        reranker = None
+    elif not reranker.is_dir():
+        raise SystemExit(f"no re-ranker at {reranker}: train one (this script without --speed), give --use "
+                         "ncbi=FOLDER, or time name-only and hybrid alone with --speed-no-reranker")
     nlps = speed_pipelines(args.speed_kb, args.speed_index, reranker, weight)
+    systems = list(nlps)
     docs = [(d.text, [(m.start, m.end) for m in d.mentions]) for d in read_pubtator(NCBI["test"])]
     n = sum(len(spans) for _, spans in docs)
     load = [os.getloadavg()[0]]
-    times: Dict[str, List[float]] = {f"{name}|{reads}": [] for name in SPEED_SYSTEMS for reads in ("file", "hnswlib")}
+    times: Dict[str, List[float]] = {f"{name}|{reads}": [] for name in systems for reads in ("file", "hnswlib")}
     same: Dict[str, Any] = {}
-    for name in SPEED_SYSTEMS:  # warm-up, and the two reads' kb_ents side by side
+    for name in systems:  # warm-up, and the two reads' kb_ents side by side
         lists = {reads: speed_pass(nlps[name], docs, reads == "file")[1] for reads in ("file", "hnswlib")}
         ids_equal = [[c for c, _ in a] for a in lists["file"]] == [[c for c, _ in b] for b in lists["hnswlib"]]
         worst = max((abs(x - y) for a, b in zip(lists["file"], lists["hnswlib"]) for (_, x), (_, y) in zip(a, b)),
                     default=0.0)
         same[name] = {"ids_equal": ids_equal, "max_score_diff": worst}
     for r in range(args.rounds):
-        for name in SPEED_SYSTEMS:
+        for name in systems:
             for reads in (("file", "hnswlib") if r % 2 == 0 else ("hnswlib", "file")):
                 times[f"{name}|{reads}"].append(speed_pass(nlps[name], docs, reads == "file")[0])
         load.append(os.getloadavg()[0])
         print("round", r, {k: round(v[-1], 2) for k, v in times.items()}, "load", load[-1], flush=True)
     rate = {k: n / statistics.median(v) for k, v in times.items()}
     rows = []
-    for name in SPEED_SYSTEMS:
+    for name in systems:
         now, before = rate[f"{name}|file"], rate[f"{name}|hnswlib"]
-        rows.append([name, round(now, 1), round(now / rate[f"{SPEED_SYSTEMS[0]}|file"], 2), round(before, 1),
-                     round(before / rate[f"{SPEED_SYSTEMS[0]}|hnswlib"], 2), round(now / before, 2)])
-    model = nlps[SPEED_SYSTEMS[-1]].get_pipe("sapbert_linker").reranker.model
+        rows.append([name, round(now, 1), round(now / rate[f"{systems[0]}|file"], 2), round(before, 1),
+                     round(before / rate[f"{systems[0]}|hnswlib"], 2), round(now / before, 2)])
     scored: Dict[str, Any] = {"m": [], "n": [], "b": 64}
+    if reranker is not None:
+        model = nlps[systems[-1]].get_pipe("sapbert_linker").reranker.model
 
-    def capture(groups: Any, batch_size: int = 64) -> Any:  # the profiled pass's pairs, for the batching table
-        scored.update(m=scored["m"] + [m for m, names in groups for _ in names],
-                      n=scored["n"] + [n for _, names in groups for n in names], b=batch_size)
-        return score_groups(groups, batch_size=batch_size)
+        def capture(groups: Any, batch_size: int = 64) -> Any:  # the profiled pass's pairs, for the batching table
+            scored.update(m=scored["m"] + [m for m, names in groups for _ in names],
+                          n=scored["n"] + [n for _, names in groups for n in names], b=batch_size)
+            return score_groups(groups, batch_size=batch_size)
 
-    score_groups = model.score_groups
-    model.score_groups = capture
-    profile = speed_profile(nlps[SPEED_SYSTEMS[-1]], docs)
-    model.score_groups = score_groups
-    batching = speed_batching(reranker, scored["m"], scored["n"], scored["b"])
+        score_groups = model.score_groups
+        model.score_groups = capture
+    profile = speed_profile(nlps[systems[-1]], docs)
+    if reranker is not None:
+        model.score_groups = score_groups
     load.append(os.getloadavg()[0])
     tables = {"NCBI-disease test through sapbert_linker (gold spans, hnsw index): mentions/s, median of "
               f"{args.rounds} rounds": table(["system", "mentions/s", "x name-only", "mentions/s, hnswlib reads (before)",
                                               "x name-only (before)", "today / before"], rows),
-              "where one hybrid + re-ranker pass spends its time (cProfile, stored vectors read from the file)":
-                  table(["part", "seconds", "% of the pass"], profile),
-              f"the re-ranker's forward pass over those {len(scored['m']):,} pairs batched otherwise (changes scores)":
-                  table(["batching", "seconds", "padded tokens", "max |logit - today's|", "mean |logit - float32|",
-                         "correlation with float32"], batching)}
+              f"where one {systems[-1]} pass spends its time (cProfile, stored vectors read from the file)":
+                  table(["part", "seconds", "% of the pass"], profile)}
+    if reranker is not None:
+        batching = speed_batching(reranker, scored["m"], scored["n"], scored["b"])
+        tables[f"the re-ranker's forward pass over those {len(scored['m']):,} pairs batched otherwise (changes "
+               "scores)"] = table(["batching", "seconds", "padded tokens", "max |logit - today's|",
+                                   "mean |logit - float32|", "correlation with float32"], batching)
     figures = {"mentions": n, "docs": len(docs), "rounds": args.rounds, "sparse_weight": weight,
-               "reranker": reranker.parent.name, "load_average_1min": load, "same_kb_ents": same,
-               "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()}}
+               "reranker": None if reranker is None else reranker.parent.name, "load_average_1min": load,
+               "same_kb_ents": same, "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()}}
     print(json.dumps({"tables": tables, "figures": figures}, indent=1))
     if not args.no_write:
         write_results("reranker_speed", tables, figures=figures, notes=[
             "sapbert_linker.pipe over the 100 NCBI-disease test abstracts with the gold spans set (960 mentions, "
             "abbreviations not resolved), MEDIC 2012, the base all-MiniLM-L6-v2 (mean pooling) over an hnsw index "
             f"with its sparse part (build-index --sparse); hybrid: sparse_weight {weight:g} (tuned on NCBI train, "
-            "results hybrid_unseen), sparse_k and candidates at their defaults; re-ranker: the NCBI one of "
-            "results reranker_unseen at the linker's defaults (reranker_k 16, margin 0.05, dense weight 30, int8 "
-            "ONNX Runtime). Every pass empties the encoder's cache; the rates are medians over the rounds, the six "
+            "results hybrid_unseen), sparse_k and candidates at their defaults; "
+            + ("re-ranker: the NCBI one of results reranker_unseen at the linker's defaults (reranker_k 16, margin "
+               "0.05, dense weight 30, int8 ONNX Runtime). " if reranker is not None else
+               "no re-ranker in this run (--speed-no-reranker). ")
+            + f"Every pass empties the encoder's cache; the rates are medians over the rounds, the {2 * len(systems)} "
             "passes of a round alternated; x name-only: over name-only read the same way.",
             "hnswlib reads (before): the index's stored name vectors copied through hnswlib's get_items, as every "
             "hnsw index did before 2026-11-28 (and an index never saved still does); today they are read from the "
             "unchanged index file. figures.same_kb_ents: both give the same kb_ents (ids, scores).",
-            "Batching table: the int8 graph quantizes activations per batch, so a pair's logit depends on its "
-            "batch; float32 = the re-ranker's PyTorch model (safetensors) over the same pairs, batches of batch_size "
-            "sorted by characters.",
+            *(["Batching table: the int8 graph quantizes activations per batch, so a pair's logit depends on its "
+               "batch; float32 = the re-ranker's PyTorch model (safetensors) over the same pairs, batches of "
+               "batch_size sorted by characters."] if reranker is not None else []),
             "Shared 2-core machine: figures.load_average_1min (before, after each round, at the end); compare "
             "ratios within this run only."])
 
@@ -640,6 +652,8 @@ def main() -> None:
     parser.add_argument("--speed-index", type=Path, default=None,
                         help="--speed: its index folder with the sparse part (build-index --sparse)")
     parser.add_argument("--rounds", type=int, default=5, help="--speed: timed rounds")
+    parser.add_argument("--speed-no-reranker", action="store_true",
+                        help="--speed: time name-only and hybrid only (no re-ranker trained here)")
     parser.add_argument("--together", action="store_true",
                         help="the levers together through evaluate (results reranker_together): the NCBI re-ranker "
                              "(--use ncbi=FOLDER, else this script's NCBI run) on both sets")

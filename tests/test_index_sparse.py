@@ -48,6 +48,48 @@ def test_weights_equal_scikit_learn_and_search_equals_brute_force(toy_kb, sparse
     assert rows[4].tolist() == [-1, -1, -1]
 
 
+def _brute_top(sims, k, allowed=None):
+    """Per query row of ``sims``: the k best positive columns, ties by column (what search promises)."""
+    out = []
+    for row in sims:
+        cols = [i for i in range(len(row)) if row[i] > 0 and (allowed is None or allowed[i])]
+        out.append(sorted(cols, key=lambda i: (-row[i], i))[:k])
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+@pytest.mark.parametrize("masked", [False, True])
+def test_search_with_many_ties_equals_brute_force(k, masked):
+    """Repeated names tie exactly: the k-th and (k + 1)-th best of a query are often equal, the case where the
+    top-(k + 1) product cannot tell which tied rows come first and the query is searched in full."""
+    rng = numpy.random.default_rng(k)
+    words = ["heart", "attack", "renal", "failure", "cardiac", "arrest", "acute", "kidney"]
+    names = [" ".join(rng.choice(words, size=rng.integers(1, 3))) for _ in range(60)]
+    sparse = SparseIndex.build(names, kb_checksum="x")
+    queries = ["heart attack", "acute renal failure", "kidney", "cardiac", "attack heart", "qqq"]
+    q = sparse.transform(queries)
+    sims = (q @ sparse.matrix()).toarray()
+    allowed = rng.random(len(names)) < 0.6 if masked else None
+    rows, scores = sparse.search(queries, k, row_mask=allowed)
+    expected = _brute_top(sims, k, allowed)
+    ties = sum(len(e) == k and numpy.sum(numpy.isclose(sims[i], sims[i, e[-1]])) > 1 for i, e in enumerate(expected))
+    assert ties >= 2  # the test holds ties at the cut
+    for i, e in enumerate(expected):
+        assert rows[i, :len(e)].tolist() == e and (rows[i, len(e):] == -1).all()
+        numpy.testing.assert_array_equal(scores[i, :len(e)], numpy.minimum(sims[i, e], 1.0).astype(numpy.float32))
+
+
+def test_pair_scores_equal_the_full_product(toy_kb, sparse):
+    q = sparse.transform(QUERIES)
+    sims = (q @ sparse.matrix()).toarray()
+    rng = numpy.random.default_rng(0)
+    q_of = rng.integers(0, len(QUERIES), size=200)
+    rows = rng.integers(0, len(toy_kb.names), size=200)
+    got = sparse.pair_scores(q, q_of, rows, toy_kb.names)
+    numpy.testing.assert_allclose(got, numpy.clip(sims[q_of, rows], 0, 1), atol=1e-6)
+    assert sparse.pair_scores(q, q_of[:0], rows[:0], toy_kb.names).shape == (0,)
+
+
 def test_round_trip_is_memory_mapped_without_pickle(toy_kb, sparse, tmp_path):
     sparse.to_disk(tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())

@@ -90,18 +90,21 @@ def _run(script: str, block, *args) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def saved(tiny_bert_path, tmp_path_factory):
     """``{abbreviations on?: pipeline folder}`` (runtime 'auto': the ONNX export is written beside the weights),
-    a pipeline saved with runtime 'torch' (no export), and ``exact``: the plain one with the index ``kind = "auto"``
-    picks for a small KB (exact search)."""
+    a pipeline saved with runtime 'torch' (no export), ``exact``: the plain one with the index ``kind = "auto"``
+    picks for a small KB (exact search), and ``hybrid``: the plain one with sparse + dense scores."""
     path = tmp_path_factory.mktemp("lean")
     KnowledgeBase.from_concepts([Concept("D1", "Influenza", ("flu",), ()),
                                  Concept("D2", "Fever", ("pyrexia",), ())]).to_disk(path / "kb")
     out = {}
-    for name, abbreviations, runtime, kind in (("abbr", True, "auto", "hnsw"), ("plain", False, "auto", "hnsw"),
-                                               ("torch", False, "torch", "hnsw"), ("exact", False, "auto", "auto")):
+    for name, abbreviations, runtime, kind, weight in (
+            ("abbr", True, "auto", "hnsw", 0.0), ("plain", False, "auto", "hnsw", 0.0),
+            ("torch", False, "torch", "hnsw", 0.0), ("exact", False, "auto", "auto", 0.0),
+            ("hybrid", False, "auto", "hnsw", 0.5)):
         nlp = spacy.blank("en")
         linker = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu",
                                                         "pooling": "mean", "runtime": runtime,
-                                                        "resolve_abbreviations": abbreviations})
+                                                        "resolve_abbreviations": abbreviations,
+                                                        "sparse_weight": weight})
         linker.initialize(lambda: [], nlp=nlp, kb_path=str(path / "kb"), index_settings={"kind": kind},
                           show_progress=False)
         nlp.to_disk(path / name)
@@ -129,6 +132,13 @@ def test_a_small_kb_searched_exactly_links_without_torch(saved):
     found = _linked(_run(LOAD_AND_LINK, TRAIN + ("scispacy",), saved["exact"]))
     assert found == {"encoder": "OnnxEncoder", "ids": ["D1", "D2"], "tried": [], "imported": []}
     assert spacy.load(saved["exact"]).get_pipe("sapbert_linker").index.kind == "exact"
+
+
+def test_a_hybrid_pipeline_links_without_torch(saved):
+    """The sparse part's search (sparse-dot-topn, scikit-learn, scipy) is in the runtime install."""
+    found = _linked(_run(LOAD_AND_LINK, TRAIN + ("scispacy",), saved["hybrid"]))
+    assert found == {"encoder": "OnnxEncoder", "ids": ["D1", "D2"], "tried": [], "imported": []}
+    assert spacy.load(saved["hybrid"]).get_pipe("sapbert_linker").index.sparse is not None
 
 
 def test_onnx_pipeline_with_abbreviations_imports_scispacy_only(saved):

@@ -46,8 +46,8 @@ class ExactBackend:
     def search(self, vectors: numpy.ndarray, k: int, row_mask: Optional[numpy.ndarray]) -> Result:
         return exact_topk(self._X, vectors, k, row_mask)
 
-    def vectors(self, rows: List[int]) -> numpy.ndarray:
-        return self._X[rows].copy()
+    def vectors(self, rows: Any) -> numpy.ndarray:
+        return numpy.array(self._X[rows])  # a copy (rows: a list or an int array)
 
     def set_ef(self, ef: int) -> None:
         pass

@@ -219,12 +219,12 @@ class ConceptIndex(FilterMixin):
     def name_vectors(self, rows: Sequence[int]) -> numpy.ndarray:
         """The stored vectors of name ``rows`` (what the encoder gave ``kb.names[row]`` at build
         time), float32 ``[len(rows), dim]`` (float16-rounded for the ivf index)."""
-        rows = [int(r) for r in rows]
-        if any(not 0 <= r < len(self) for r in rows):
-            raise ConfigError(Errors.E111.format(what="name row", minimum=0, value=rows))
-        if not rows:
+        wanted = numpy.asarray(rows, dtype=numpy.int64).reshape(-1)
+        if len(wanted) and not (0 <= int(wanted.min()) and int(wanted.max()) < len(self)):
+            raise ConfigError(Errors.E111.format(what="name row", minimum=0, value=wanted.tolist()))
+        if not len(wanted):
             return numpy.zeros((0, self.dim), dtype=numpy.float32)
-        found = self._backend.vectors(rows)
+        found = self._backend.vectors(wanted)
         check_self_scores(found, self.path)  # a reused name vector is a query: E556 when not unit length
         return found
 

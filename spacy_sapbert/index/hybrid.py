@@ -42,7 +42,7 @@ from .aggregate import aggregate_batch
 
 CANDIDATE_MODES = ("score", "interleave")
 MAX_WEIGHT = 100.0  # above it the dense part is below 1% of the score: use the sparse index alone
-_MATMUL_CELLS = 16_000_000  # query x candidate-name scores one dense block may hold
+_PAIRS_PER_BLOCK = 16_384  # (query, candidate name) pairs whose dense scores one block computes
 
 
 class HybridScore(NamedTuple):
@@ -277,14 +277,10 @@ def _dense_scores(index: Any, vectors: numpy.ndarray, q_of: numpy.ndarray, rows:
     if len(rows) == 0:
         return out
     unique, inverse = numpy.unique(rows, return_inverse=True)
-    names = index.name_vectors(unique.tolist())
-    # one matrix product per block of queries (BLAS), then the pairs picked out of it
-    block = max(1, _MATMUL_CELLS // max(1, len(unique)))
-    for start in range(0, vectors.shape[0], block):
-        sel = numpy.flatnonzero((q_of >= start) & (q_of < start + block))
-        if len(sel):
-            sims = vectors[start:start + block] @ names.T
-            out[sel] = sims[q_of[sel] - start, inverse[sel]]
+    names = index.name_vectors(unique)
+    for start in range(0, len(rows), _PAIRS_PER_BLOCK):  # each pair's two vectors, multiplied and summed
+        part = slice(start, start + _PAIRS_PER_BLOCK)
+        out[part] = numpy.einsum("ij,ij->i", vectors[q_of[part]], names[inverse[part]])
     return numpy.clip(out, -1.0, 1.0)
 
 

@@ -25,6 +25,7 @@ import numpy
 from ..errors import ConfigError, Errors, IncompatibleError, IntegrityError, MissingInputError
 from ..base.integrity import check_files, file_records
 from ..base.util import PathLike, atomic_write, ensure_path, get_logger
+from .threads import search_threads
 
 logger = get_logger("index.sparse")
 
@@ -36,7 +37,7 @@ ANALYZERS = ("char_wb", "char")
 DEFAULT_ANALYZER = "char_wb"
 DEFAULT_NGRAM_RANGE: Tuple[int, int] = (2, 3)  # picked on NCBI train (benchmarks/hybrid_unseen.py --ngram-grid)
 MAX_NGRAM = 6
-_PAIR_CELLS = 16_000_000  # query x candidate-name sparse scores one block may hold
+_PAIRS_PER_BLOCK = 65_536  # (query, candidate name) pairs whose sparse scores one block computes
 _SCORES_PER_CHUNK = 16_000_000  # query x name scores a search chunk may hold (a query touches up to every name)
 # above this many names the sparse side only re-scores the dense candidates (no sparse top-k search):
 # a query's char n-grams then read millions of postings (benchmarks/hybrid_unseen.py --scale, docs/scale.md)
@@ -178,27 +179,43 @@ class SparseIndex:
         n_q = q.shape[0]
         rows = numpy.full((n_q, k), -1, dtype=numpy.int64)
         scores = numpy.full((n_q, k), -numpy.inf, dtype=numpy.float32)
+        todo = numpy.arange(n_q)
+        if row_mask is None and n_q:  # the top k + 1 of each query in one multi-threaded product
+            todo = self._search_topn(q, k, rows, scores)
         matrix = self.matrix()
         chunk_size = chunk_size or max(1, min(256, _SCORES_PER_CHUNK // max(1, self.n_names)))
-        for start in range(0, n_q, chunk_size):
-            sims = (q[start:start + chunk_size] @ matrix).tocsr()
-            for i in range(sims.shape[0]):
+        for start in range(0, len(todo), chunk_size):
+            part_rows = todo[start:start + chunk_size]
+            sims = (q[part_rows] @ matrix).tocsr()
+            for i, query in enumerate(part_rows.tolist()):
                 cols = sims.indices[sims.indptr[i]:sims.indptr[i + 1]]
                 vals = sims.data[sims.indptr[i]:sims.indptr[i + 1]]
                 if row_mask is not None:
                     keep = row_mask[cols]
                     cols, vals = cols[keep], vals[keep]
-                keep = vals > 0
-                cols, vals = cols[keep], vals[keep]
-                if len(cols) > k:
-                    part = numpy.argpartition(-vals, k - 1)[:k]
-                    kth = vals[part].min()
-                    cand = numpy.flatnonzero(vals >= kth)  # every tie of the k-th score: ties go to the row
-                    cols, vals = cols[cand], vals[cand]
-                order = numpy.lexsort((cols, -vals))[:k]
-                rows[start + i, :len(order)] = cols[order]
-                scores[start + i, :len(order)] = numpy.minimum(vals[order], 1.0)
+                _put_top(cols, vals, k, rows[query], scores[query])
         return rows, scores
+
+    def _search_topn(self, q: Any, k: int, rows: numpy.ndarray, scores: numpy.ndarray) -> numpy.ndarray:
+        """Fill ``rows`` / ``scores`` from sparse_dot_topn's top ``k + 1`` names per query (the same float32
+        products as scipy's); return the queries whose k-th and (k + 1)-th scores tie (the tie may reach
+        past what was kept: those are searched in full)."""
+        from sparse_dot_topn import sp_matmul_topn
+
+        threads = search_threads()
+        top = sp_matmul_topn(q.astype(numpy.float32), self.matrix(), top_n=k + 1, threshold=0.0,
+                             n_threads=threads if threads > 1 else None)
+        redo = []
+        for i in range(q.shape[0]):
+            lo, hi = top.indptr[i], top.indptr[i + 1]
+            cols, vals = top.indices[lo:hi], top.data[lo:hi]
+            if len(vals) > k:
+                ordered = numpy.sort(vals)
+                if ordered[-k] == ordered[-k - 1]:
+                    redo.append(i)
+                    continue
+            _put_top(cols, vals, k, rows[i], scores[i])
+        return numpy.asarray(redo, dtype=numpy.int64)
 
     def pair_scores(self, queries: Any, q_of: numpy.ndarray, rows: numpy.ndarray, names: Sequence[str]) -> numpy.ndarray:
         """Cosine of query ``q_of[j]`` (a row of ``queries``, from :meth:`transform`) and name ``rows[j]``
@@ -215,13 +232,11 @@ class SparseIndex:
         else:  # each distinct candidate name's string, transformed once
             names_tf = self.transform([names[int(r)] for r in unique])
         out = numpy.zeros(len(rows), dtype=numpy.float32)
-        names_t = names_tf.T.tocsc()
-        block = max(1, _PAIR_CELLS // max(1, len(unique)))  # queries whose scores against all candidates fit
-        for start in range(0, queries.shape[0], block):
-            sel = numpy.flatnonzero((q_of >= start) & (q_of < start + block))
-            if len(sel):
-                sims = (queries[start:start + block] @ names_t).toarray()
-                out[sel] = sims[q_of[sel] - start, inverse[sel]]
+        queries = queries.tocsr()
+        for start in range(0, len(rows), _PAIRS_PER_BLOCK):  # each pair's two rows, multiplied and summed
+            part = slice(start, start + _PAIRS_PER_BLOCK)
+            products = queries[q_of[part]].multiply(names_tf[inverse[part]])
+            out[part] = numpy.asarray(products.sum(axis=1), dtype=numpy.float32).ravel()
         return numpy.clip(out, 0.0, 1.0)
 
     # ---- files ----------------------------------------------------------------------------
@@ -282,7 +297,9 @@ class SparseIndex:
     def _load_arrays(cls, path: Path, meta: Dict[str, Any]) -> "SparseIndex":
         try:
             vocabulary = json.loads((path / VOCAB_FILE).read_text(encoding="utf8"))
-            idf, indptr, indices, data = (numpy.load(path / name, mmap_mode="r", allow_pickle=False)
+            # copy-on-write maps: the same shared, lazily read pages as read-only ones (nothing here writes to
+            # them), but sparse_dot_topn's extension accepts only writable arrays
+            idf, indptr, indices, data = (numpy.load(path / name, mmap_mode="c", allow_pickle=False)
                                           for name in ARRAY_FILES)
         except (ValueError, OSError, UnicodeDecodeError) as err:
             raise IntegrityError(Errors.E782.format(path=path, why=f"unreadable array ({type(err).__name__}: {err})")) from None
@@ -302,6 +319,21 @@ class SparseIndex:
         if why:
             raise IntegrityError(Errors.E782.format(path=path, why=why))
         return cls(meta, vocabulary, idf, indptr, indices, data)
+
+
+def _put_top(cols: numpy.ndarray, vals: numpy.ndarray, k: int, rows: numpy.ndarray, scores: numpy.ndarray) -> None:
+    """Write the ``k`` best positive ``vals`` (ties by the smaller column) and their ``cols`` into ``rows`` /
+    ``scores`` (one query's)."""
+    keep = vals > 0
+    cols, vals = cols[keep], vals[keep]
+    if len(cols) > k:
+        part = numpy.argpartition(-vals, k - 1)[:k]
+        kth = vals[part].min()
+        cand = numpy.flatnonzero(vals >= kth)  # every tie of the k-th score: ties go to the row
+        cols, vals = cols[cand], vals[cand]
+    order = numpy.lexsort((cols, -vals))[:k]
+    rows[:len(order)] = cols[order]
+    scores[:len(order)] = numpy.minimum(vals[order], 1.0)
 
 
 def write_beside(sparse: Optional[SparseIndex], path: PathLike, encoder_fingerprint: str) -> None:
