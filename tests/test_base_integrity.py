@@ -228,6 +228,55 @@ def test_verify_command(pipeline_dir, tmp_path):
     assert isinstance(nothing.exception, DataFormatError) and "SB-E555" in str(nothing.exception)
 
 
+def _with_extras(pipeline_dir, folder):
+    """A copy of ``pipeline_dir`` whose linker also carries a calibration, an abbreviation table and a re-ranker
+    folder (files and records only: ``verify`` reads no model)."""
+    from spacy_sapbert.calibration.model import fit
+    from spacy_sapbert.mentions.abbreviation_table import AbbreviationTable, Entry
+    from spacy_sapbert.rerank.model import META_FILE
+
+    shutil.copytree(pipeline_dir, folder)
+    linker = folder / "sapbert_linker"
+    x = np.random.default_rng(0).normal(size=(40, 2))
+    fit(x, (x[:, 0] > 0).tolist(), ("top_score", "margin"), kb_checksum="kb", encoder_fingerprint="enc").to_disk(
+        linker / "calibration.json")
+    AbbreviationTable({"FL": Entry("flu", 2, 2)}).to_disk(linker / "abbreviations.json")
+    reranker = linker / "reranker"
+    reranker.mkdir()
+    (reranker / "model.onnx").write_bytes(bytes(range(256)) * 64)
+    (reranker / "tokenizer.json").write_text("{}")
+    meta = {"format_version": 1, "max_length": 48, "kb_checksum": "kb", "encoder_fingerprint": "enc",
+            "inputs": ["input_ids", "attention_mask"], "files": file_records(reranker, ["tokenizer.json"]),
+            "onnx_files": file_records(reranker, ["model.onnx"])}
+    (reranker / META_FILE).write_text(json.dumps(meta))
+    return linker
+
+
+def test_verify_checks_the_calibration_table_and_reranker_of_a_pipeline(pipeline_dir, tmp_path):
+    runner = CliRunner()
+    linker = _with_extras(pipeline_dir, tmp_path / "full")
+    result = runner.invoke(app, ["verify", str(tmp_path / "full")])
+    assert result.exit_code == 0, result.output
+    checked = {line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("OK")}
+    for name in ("calibration.json", "abbreviations.json", "reranker/model.onnx", "reranker/tokenizer.json"):
+        assert str(linker / name) in checked, name
+    # damage each: an entry of the table, a coefficient of the calibration, a byte of the re-ranker's graph
+    table = linker / "abbreviations.json"
+    table.write_text(table.read_text().replace('"flu"', '"flux"'))
+    calibration = linker / "calibration.json"
+    data = json.loads(calibration.read_text())
+    data["calibration"]["coef"][0] += 1.0
+    calibration.write_text(json.dumps(data))
+    _flip(linker / "reranker" / "model.onnx", 100)
+    result = runner.invoke(app, ["verify", str(tmp_path / "full")])
+    assert result.exit_code == 1
+    damaged = "\n".join(line for line in result.stdout.splitlines() if line.startswith("DAMAGED"))
+    assert "SB-E798" in damaged and "SB-E791" in damaged and "model.onnx" in damaged and damaged.count("DAMAGED") == 3
+    (linker / "reranker" / "sapbert_reranker.json").write_text("[1, 2]")
+    result = runner.invoke(app, ["verify", str(tmp_path / "full")])
+    assert result.exit_code == 1 and "SB-E802" in result.stdout
+
+
 # ---- damaged indexes that still linked (issue 30, item 5) -------------------------------------------
 class _Enc:
     """What an index checks queries against (no model needed to index given vectors)."""

@@ -17,12 +17,15 @@ from typing import Any, Dict, List, Mapping
 
 from ..base.integrity import NPY_READ_ERRORS, check_files, unit_norm_problem
 from ..base.util import PathLike, ensure_path
+from ..calibration.model import FILE_NAME as CALIBRATION_FILE, Calibration
 from ..context.store import unit_problem
 from ..encoding.files import SETTINGS_FILE, read_json_file, read_settings
 from ..encoding.onnx_encoder import INT8_FILE, check_int8
 from ..errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError
 from ..index.hnsw_file import check_hnsw_file
 from ..index.meta import check_meta
+from ..mentions.abbreviation_table import FILE_NAME as ABBREVIATIONS_FILE, AbbreviationTable
+from ..rerank.model import META_FILE as RERANKER_META, read_meta as read_reranker_meta
 
 KB_META = "kb.json"
 INDEX_META = "index_meta.json"
@@ -162,6 +165,34 @@ def verify_prototypes(folder: Path) -> List[FileCheck]:
     return checks
 
 
+def verify_reranker(folder: Path) -> List[FileCheck]:
+    """A re-ranker folder (``sapbert_reranker.json``): its fields, then every recorded file in full (the int8
+    graph's too)."""
+    try:
+        meta = read_reranker_meta(folder)
+    except SapbertError as err:
+        return [FileCheck(folder / RERANKER_META, "damaged", str(err))]
+    records = dict(meta["files"])
+    records.update(meta.get("onnx_files") or {})
+    return _check_records(folder, records, "re-ranker")
+
+
+def _signed_files(linker: Path) -> List[FileCheck]:
+    """The linker's calibration and abbreviation table (one JSON file each, a sha256 of their content inside):
+    read as a load reads them, in full."""
+    out: List[FileCheck] = []
+    for name, read in ((CALIBRATION_FILE, Calibration.from_disk), (ABBREVIATIONS_FILE, AbbreviationTable.from_disk)):
+        if not (linker / name).exists():
+            continue
+        try:
+            read(linker / name)
+        except SapbertError as err:
+            out.append(FileCheck(linker / name, "damaged", str(err)))
+        else:
+            out.append(FileCheck(linker / name, "ok", f"{(linker / name).stat().st_size} bytes, sha256 of its content ok"))
+    return out
+
+
 def _linker_folders(pipeline: Path) -> List[Path]:
     from spacy.util import load_config
 
@@ -197,11 +228,12 @@ def verify_folder(path: PathLike) -> List[FileCheck]:
         checks: List[FileCheck] = []
         for linker in _linker_folders(path):
             for part, check in (("encoder", verify_encoder), ("kb", verify_kb), ("index", verify_index),
-                                ("prototypes", verify_prototypes)):
+                                ("prototypes", verify_prototypes), ("reranker", verify_reranker)):
                 if (linker / part).is_dir():
                     checks += check(linker / part)
             if _precision(path, linker.name) == "int8" and (linker / "encoder").is_dir():
                 checks += _int8_check(linker / "encoder")
+            checks += _signed_files(linker)
         return checks
     if (path / KB_META).is_file():
         return verify_kb(path)
@@ -221,4 +253,5 @@ def summary(checks: List[FileCheck]) -> Dict[str, int]:
     return counts
 
 
-__all__ = ["FileCheck", "verify_folder", "verify_kb", "verify_encoder", "verify_index", "verify_prototypes", "summary"]
+__all__ = ["FileCheck", "verify_folder", "verify_kb", "verify_encoder", "verify_index", "verify_prototypes",
+           "verify_reranker", "summary"]
