@@ -79,6 +79,16 @@ def test_search_with_many_ties_equals_brute_force(k, masked):
         numpy.testing.assert_array_equal(scores[i, :len(e)], numpy.minimum(sims[i, e], 1.0).astype(numpy.float32))
 
 
+def test_search_without_sparse_dot_topn_takes_scipys_path(toy_kb, sparse, monkeypatch):
+    import sys
+
+    expected = sparse.search(QUERIES, 3)
+    monkeypatch.setitem(sys.modules, "sparse_dot_topn", None)  # import fails
+    got = sparse.search(QUERIES, 3)
+    for a, b in zip(got, expected):
+        numpy.testing.assert_array_equal(a, b)
+
+
 def test_pair_scores_equal_the_full_product(toy_kb, sparse):
     q = sparse.transform(QUERIES)
     sims = (q @ sparse.matrix()).toarray()

@@ -200,8 +200,10 @@ class SparseIndex:
         """Fill ``rows`` / ``scores`` from sparse_dot_topn's top ``k + 1`` names per query (the same float32
         products as scipy's); return the queries whose k-th and (k + 1)-th scores tie (the tie may reach
         past what was kept: those are searched in full)."""
-        from sparse_dot_topn import sp_matmul_topn
-
+        try:
+            from sparse_dot_topn import sp_matmul_topn
+        except ImportError:  # a runtime dependency; installed without it (--no-deps), every query takes scipy's path
+            return numpy.arange(q.shape[0], dtype=numpy.int64)
         threads = search_threads()
         top = sp_matmul_topn(q.astype(numpy.float32), self.matrix(), top_n=k + 1, threshold=0.0,
                              n_threads=threads if threads > 1 else None)
