@@ -219,6 +219,50 @@ def test_two_processes_encode_mentions_with_a_session_made_before_the_fork(saved
     assert out.strip().splitlines()[-1] == "same links 84"
 
 
+_GARBAGE_BEFORE_FORK = """
+import gc
+import os
+import sys
+import time
+
+from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
+
+gc.disable()  # the dropped encoder below stays unreachable garbage until a collection
+dropped = [OnnxEncoder.from_disk(sys.argv[1], threads=2)]  # e.g. a pipeline's, replaced by another
+dropped[0].encode(["warm the session up"], use_cache=False)
+dropped.append(dropped)  # a reference cycle: only the garbage collector frees it
+del dropped
+time.sleep(1)  # its session's pool threads now wait on their condition variables
+pid = os.fork()  # as multiprocessing's fork start method does (nlp.pipe(n_process=2), link-corpus workers)
+if pid == 0:
+    gc.collect()  # the worker's first collection
+    os._exit(0)
+os.waitpid(pid, 0)
+print("worker collected")
+"""
+
+
+def test_workers_collecting_a_dropped_session_do_not_hang(saved_pipeline, tmp_path):
+    """An encoder dropped inside a reference cycle before ``nlp.pipe(n_process=2)`` left its ONNX Runtime session
+    to the workers' garbage collection, which waited forever on the session's condition variables (a
+    ``link-corpus --n-process 2`` worker hung so in the test suite). The package collects garbage before
+    every fork (``spacy_sapbert.base.processes``)."""
+    _, path = saved_pipeline
+    script = tmp_path / "garbage_before_fork.py"
+    script.write_text(_GARBAGE_BEFORE_FORK)
+    proc = subprocess.Popen([sys.executable, str(script), str(path / "sapbert_linker" / "encoder")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("a worker collecting a dropped ONNX Runtime session hung")
+    assert proc.returncode == 0, err[-3000:]
+    assert out.strip().splitlines()[-1] == "worker collected"
+
+
 def test_onnx_encoder_loads_without_torch_or_transformers(saved_pipeline):
     _, path = saved_pipeline
     code = (

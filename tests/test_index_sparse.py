@@ -89,6 +89,38 @@ def test_search_without_sparse_dot_topn_takes_scipys_path(toy_kb, sparse, monkey
         numpy.testing.assert_array_equal(a, b)
 
 
+def test_a_process_forked_after_a_threaded_search_searches_without_hanging(monkeypatch):
+    """sparse-dot-topn's OpenMP pool is process-wide: a child forked after the parent's threaded search used
+    to wait forever in its first search (nlp.pipe(n_process=2) with a hybrid pipeline); it runs sequentially."""
+    import os
+    import select
+
+    import spacy_sapbert.index.sparse as sparse_module
+    from spacy_sapbert.index.threads import SPARSE_DOT_TOPN
+
+    monkeypatch.setattr(sparse_module, "search_threads", lambda: 2)
+    names = [f"name {i} heart attack renal {i % 7}" for i in range(3000)]
+    index = SparseIndex.build(names, kb_checksum="x")
+    index.search(["heart attack 3"], 5)  # the parent's pool starts here
+    assert SPARSE_DOT_TOPN.started_in == os.getpid()
+    expected = index.search(["renal 4"], 5)[0][0].tolist()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one search, its rows to the parent
+        try:
+            os.write(write, json.dumps(index.search(["renal 4"], 5)[0][0].tolist()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], 60)
+    if not ready:
+        os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    assert ready, "the forked child's search hung"
+    assert json.loads(os.read(read, 1 << 16).decode()) == expected
+    os.close(read)
+
+
 def test_pair_scores_equal_the_full_product(toy_kb, sparse):
     q = sparse.transform(QUERIES)
     sims = (q @ sparse.matrix()).toarray()

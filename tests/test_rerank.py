@@ -446,3 +446,48 @@ def test_ties_keep_the_candidate_stages_order():
     assert tied[0][1] == tied[1][1] and sum(p for _, p in tied) == pytest.approx(1.0)
     assert [cid for cid, _ in combine(["D9", "D1"], [1.0, 1.0], [2.0, 2.5], dense_weight=30.0)] == ["D1", "D9"]
     assert [cid for cid, _ in combine(["D1", "D9"], [1.0, 1.0], [2.0, 2.0], dense_weight=0.0)] == ["D1", "D9"]
+
+
+_FORKED_RERANKER = """
+import os
+import sys
+import time
+
+from spacy_sapbert.rerank.model import OnnxCrossEncoder
+
+model = OnnxCrossEncoder(sys.argv[1], threads=2)
+groups = [("flu", ["influenza", "fever"]), ("high temperature", ["fever", "pyrexia", "influenza"])]
+parent = [g.tolist() for g in model.score_groups(groups)]
+time.sleep(1)  # the session's pool threads now wait on their condition variables
+read, write = os.pipe()
+pid = os.fork()  # as nlp.pipe(n_process=2) and link-corpus workers do
+if pid == 0:
+    child = [g.tolist() for g in model.score_groups(groups)]  # a session of its own; the inherited one kept
+    os.write(write, repr(child == parent).encode())
+    os._exit(0)
+os.close(write)
+os.waitpid(pid, 0)
+print("same logits", os.read(read, 100).decode())
+"""
+
+
+def test_a_forked_worker_scores_with_a_session_of_its_own_without_hanging(trained_reranker, tmp_path):
+    """The worker replaced the inherited session, and so destroyed it, which waited forever on its pool's condition
+    variables; it keeps it now, as the name encoder does."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "forked_reranker.py"
+    script.write_text(_FORKED_RERANKER)
+    proc = subprocess.Popen([sys.executable, str(script), str(trained_reranker)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("a forked worker's re-ranker hung")
+    assert proc.returncode == 0, err[-3000:]
+    assert out.strip().splitlines()[-1] == "same logits True"

@@ -1,6 +1,14 @@
-"""Work in processes forked after torch ran (``nlp.pipe(n_process=2)`` on Linux)."""
+"""Work in processes forked after torch or ONNX Runtime ran (``nlp.pipe(n_process=2)`` on Linux).
+
+Importing this module registers :func:`collect_before_fork` to run before every ``os.fork()`` of the process
+(``multiprocessing``'s fork start method included; not ``subprocess``, which execs): an ONNX Runtime session
+that became unreachable inside a reference cycle (a pipeline loaded and dropped) is then destroyed in the
+parent, where its thread pool exists, instead of by the child's first garbage collection, which waited forever
+on the pool's condition variables (a ``link-corpus --n-process 2`` worker hung in ``gc`` so).
+"""
 from __future__ import annotations
 
+import gc
 import os
 
 
@@ -16,4 +24,12 @@ def fork_guard(owner_pid: int) -> int:
     return pid
 
 
-__all__ = ["fork_guard"]
+def collect_before_fork() -> None:
+    """Collect the garbage of reference cycles now, in the process about to fork (see the module docstring)."""
+    gc.collect()
+
+
+os.register_at_fork(before=collect_before_fork)  # once per process: a module is imported once
+
+
+__all__ = ["fork_guard", "collect_before_fork"]

@@ -24,6 +24,7 @@ import numpy
 
 from ..base.extras import is_installed, missing_message
 from ..base.integrity import file_problem, file_records
+from ..base.processes import collect_before_fork  # noqa: F401  (importing it registers it before every fork)
 from ..base.util import PathLike, atomic_write, device_is_cpu, ensure_path, get_logger
 from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, MissingExtraError, MissingInputError
 from .cached import CachedEncoder

@@ -47,7 +47,7 @@ class ExactBackend:
         return exact_topk(self._X, vectors, k, row_mask)
 
     def vectors(self, rows: Any) -> numpy.ndarray:
-        return numpy.array(self._X[rows])  # a copy (rows: a list or an int array)
+        return self._X[numpy.asarray(rows, dtype=numpy.int64)]  # fancy indexing: a copy
 
     def set_ef(self, ef: int) -> None:
         pass

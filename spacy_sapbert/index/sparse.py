@@ -25,7 +25,7 @@ import numpy
 from ..errors import ConfigError, Errors, IncompatibleError, IntegrityError, MissingInputError
 from ..base.integrity import check_files, file_records
 from ..base.util import PathLike, atomic_write, ensure_path, get_logger
-from .threads import search_threads
+from .threads import SPARSE_DOT_TOPN, search_threads
 
 logger = get_logger("index.sparse")
 
@@ -204,7 +204,7 @@ class SparseIndex:
             from sparse_dot_topn import sp_matmul_topn
         except ImportError:  # a runtime dependency; installed without it (--no-deps), every query takes scipy's path
             return numpy.arange(q.shape[0], dtype=numpy.int64)
-        threads = search_threads()
+        threads = SPARSE_DOT_TOPN.threads(search_threads())  # 1 in a process forked after the pool started
         top = sp_matmul_topn(q.astype(numpy.float32), self.matrix(), top_n=k + 1, threshold=0.0,
                              n_threads=threads if threads > 1 else None)
         redo = []

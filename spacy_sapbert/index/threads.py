@@ -1,4 +1,5 @@
-"""Threads for a batch search: the cores this process may run on."""
+"""Threads for a batch search: the cores this process may run on, and whether a forked process may use an
+OpenMP library's threads."""
 from __future__ import annotations
 
 import os
@@ -14,4 +15,27 @@ def search_threads() -> int:
         return 0
 
 
-__all__ = ["search_threads"]
+class OpenMPPool:
+    """Which process started an OpenMP library's thread pool. GNU OpenMP (``libgomp``, which sparse-dot-topn
+    bundles) keeps one pool per process, and a process forked after the pool started cannot use it: its first
+    parallel region waits forever for threads fork did not copy (``nlp.pipe(n_process=2)``, ``link-corpus
+    --n-process 2``, a fork-based ``multiprocessing.Pool``). The record mirrors that process-wide state, so it
+    is process-wide too (:data:`SPARSE_DOT_TOPN`)."""
+
+    def __init__(self) -> None:
+        self.started_in = 0  # pid; 0: never started
+
+    def threads(self, wanted: int) -> int:
+        """``wanted`` threads where this process may run the pool (it started it, or nobody did: it is started
+        now), else 1: a process forked after another started it runs sequentially."""
+        pid = os.getpid()
+        if wanted <= 1 or self.started_in not in (0, pid):
+            return 1
+        self.started_in = pid
+        return wanted
+
+
+SPARSE_DOT_TOPN = OpenMPPool()
+
+
+__all__ = ["search_threads", "OpenMPPool", "SPARSE_DOT_TOPN"]

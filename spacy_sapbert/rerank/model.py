@@ -25,6 +25,7 @@ import numpy
 
 from ..base.extras import missing_message
 from ..base.integrity import check_files, file_records
+from ..base.processes import collect_before_fork  # noqa: F401  (importing it registers it before every fork)
 from ..base.util import PathLike, atomic_write, ensure_path, resolve_device
 from ..encoding.tokenizer_file import PairBatches
 from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
@@ -265,6 +266,7 @@ class OnnxCrossEncoder:
         self._threads = threads
         self._pid = os.getpid()
         self._session = self._make_session(threads)
+        self._inherited: List[Any] = []  # sessions made before a fork: kept, never destroyed (see _check_fork)
 
     def _make_session(self, threads: int) -> Any:
         try:
@@ -283,7 +285,10 @@ class OnnxCrossEncoder:
                                                      why=f"{type(err).__name__}: {str(err)[:200]}")) from None
 
     def _check_fork(self) -> None:
-        if os.getpid() != self._pid:  # a forked worker: a session of its own, one thread
+        """In a forked worker: a session of its own with one thread. The inherited one is kept: its thread pool's
+        threads were not copied by fork, and destroying it there waits forever on their condition variables."""
+        if os.getpid() != self._pid:
+            self._inherited.append(self._session)
             self._pid, self._session = os.getpid(), self._make_session(1)
 
     def score_groups(self, groups: Sequence[Tuple[str, Sequence[str]]], *, batch_size: int = 64) -> List[numpy.ndarray]:
