@@ -93,3 +93,29 @@ def load_module(path: Path, name: Optional[str] = None) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_script_or_fail_on_hang(script: str, args: Iterable[object], folder: Path, *, timeout: float,
+                               what: str) -> str:
+    """Run the Python ``script`` (written into ``folder``) with ``args`` in a fresh process group; a run past
+    ``timeout`` seconds is killed with every process it forked and fails the test ("``what`` hung"). Returns
+    its stdout; a non-zero exit fails with its stderr."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import pytest
+
+    path = folder / "script_under_test.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the forked workers too: none left behind, hung
+        proc.communicate()
+        pytest.fail(f"{what} hung")
+    assert proc.returncode == 0, err[-3000:]
+    return out

@@ -3,8 +3,6 @@ linker's ``runtime`` setting, fork safety and a load path that imports neither t
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 
@@ -12,7 +10,7 @@ import numpy
 import pytest
 import spacy
 
-from helpers import linker_nlp, write_toy_kb
+from helpers import linker_nlp, run_script_or_fail_on_hang, write_toy_kb
 
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, MissingExtraError, MissingInputError
@@ -205,17 +203,8 @@ def test_two_processes_encode_mentions_with_a_session_made_before_the_fork(saved
     not KB names. Destroying the inherited session in a worker hung (pthread_cond_destroy) or crashed it;
     run in a subprocess with a timeout so that a hang fails the test."""
     _, path = saved_pipeline
-    script = tmp_path / "forked_pipe.py"
-    script.write_text(_FORKED_PIPE)
-    proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the workers too: none left behind, hung
-        proc.communicate()
-        pytest.fail("nlp.pipe(n_process=2) with the ONNX encoder hung")
-    assert proc.returncode == 0, err[-3000:]
+    out = run_script_or_fail_on_hang(_FORKED_PIPE, [path], tmp_path, timeout=300,
+                                     what="nlp.pipe(n_process=2) with the ONNX encoder")
     assert out.strip().splitlines()[-1] == "same links 84"
 
 
@@ -248,18 +237,8 @@ def test_workers_collecting_a_dropped_session_do_not_hang(saved_pipeline, tmp_pa
     ``link-corpus --n-process 2`` worker hung so in the test suite). The package collects garbage before
     every fork (``spacy_sapbert.base.processes``)."""
     _, path = saved_pipeline
-    script = tmp_path / "garbage_before_fork.py"
-    script.write_text(_GARBAGE_BEFORE_FORK)
-    proc = subprocess.Popen([sys.executable, str(script), str(path / "sapbert_linker" / "encoder")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail("a worker collecting a dropped ONNX Runtime session hung")
-    assert proc.returncode == 0, err[-3000:]
+    out = run_script_or_fail_on_hang(_GARBAGE_BEFORE_FORK, [path / "sapbert_linker" / "encoder"], tmp_path,
+                                     timeout=180, what="a worker collecting a dropped ONNX Runtime session")
     assert out.strip().splitlines()[-1] == "worker collected"
 
 

@@ -7,7 +7,7 @@ import json
 import numpy
 import pytest
 
-from helpers import linker_nlp
+from helpers import linker_nlp, run_script_or_fail_on_hang
 
 from spacy_sapbert.errors import ConfigError, DataFormatError, EmptyResultError, IncompatibleError, IntegrityError, \
     MissingInputError
@@ -474,20 +474,6 @@ print("same logits", os.read(read, 100).decode())
 def test_a_forked_worker_scores_with_a_session_of_its_own_without_hanging(trained_reranker, tmp_path):
     """The worker replaced the inherited session, and so destroyed it, which waited forever on its pool's condition
     variables; it keeps it now, as the name encoder does."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    script = tmp_path / "forked_reranker.py"
-    script.write_text(_FORKED_RERANKER)
-    proc = subprocess.Popen([sys.executable, str(script), str(trained_reranker)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail("a forked worker's re-ranker hung")
-    assert proc.returncode == 0, err[-3000:]
+    out = run_script_or_fail_on_hang(_FORKED_RERANKER, [trained_reranker], tmp_path, timeout=120,
+                                     what="a forked worker's re-ranker")
     assert out.strip().splitlines()[-1] == "same logits True"
