@@ -7,7 +7,9 @@ folder records the size of its data file (``file_size`` in ``index_meta.json``);
 under ``"files"`` are hashed like the others. Beyond the hashes (which a forger recomputes), ``verify`` checks
 what a load checks, in full where a load samples: every field of ``index_meta.json`` (E557), and the length of
 every stored vector of an index (``vectors.npy``, ``vectors.f16.npy``, ``names.hnsw``) and of a prototype
-store (``vectors.npy``, ``names.npy``). A record naming a path outside the folder is reported, never read.
+store (``vectors.npy``, ``names.npy``). In a pipeline, each linker's ``reranker/`` (its metadata, then its
+records), ``calibration.json`` and ``abbreviations.json`` (read as a load reads them: each carries the sha256 of its
+content) are checked too. A record naming a path outside the folder is reported, never read.
 """
 from __future__ import annotations
 
