@@ -4,7 +4,8 @@ Importing this module registers :func:`collect_before_fork` to run before every 
 (``multiprocessing``'s fork start method included; not ``subprocess``, which execs): an ONNX Runtime session
 that became unreachable inside a reference cycle (a pipeline loaded and dropped) is then destroyed in the
 parent, where its thread pool exists, instead of by the child's first garbage collection, which waited forever
-on the pool's condition variables (a ``link-corpus --n-process 2`` worker hung in ``gc`` so).
+on the pool's condition variables (a ``link-corpus --n-process 2`` worker hung in ``gc`` so). Its cost: one full
+collection per fork, ~0.24 s in a process holding torch, transformers and spaCy (~460,000 tracked objects).
 """
 from __future__ import annotations
 
