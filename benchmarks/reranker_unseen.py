@@ -521,7 +521,7 @@ def speed_batching(folder: Path, mentions: Sequence[str], names: Sequence[str], 
                                enc.max_length, enc.inputs, "np")
             feed = {key: numpy.asarray(value, dtype=numpy.int64) for key, value in feed.items()}
             padded += int(feed["input_ids"].size)
-            logits[chunk] = enc._session.run(None, feed)[0]
+            logits[chunk] = enc._sessions.get().run(None, feed)[0]
         seconds = time.perf_counter() - started
         if order is distinct:  # each pair's logit from its first copy
             logits = logits[[first[pair] for pair in pairs]]

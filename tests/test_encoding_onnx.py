@@ -56,7 +56,7 @@ def test_sessions_plan_no_memory_pattern(tiny_bert_path, tmp_path):
     same vectors: benchmarks/studies/load_path.py onnx), also the one remade after a fork."""
     _export(tiny_bert_path, tmp_path / "enc", "mean")
     enc = OnnxEncoder.from_disk(tmp_path / "enc")
-    assert enc._session.get_session_options().enable_mem_pattern is False
+    assert enc._sessions.get().get_session_options().enable_mem_pattern is False
     assert enc._make_session(1).get_session_options().enable_mem_pattern is False
 
 

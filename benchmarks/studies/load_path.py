@@ -126,12 +126,13 @@ def onnx_worker(pipeline: Path, variant: str, graph: str, out: Path) -> None:
     folder = pipeline / "sapbert_linker" / "encoder"
     texts = sorted(set(_mentions(pipeline)), key=lambda text: (len(text), text))
     _, level, extra = VARIANTS[variant]
+    from spacy_sapbert.base.processes import ProcessSession
     from spacy_sapbert.encoding.files import read_settings
-    from spacy_sapbert.encoding.onnx_encoder import _load_tokenizer, _pad_token_id
+    from spacy_sapbert.encoding.tokenizer_file import pad_token_id, truncating_rows
 
     rows = OnnxEncoder.__new__(OnnxEncoder)  # only its batch builder, run with the session made below
-    tokenize = _load_tokenizer(folder, int(read_settings(folder)["max_length"]))
-    rows.pad_id = _pad_token_id(folder)
+    tokenize = truncating_rows(folder, int(read_settings(folder)["max_length"]))
+    rows.pad_id = pad_token_id(folder)
     token_rows = tokenize(texts)
     before = common.memory_mb()["rss"]
     options = ort.SessionOptions()
@@ -152,7 +153,7 @@ def onnx_worker(pipeline: Path, variant: str, graph: str, out: Path) -> None:
     phases = {e["name"]: e["dur"] / 1e6 for e in json.loads(profile.read_text()) if e.get("cat") == "Session"}
     profile.unlink()
     after_create = common.memory_mb()["rss"]
-    rows._session = session
+    rows._sessions = ProcessSession(lambda threads: session, 0)  # the session made above, as the encoder holds it
     t1 = time.perf_counter()
     vectors = numpy.concatenate([OnnxEncoder._encode_batch(rows, token_rows[i:i + 128])
                                  for i in range(0, len(token_rows), 128)])

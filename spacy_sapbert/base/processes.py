@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+from typing import Any, Callable, List
 
 
 def fork_guard(owner_pid: int) -> int:
@@ -25,6 +26,25 @@ def fork_guard(owner_pid: int) -> int:
     return pid
 
 
+class ProcessSession:
+    """One ONNX Runtime session per process: ``make(threads)`` makes one. In a process forked after it was made
+    (it has none of the session's pool threads) :meth:`get` makes a new one with one thread, and keeps the
+    inherited one alive, never destroyed: destroying it there waits forever on its pool's condition variables."""
+
+    def __init__(self, make: Callable[[int], Any], threads: int) -> None:
+        self._make = make
+        self._pid = os.getpid()
+        self._current = make(threads)
+        self._inherited: List[Any] = []
+
+    def get(self) -> Any:
+        """This process's session."""
+        if os.getpid() != self._pid:
+            self._inherited.append(self._current)
+            self._pid, self._current = os.getpid(), self._make(1)
+        return self._current
+
+
 def collect_before_fork() -> None:
     """Collect the garbage of reference cycles now, in the process about to fork (see the module docstring)."""
     gc.collect()
@@ -33,4 +53,4 @@ def collect_before_fork() -> None:
 os.register_at_fork(before=collect_before_fork)  # once per process: a module is imported once
 
 
-__all__ = ["fork_guard", "collect_before_fork"]
+__all__ = ["fork_guard", "collect_before_fork", "ProcessSession"]

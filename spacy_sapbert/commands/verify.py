@@ -27,7 +27,7 @@ from ..errors import DataFormatError, Errors, IntegrityError, MissingInputError,
 from ..index.hnsw_file import check_hnsw_file
 from ..index.meta import check_meta
 from ..mentions.abbreviation_table import FILE_NAME as ABBREVIATIONS_FILE, AbbreviationTable
-from ..rerank.model import META_FILE as RERANKER_META, read_meta as read_reranker_meta
+from ..rerank.model import META_FILE as RERANKER_META, read_meta as read_reranker_meta, recorded_files
 
 KB_META = "kb.json"
 INDEX_META = "index_meta.json"
@@ -174,9 +174,7 @@ def verify_reranker(folder: Path) -> List[FileCheck]:
         meta = read_reranker_meta(folder)
     except SapbertError as err:
         return [FileCheck(folder / RERANKER_META, "damaged", str(err))]
-    records = dict(meta["files"])
-    records.update(meta.get("onnx_files") or {})
-    return _check_records(folder, records, "re-ranker")
+    return _check_records(folder, recorded_files(meta), "re-ranker")
 
 
 def _signed_files(linker: Path) -> List[FileCheck]:

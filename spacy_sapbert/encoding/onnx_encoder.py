@@ -24,7 +24,7 @@ import numpy
 
 from ..base.extras import is_installed, missing_message
 from ..base.integrity import file_problem, file_records
-from ..base.processes import collect_before_fork  # noqa: F401  (importing it registers it before every fork)
+from ..base.processes import ProcessSession  # importing it also registers its collection before every fork
 from ..base.util import PathLike, atomic_write, device_is_cpu, ensure_path, get_logger
 from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, MissingExtraError, MissingInputError
 from .cached import CachedEncoder
@@ -185,9 +185,7 @@ class OnnxEncoder(CachedEncoder):
         self._cache: "OrderedDict[str, numpy.ndarray]" = OrderedDict()
         self._tokenize = truncating_rows(folder, self.max_length)
         self.pad_id = pad_token_id(folder)
-        self._pid = os.getpid()
-        self._session = self._make_session(self.threads)
-        self._inherited: List[Any] = []  # sessions made before a fork: kept, never destroyed (see above)
+        self._sessions = ProcessSession(self._make_session, self.threads)  # a new one in a forked process
 
     @classmethod
     def from_disk(cls, path: PathLike, *, threads: int = 0, cache_size: int = 50_000,
@@ -232,10 +230,7 @@ class OnnxEncoder(CachedEncoder):
     def check_fork(self) -> None:
         """In a process forked after the session was made (it has none of the session's threads): a new
         session with one thread; the inherited one is kept alive, as destroying it would hang."""
-        if os.getpid() != self._pid:
-            self._pid = os.getpid()
-            self._inherited.append(self._session)
-            self._session = self._make_session(1)
+        self._sessions.get()
 
     def _token_rows(self, texts: List[str]) -> List[List[int]]:
         self.check_fork()
@@ -248,7 +243,7 @@ class OnnxEncoder(CachedEncoder):
         for j, row in enumerate(rows):
             ids[j, : len(row)] = row
             mask[j, : len(row)] = 1
-        return self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        return self._sessions.get().run(None, {"input_ids": ids, "attention_mask": mask})[0]
 
     def __repr__(self) -> str:
         return (f"OnnxEncoder(name={self.name!r}, dim={self.dim}, pooling={self.pooling!r}, "

@@ -25,7 +25,7 @@ import numpy
 
 from ..base.extras import missing_message
 from ..base.integrity import check_files, file_records
-from ..base.processes import collect_before_fork  # noqa: F401  (importing it registers it before every fork)
+from ..base.processes import ProcessSession  # importing it also registers its collection before every fork
 from ..base.util import PathLike, atomic_write, ensure_path, resolve_device
 from ..encoding.tokenizer_file import PairBatches
 from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
@@ -69,12 +69,16 @@ def read_meta(folder: PathLike) -> Dict[str, Any]:
     return meta
 
 
+def recorded_files(meta: Mapping[str, Any]) -> Dict[str, Any]:
+    """Every file record of a re-ranker's metadata: its model files and, when exported, its ONNX graphs."""
+    return {**meta["files"], **(meta.get("onnx_files") or {})}
+
+
 def check_meta_files(folder: PathLike, meta: Mapping[str, Any], *, full: bool = False) -> None:
     """Sizes and hashes of every recorded file (the int8 graph's too, when recorded): E551 otherwise.
     Only plain file names inside the folder are accepted as records."""
     folder = ensure_path(folder)
-    records = dict(meta["files"])
-    records.update(meta.get("onnx_files") or {})
+    records = recorded_files(meta)
     for name in records:
         if not isinstance(name, str) or Path(name).name != name or name.startswith("."):
             raise DataFormatError(Errors.E802.format(path=folder / META_FILE, why=f"file record {name!r} is not a "
@@ -264,9 +268,7 @@ class OnnxCrossEncoder:
         self.inputs = list(self.meta["inputs"])
         self._pairs = PairBatches(self.folder, self.max_length, self.inputs)  # tokenizer.json: no transformers
         self._threads = threads
-        self._pid = os.getpid()
-        self._session = self._make_session(threads)
-        self._inherited: List[Any] = []  # sessions made before a fork: kept, never destroyed (see _check_fork)
+        self._sessions = ProcessSession(self._make_session, threads)  # one thread in a forked worker
 
     def _make_session(self, threads: int) -> Any:
         try:
@@ -284,29 +286,22 @@ class OnnxCrossEncoder:
             raise DataFormatError(Errors.E802.format(path=self.folder / INT8_FILE,
                                                      why=f"{type(err).__name__}: {str(err)[:200]}")) from None
 
-    def _check_fork(self) -> None:
-        """In a forked worker: a session of its own with one thread. The inherited one is kept: its thread pool's
-        threads were not copied by fork, and destroying it there waits forever on their condition variables."""
-        if os.getpid() != self._pid:
-            self._inherited.append(self._session)
-            self._pid, self._session = os.getpid(), self._make_session(1)
-
     def score_groups(self, groups: Sequence[Tuple[str, Sequence[str]]], *, batch_size: int = 64) -> List[numpy.ndarray]:
         """Logits of each ``(mention, names)`` group's pairs, float32, one batch per group (see :func:`group_batches`):
         the int8 graph quantizes its activations per batch, so only this keeps a mention's logits its own."""
-        self._check_fork()
-        return group_batches(groups, batch_size, lambda m, n: self._session.run(None, self._pairs(m, n))[0])
+        session = self._sessions.get()
+        return group_batches(groups, batch_size, lambda m, n: session.run(None, self._pairs(m, n))[0])
 
     def score(self, mentions: Sequence[str], names: Sequence[str], *, batch_size: int = 64) -> numpy.ndarray:
         """Logits of the pairs, float32 ``[n]`` (as :meth:`CrossEncoder.score`; a pair's logit depends on the pairs
         batched with it: the linker scores with :meth:`score_groups`)."""
-        self._check_fork()
+        session = self._sessions.get()
         out = numpy.zeros(len(mentions), dtype=numpy.float32)
         order = sorted(range(len(mentions)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
         for start in range(0, len(order), batch_size):
             chunk = order[start: start + batch_size]
             feed = self._pairs([mentions[i] for i in chunk], [names[i] for i in chunk])
-            out[chunk] = self._session.run(None, feed)[0]
+            out[chunk] = session.run(None, feed)[0]
         return out
 
 
@@ -323,4 +318,5 @@ def load_reranker(path: PathLike, *, runtime: str = "auto", device: str = "cpu")
 
 
 __all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "DEFAULT_MAX_LENGTH", "CrossEncoder", "OnnxCrossEncoder",
-           "group_batches", "export_int8", "load_reranker", "read_meta", "check_meta_files", "pair_inputs"]
+           "group_batches", "export_int8", "load_reranker", "read_meta", "check_meta_files", "recorded_files",
+           "pair_inputs"]

@@ -11,7 +11,7 @@ import numpy
 
 from ..base.util import PathLike, atomic_dir, ensure_path
 from .apply import check_compatible, rerank
-from .model import META_FILE, load_reranker, read_meta
+from .model import META_FILE, load_reranker, read_meta, recorded_files
 
 Ranked = List[Tuple[str, float]]
 
@@ -38,7 +38,7 @@ class RerankStage:
 
     def to_disk(self, path: PathLike) -> None:
         """Copy the recorded files into ``path`` (atomically)."""
-        names = sorted(set(self.meta["files"]) | set(self.meta.get("onnx_files") or {}) | {META_FILE})
+        names = sorted(set(recorded_files(self.meta)) | {META_FILE})
         with atomic_dir(ensure_path(path), overwrite=True) as tmp:
             for name in names:
                 if Path(name).name == name:  # read_meta refuses other records; never follow one out of the folder
