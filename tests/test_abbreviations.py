@@ -94,11 +94,21 @@ _WORDS = st.sampled_from(["myotonic", "dystrophy", "Myotonic", "the", "disease",
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_WORDS, min_size=1, max_size=30))
-def test_any_text_gives_definitions_from_before_their_short_form(nlp, detector, words):
+def test_any_text_gives_definitions_from_the_text_around_their_short_form(nlp, detector, words):
     doc = nlp(" ".join(words))
     found = definitions(doc, lambda: detector)
     assert len({short.text for short, _ in found}) == len(found) == len({long for _, long in found})
-    for short, long_text in found:
-        assert long_text and long_text in doc[:short.start].text
+    for short, long_text in found:  # "long form (SF)", or "SF (long form)" with more than two words inside
+        assert long_text and (long_text in doc[:short.start].text or long_text in doc[short.end:].text)
+        assert long_text.lower() != short.text.lower()
     forms = long_forms(doc, lambda: detector)
     assert all(start < end <= len(doc) for start, (end, _) in forms.items())
+
+
+def test_short_form_before_its_long_form_and_a_word_defined_as_itself(nlp, detector):
+    """scispaCy's "SF (long form)" order is kept; a word "defined" as itself is dropped (Hypothesis found one)."""
+    doc = nlp("Patients with DM ( dystrophia myotonica of muscle ) and DM.")
+    assert [(short.start, long_text) for short, long_text in definitions(doc, lambda: detector)] == \
+        [(2, "dystrophia myotonica of muscle")]
+    assert definitions(nlp("myotonic ( myotonic myotonic myotonic myotonic )"), lambda: detector) == []
+    assert long_forms(nlp("myotonic ( myotonic myotonic myotonic myotonic )"), lambda: detector) == {}

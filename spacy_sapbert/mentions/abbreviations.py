@@ -1,7 +1,8 @@
 """Abbreviations inside mentions: their long forms, and a mention's text with each short form replaced by its
 long form, which is what the linker encodes (``resolve_abbreviations``).
 
-Definitions ("long form (SF)") are found by scispaCy's detector (Schwartz & Hearst 2003: the short form's
+Definitions ("long form (SF)", and "SF (long form)" where the parenthesis holds more than two words, as scispaCy
+reads them) are found by scispaCy's detector (Schwartz & Hearst 2003: the short form's
 characters in order in the long form, the first at a word's start) with three additions (``extended=False``: none):
 
 - the long form stays in the short form's sentence (scispaCy's window of words may reach back over a full stop:
@@ -16,7 +17,9 @@ characters in order in the long form, the first at a word's start) with three ad
   initials of the words right before the parenthesis (one word per letter, none a stop word), those words are
   the long form.
 
-Every occurrence of a defined short form in the document is then resolved, as scispaCy does."""
+A short form "defined" as itself ("myotonic (myotonic myotonic myotonic)") is dropped: it resolves nothing and
+would keep its text from a later definition. Every occurrence of a defined short form in the document is then
+resolved, as scispaCy does."""
 from __future__ import annotations
 
 from collections import Counter
@@ -95,6 +98,8 @@ def definitions(doc: Doc, get_detector: Callable[[], Any], *, extended: bool = T
         else:
             short, long = find_abbreviation(long_candidate, short_candidate)
             long_text = long.text if long is not None else None
+        if long_text and long_text.lower() == short.text.lower():  # a word "defined" as itself defines nothing
+            continue
         if long_text and long_text not in seen_long and short.text not in seen_short:
             seen_long.add(long_text)
             seen_short.add(short.text)
