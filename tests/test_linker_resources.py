@@ -180,3 +180,33 @@ def test_outside_resources_open_the_kb_once_at_load(made, monkeypatch):
     nlp = spacy.load(tmp_path / "outside")
     assert opened == [tmp_path / "res" / "tiny_res" / "kb"]  # checked against the pointer and used: one open
     assert [[c for c, _ in e] for e in _link(nlp)] == [[c for c, _ in e] for e in expected]
+
+
+def test_verify_follows_the_pointer_to_the_resources_folder(made, monkeypatch):
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+
+    tmp_path, _ = made
+    res = tmp_path / "res" / "tiny_res"
+    runner = CliRunner()
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    lost = runner.invoke(app, ["verify", str(tmp_path / "outside")])  # nowhere to look: the load would fail too
+    assert lost.exit_code == 1
+    assert any(line.startswith("DAMAGED") and POINTER_FILE in line and "SB-E127" in line
+               for line in lost.stdout.splitlines()), lost.output
+    for how in ("option", "environment"):
+        args = ["verify", str(tmp_path / "outside")] + (["--resources", str(res)] if how == "option" else [])
+        if how == "environment":
+            monkeypatch.setenv(ENV_VAR, str(tmp_path / "res"))
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        checked = [line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("OK")]
+        assert any(path.startswith(str(res / "kb") + os.sep) for path in checked), how
+        assert any(path.startswith(str(res / "index") + os.sep) for path in checked), how
+    index_file = next(p for p in (res / "index").iterdir() if p.name != "index_meta.json")
+    index_file.write_bytes(index_file.read_bytes()[:-8])
+    damaged = runner.invoke(app, ["verify", str(tmp_path / "outside")])
+    assert damaged.exit_code == 1
+    assert [line for line in damaged.stdout.splitlines() if line.startswith("DAMAGED")] \
+        and index_file.name in "".join(line for line in damaged.stdout.splitlines() if line.startswith("DAMAGED"))

@@ -9,13 +9,17 @@ what a load checks, in full where a load samples: every field of ``index_meta.js
 every stored vector of an index (``vectors.npy``, ``vectors.f16.npy``, ``names.hnsw``) and of a prototype
 store (``vectors.npy``, ``names.npy``). In a pipeline, each linker's ``reranker/`` (its metadata, then its
 records), ``calibration.json`` and ``abbreviations.json`` (read as a load reads them: each carries the sha256 of its
-content) are checked too. A record naming a path outside the folder is reported, never read.
+content) are checked too. A linker saved with ``resources = "outside"`` (a ``resources.json`` pointer instead of
+``kb/`` and ``index/``) has the resources folder it points to checked as well, found the way a load finds it
+(``resources``, else the linker's ``resources_path`` setting, else ``$SPACY_SAPBERT_RESOURCES``); a pointer whose
+folder is not found or does not match is reported as damaged, since the pipeline would not load. A record naming a
+path outside the folder is reported, never read.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
 
 from ..base.integrity import NPY_READ_ERRORS, check_files, unit_norm_problem
 from ..base.util import PathLike, ensure_path
@@ -26,6 +30,7 @@ from ..encoding.onnx_encoder import INT8_FILE, check_int8
 from ..errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError
 from ..index.hnsw_file import check_hnsw_file
 from ..index.meta import check_meta
+from ..linker.resources import POINTER_FILE, find, read_pointer
 from ..mentions.abbreviation_table import FILE_NAME as ABBREVIATIONS_FILE, AbbreviationTable
 from ..rerank.model import META_FILE as RERANKER_META, read_meta as read_reranker_meta, recorded_files
 
@@ -202,10 +207,23 @@ def _linker_folders(pipeline: Path) -> List[Path]:
             if isinstance(cfg, dict) and cfg.get("factory") == "sapbert_linker"]
 
 
-def _precision(pipeline: Path, name: str) -> Any:
+def _setting(pipeline: Path, name: str, key: str) -> Any:
     from spacy.util import load_config
 
-    return dict(load_config(pipeline / "config.cfg").get("components", {})).get(name, {}).get("precision")
+    return dict(load_config(pipeline / "config.cfg").get("components", {})).get(name, {}).get(key)
+
+
+def _outside(pipeline: Path, linker: Path, resources: Optional[Path]) -> List[FileCheck]:
+    """The KB and index of a linker saved with ``resources = "outside"``, found as a load finds them."""
+    try:
+        pointer = read_pointer(linker)
+        if pointer is None:
+            return []
+        configured = str(resources) if resources is not None else _setting(pipeline, linker.name, "resources_path")
+        folder, _ = find(pointer, configured, pipeline_path=pipeline, component=linker.name)
+    except SapbertError as err:
+        return [FileCheck(linker / POINTER_FILE, "damaged", str(err))]
+    return verify_kb(folder / "kb") + verify_index(folder / "index")
 
 
 def _int8_check(encoder: Path) -> List[FileCheck]:
@@ -218,9 +236,12 @@ def _int8_check(encoder: Path) -> List[FileCheck]:
     return []
 
 
-def verify_folder(path: PathLike) -> List[FileCheck]:
-    """Check a KB, encoder, index, prototype store or spaCy pipeline folder (every sapbert_linker in it) in full."""
+def verify_folder(path: PathLike, *, resources: Optional[PathLike] = None) -> List[FileCheck]:
+    """Check a KB, encoder, index, prototype store or spaCy pipeline folder (every sapbert_linker in it) in full.
+    ``resources``: the resources folder of a pipeline's linkers saved with ``resources = "outside"`` (default: where
+    a load looks, their ``resources_path`` setting, then ``$SPACY_SAPBERT_RESOURCES``)."""
     path = ensure_path(path)
+    outside = ensure_path(resources) if resources is not None else None
     if not path.is_dir():
         raise MissingInputError(Errors.E001.format(what="Folder", path=path,
                                                    hint="give a KB, encoder, index or pipeline folder."))
@@ -231,8 +252,9 @@ def verify_folder(path: PathLike) -> List[FileCheck]:
                                 ("prototypes", verify_prototypes), ("reranker", verify_reranker)):
                 if (linker / part).is_dir():
                     checks += check(linker / part)
-            if _precision(path, linker.name) == "int8" and (linker / "encoder").is_dir():
+            if _setting(path, linker.name, "precision") == "int8" and (linker / "encoder").is_dir():
                 checks += _int8_check(linker / "encoder")
+            checks += _outside(path, linker, outside)
             checks += _signed_files(linker)
         return checks
     if (path / KB_META).is_file():
