@@ -205,7 +205,7 @@ class SparseIndex:
         except ImportError:  # a runtime dependency; installed without it (--no-deps), every query takes scipy's path
             return numpy.arange(q.shape[0], dtype=numpy.int64)
         threads = SPARSE_DOT_TOPN.threads(search_threads())  # 1 in a process forked after the pool started
-        top = sp_matmul_topn(q.astype(numpy.float32), self.matrix(), top_n=k + 1, threshold=0.0,
+        top = sp_matmul_topn(q.astype(numpy.float32, copy=False), self.matrix(), top_n=k + 1, threshold=0.0,
                              n_threads=threads if threads > 1 else None)
         redo = []
         for i in range(q.shape[0]):
