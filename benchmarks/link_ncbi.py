@@ -31,7 +31,8 @@ so ONNX Runtime runs the encoder in fp32), with ``runtime="torch"`` (PyTorch fp3
 and with the opt-in ``precision="bf16"`` (PyTorch, CPU bf16 autocast; fast on CPUs with
 AVX512-BF16/AMX).
 
-With ``--lean-python PY`` both systems' loads are timed again in a second environment, LEAN, that holds
+With ``--lean-python PY`` both systems (and ours made int8) are loaded, used and measured again in a second
+environment, LEAN (peak RSS with one pipeline and with the warm reload held, as above), that holds
 only the runtime install and scispaCy (no torch, no transformers, no spacy-transformers, no dev tools):
 ``python3 -m venv LEAN && LEAN/bin/pip install -c requirements.txt -e . scispacy`` (the results file names it
 LEAN; WORK is --work). With precision int8 the pipeline is copied and made int8 by ``export-onnx --quantize``
@@ -51,7 +52,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import spacy
 from results_io import table, write_results
@@ -499,18 +500,34 @@ def _import_spacy_s(python: str, runs: int = 3) -> float:
     return sorted(times)[len(times) // 2]
 
 
+_LEAN_LABELS = (("sapbert_linker, defaults", "sapbert"), ("sapbert_linker, precision='int8'", "sapbert-int8"),
+                ("scispaCy EntityLinker", "scispacy"))
+_LEAN_FIGURES = ("load_s", "warm_load_s", "mentions_per_s", "peak_rss_one_pipeline_mb", "peak_rss_mb", "acc@1")
+_LEAN_RATIOS = (("load_s", "load_s"), ("warm_load_s", "warm_load_s"), ("mentions_per_s", "mentions_per_s"),
+                ("peak RSS, one pipeline", "peak_rss_one_pipeline_mb"), ("peak RSS, with a warm reload", "peak_rss_mb"))
+
+
+def _lean_systems(work: Path) -> List[Tuple[str, str]]:
+    """(label, worker kind) of the systems loaded in the lean environment: ours at its defaults, ours made int8
+    (when the int8 copy was prepared) and scispaCy's."""
+    return [(name, k) for name, k in _LEAN_LABELS if k != "sapbert-int8" or (work / "nlp_sapbert_int8").is_dir()]
+
+
 def _lean_loads(python: str, work: Path, runs: int) -> Dict[str, Any]:
-    """Cold and warm loads of both systems in the lean environment: the median of ``runs`` processes."""
-    lean: Dict[str, Any] = {"python": python, "import_spacy_s": _import_spacy_s(python)}
-    for kind in ("sapbert", "scispacy"):
+    """Loads, linking and memory of each system in the lean environment: the median of ``runs`` processes.
+    ``peak_rss_one_pipeline_mb`` is the peak with one pipeline loaded and used, ``peak_rss_mb`` the peak with the
+    worker's warm reload held beside it (two pipelines), as in the main tables."""
+    lean: Dict[str, Any] = {"python": python, "import_spacy_s": _import_spacy_s(python), "ratios": {}}
+    for _, kind in _lean_systems(work):
         results = [_run_worker(kind, work, 1, python=python, profile=False) for _ in range(runs)]
-        lean[kind] = {key: sorted(r[key] for r in results)[len(results) // 2]
-                      for key in ("load_s", "warm_load_s", "mentions_per_s", "peak_rss_mb", "acc@1")}
+        lean[kind] = {key: sorted(r[key] for r in results)[len(results) // 2] for key in _LEAN_FIGURES}
         lean[kind]["load_s_runs"] = [r["load_s"] for r in results]
         lean[kind]["modules_loaded"] = results[0]["modules_loaded"]
         lean[kind]["encoder_class"] = results[0].get("encoder_class")
-    lean["ratios"] = {"load_s (ours/scispaCy)": lean["sapbert"]["load_s"] / lean["scispacy"]["load_s"],
-                      "warm_load_s (ours/scispaCy)": lean["sapbert"]["warm_load_s"] / lean["scispacy"]["warm_load_s"]}
+    for kind, who in (("sapbert", "ours"), ("sapbert-int8", "ours int8")):
+        if kind in lean:
+            for label, key in _LEAN_RATIOS:
+                lean["ratios"][f"{label} ({who}/scispaCy)"] = lean[kind][key] / lean["scispacy"][key]
     return lean
 
 
@@ -566,12 +583,15 @@ def _print_report(f: Dict[str, Any]) -> None:
     if lean:
         print(f"\nloads in the lean environment ({lean['python']}; median of {len(lean['sapbert']['load_s_runs'])} "
               "fresh processes each):")
-        print("| system | load s (cold) | load s (warm) | mentions/s (1 pass) | peak RSS MB | acc@1 | heavy modules imported |")
-        print("|---|---|---|---|---|---|---|")
-        for name, key in (("sapbert_linker, defaults", "sapbert"), ("scispaCy EntityLinker", "scispacy")):
-            r = lean[key]
-            print(f"| {name} | {r['load_s']:.2f} | {r['warm_load_s']:.2f} | {r['mentions_per_s']:.0f} | "
-                  f"{r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | {', '.join(r['modules_loaded']) or 'none'} |")
+        print("| system | load s (cold) | load s (warm) | mentions/s (1 pass) | peak RSS MB (one pipeline) | "
+              "peak RSS MB (with a warm reload) | acc@1 | heavy modules imported |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, key in _LEAN_LABELS:
+            if key in lean:
+                r = lean[key]
+                print(f"| {name} | {r['load_s']:.2f} | {r['warm_load_s']:.2f} | {r['mentions_per_s']:.0f} | "
+                      f"{r['peak_rss_one_pipeline_mb']:.0f} | {r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | "
+                      f"{', '.join(r['modules_loaded']) or 'none'} |")
         for k, v in lean["ratios"].items():
             print(f"lean {k}: {v:.2f}")
         print(f"lean `import spacy` before either load: {lean['import_spacy_s']:.2f} s")
@@ -633,14 +653,17 @@ def _write_results(f: Dict[str, Any]) -> None:
     if f.get("lean"):
         lean = f["lean"]
         tables["loads in the lean environment"] = table(
-            ["system", "load s (cold)", "load s (warm)", "mentions/s (1 pass)", "peak RSS MB", "heavy modules imported"],
+            ["system", "load s (cold)", "load s (warm)", "mentions/s (1 pass)", "peak RSS MB (one pipeline)",
+             "peak RSS MB (with a warm reload)", "strict acc@1", "heavy modules imported"],
             [[name, round(lean[k]["load_s"], 2), round(lean[k]["warm_load_s"], 2), round(lean[k]["mentions_per_s"]),
-              round(lean[k]["peak_rss_mb"]), ", ".join(lean[k]["modules_loaded"]) or "none"]
-             for name, k in (("sapbert_linker, defaults", "sapbert"), ("scispaCy EntityLinker", "scispacy"))])
+              round(lean[k]["peak_rss_one_pipeline_mb"]), round(lean[k]["peak_rss_mb"]), round(lean[k]["acc@1"], 3),
+              ", ".join(lean[k]["modules_loaded"]) or "none"]
+             for name, k in _LEAN_LABELS if k in lean])
     notes = [f"model: {f['setup']['model']}; {f['setup']['note']}",
              f"KB: {f['kb']['concepts']:,} concepts, {f['kb']['names']:,} names; "
              f"{f['sapbert']['mentions']} gold mentions."] + [f"{k}: {v:.2f}" for k, v in f["ratios"].items()] \
-        + [f"own part {label} (ours/scispaCy): {v:.2f}" for label, v in (f.get("own") or {}).get("ratio", {}).items()]
+        + [f"own part {label} (ours/scispaCy): {v:.2f}" for label, v in (f.get("own") or {}).get("ratio", {}).items()] \
+        + [f"lean {label}: {v:.2f}" for label, v in (f.get("lean") or {}).get("ratios", {}).items()]
     print(f"results: {write_results('link_ncbi', tables, notes=notes)}")
 
 

@@ -1,4 +1,4 @@
-"""The load path of a saved ONNX pipeline, part by part: KB string lookups, ONNX Runtime session options, hnsw checks.
+"""The load path of a saved ONNX pipeline, part by part: KB lookups, ONNX Runtime sessions, hnsw checks and storage.
 
 Reads a pipeline ``link_ncbi.py`` saved (``--pipeline``, default its work folder's ``nlp_sapbert``: MEDIC, 75k names,
 hnsw, ONNX MiniLM) and the NCBI-disease test mentions beside it (``texts.json``, ``spans.json``). Prints JSON; writes
@@ -24,6 +24,14 @@ adjacent processes, so that the load of the shared machine falls on all of them 
   runtime ``--runtime`` (auto: ONNX Runtime; torch).
 - ``hnsw``: seconds of ``check_hnsw_file`` and of hnswlib's ``load_index`` on the index file, this checkout
   against ``--baseline``, alternated.
+- ``storage``: the same graph (M 32, ef_construction 200, ef_search 200) held as hnswlib holds it (float32 vectors,
+  the index file as saved) and as faiss's HNSW holds it with its vectors in float32, float16 or 8 bits per dimension
+  (``IndexHNSWFlat``, ``IndexHNSWSQ``), built here from the index's own vectors (seconds on the machine's cores);
+  per variant, in fresh processes alternated over ``--rounds``: resident MB its library's import adds, seconds to
+  read the file, resident MB that adds, a
+  single-threaded search of the test mentions 70 names deep (the linker's depth for k 10 on MEDIC) in ms, the
+  share whose top-1 name / top-5 names equal the exact search's, and the largest error of a returned score
+  (faiss's files are read with ``faiss.read_index``, which is fine for a study but not for a file from elsewhere).
 
     python benchmarks/studies/load_path.py kb --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py onnx --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
@@ -32,6 +40,7 @@ adjacent processes, so that the load of the shared machine falls on all of them 
     python benchmarks/studies/load_path.py overlap --pipeline WORK/link_ncbi/nlp_sapbert --rounds 10
     python benchmarks/studies/load_path.py batch --pipeline WORK/link_ncbi/nlp_sapbert --rounds 7 --runtime torch
     python benchmarks/studies/load_path.py hnsw --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
+    python benchmarks/studies/load_path.py storage --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
 """
 from __future__ import annotations
 
@@ -257,6 +266,98 @@ def part_ef(pipeline: Path, rounds: int, efs: List[int]) -> Dict[str, Any]:
     return out
 
 
+STORAGE = ("hnswlib float32", "faiss float32", "faiss float16", "faiss 8-bit")
+STORAGE_DEPTH = 70
+
+
+def storage_worker(pipeline: Path, variant: str, out: Path) -> None:
+    """One storage variant in this fresh process: read its file, search the test mentions; print JSON."""
+    import numpy
+
+    queries, truth = numpy.load(out / "queries.npy"), numpy.load(out / "truth.npy")
+    vectors = numpy.load(out / "vectors.npy", mmap_mode="r")
+    start = common.memory_mb()["rss"]
+    if variant == "hnswlib float32":
+        import hnswlib
+    else:
+        import faiss
+    before = common.memory_mb()["rss"]
+    t0 = time.perf_counter()
+    if variant == "hnswlib float32":
+        folder = pipeline / "sapbert_linker" / "index"
+        meta = json.loads((folder / "index_meta.json").read_text(encoding="utf8"))
+        index = hnswlib.Index(space="ip", dim=int(meta["dim"]))
+        index.load_index(str(folder / str(meta["file"])), max_elements=int(meta["n_names"]))
+        load_s = time.perf_counter() - t0
+        added = common.memory_mb()["rss"] - before
+        index.set_ef(200)
+        index.set_num_threads(1)
+        t1 = time.perf_counter()
+        rows, dist = index.knn_query(queries, k=STORAGE_DEPTH)
+        scores = 1.0 - dist
+    else:
+        index = faiss.read_index(str(out / f"{_slug(variant)}.faiss"))
+        load_s = time.perf_counter() - t0
+        added = common.memory_mb()["rss"] - before
+        index.hnsw.efSearch = 200
+        faiss.omp_set_num_threads(1)
+        t1 = time.perf_counter()
+        scores, rows = index.search(queries, STORAGE_DEPTH)
+    search_ms = 1e3 * (time.perf_counter() - t1)
+    true_scores = numpy.einsum("qd,qkd->qk", queries, numpy.asarray(vectors[rows.ravel()]).reshape(*rows.shape, -1))
+    print(json.dumps({"variant": variant, "library_mb": before - start, "load_s": load_s, "rss_added_mb": added,
+                      "search_ms": search_ms,
+                      "top1_as_exact": float(numpy.mean(rows[:, 0] == truth[:, 0])),
+                      "top5_as_exact": float(numpy.mean([set(r[:5]) == set(t[:5]) for r, t in zip(rows, truth)])),
+                      "max_score_error": float(numpy.abs(scores - true_scores).max())}))
+
+
+def part_storage(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
+    """The storage variants (:data:`STORAGE`), each in fresh processes alternated over ``rounds``: medians."""
+    import faiss
+    import numpy
+
+    from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
+    from spacy_sapbert.index import ConceptIndex
+    from spacy_sapbert.kb import KnowledgeBase
+
+    out.mkdir(parents=True, exist_ok=True)
+    kb = KnowledgeBase.from_disk(pipeline / "sapbert_linker" / "kb")
+    index = ConceptIndex.from_disk(pipeline / "sapbert_linker" / "index", kb)
+    vectors = numpy.ascontiguousarray(index._backend.vectors(list(range(len(index)))), dtype=numpy.float32)
+    queries = OnnxEncoder(pipeline / "sapbert_linker" / "encoder").encode(sorted(set(_mentions(pipeline))),
+                                                                        batch_size=128).astype(numpy.float32)
+    numpy.save(out / "vectors.npy", vectors)
+    numpy.save(out / "queries.npy", queries)
+    numpy.save(out / "truth.npy", numpy.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :STORAGE_DEPTH])
+    built: Dict[str, Any] = {}
+    for variant in STORAGE[1:]:
+        t0 = time.perf_counter()
+        if variant == "faiss float32":
+            graph = faiss.IndexHNSWFlat(vectors.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+        else:
+            kind = faiss.ScalarQuantizer.QT_fp16 if variant == "faiss float16" else faiss.ScalarQuantizer.QT_8bit
+            graph = faiss.IndexHNSWSQ(vectors.shape[1], kind, 32, faiss.METRIC_INNER_PRODUCT)
+            graph.train(vectors)
+        graph.hnsw.efConstruction = 200
+        graph.add(vectors)
+        path = out / f"{_slug(variant)}.faiss"
+        faiss.write_index(graph, str(path))
+        built[variant] = {"build_s": round(time.perf_counter() - t0, 1), "file_mb": round(path.stat().st_size / 2**20, 1)}
+    meta = json.loads((pipeline / "sapbert_linker" / "index" / "index_meta.json").read_text(encoding="utf8"))
+    built[STORAGE[0]] = {"build_s": None, "file_mb": round(int(meta["file_size"]) / 2**20, 1)}
+    runs: Dict[str, List[Dict[str, Any]]] = {variant: [] for variant in STORAGE}
+    for r in range(rounds):
+        for variant in (STORAGE if r % 2 == 0 else STORAGE[::-1]):
+            done = subprocess.run([sys.executable, __file__, "storage-worker", "--pipeline", str(pipeline),
+                                   "--variant", variant, "--out", str(out)], capture_output=True, text=True, check=True)
+            runs[variant].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {"names": len(index), "queries": len(queries), "build_threads": faiss.omp_get_max_threads(),
+            "variants": {variant: {**built[variant], **{key: round(statistics.median(run[key] for run in found), 6)
+                                                        for key in found[0] if key != "variant"}}
+                         for variant, found in runs.items()}}
+
+
 def _with_optimized_graph(pipeline: Path, out: Path) -> Path:
     """A copy of ``pipeline`` (under ``out``, once) that runs the encoder's graph optimised offline at the
     "extended" level with optimisation off at load: the graph written over the copy's ``model.onnx`` (its record in
@@ -428,8 +529,8 @@ def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap", "batch",
-                                         "onnx-worker", "kb-worker", "hnsw-worker"])
+    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap", "batch", "storage",
+                                         "onnx-worker", "kb-worker", "hnsw-worker", "storage-worker"])
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
     parser.add_argument("--pipeline", type=Path, default=WORK / "nlp_sapbert")
@@ -444,6 +545,9 @@ def main() -> None:
     if args.part == "onnx-worker":
         onnx_worker(args.pipeline, args.variant, args.graph, args.out)
         return
+    if args.part == "storage-worker":
+        storage_worker(args.pipeline, args.variant, args.out)
+        return
     if args.part in ("kb-worker", "hnsw-worker"):
         (kb_worker if args.part == "kb-worker" else hnsw_worker)(args.pipeline, args.rounds, args.code)
         return
@@ -453,6 +557,7 @@ def main() -> None:
                part_pipeline(args.pipeline, args.rounds, args.out) if args.part == "pipeline" else
                part_overlap(args.pipeline, args.rounds) if args.part == "overlap" else
                part_batch(args.pipeline, args.rounds, args.runtime) if args.part == "batch" else
+               part_storage(args.pipeline, args.rounds, args.out) if args.part == "storage" else
                _alternate(args.part, args.pipeline, args.rounds, args.baseline))
     result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
               "load_average_after": [round(x, 2) for x in os.getloadavg()]}
