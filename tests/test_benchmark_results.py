@@ -43,8 +43,13 @@ def test_link_ncbi_results(bench):
         "sapbert": system, "sapbert-torch": {**system, "mentions_per_s": 1684.0},
         "scispacy": {**system, "mentions_per_s": 2172.0, "acc@1": 0.705},
         "lean": {"python": "/tmp/lean/bin/python",
-                 "sapbert": {**system, "load_s": 0.39, "modules_loaded": ["onnxruntime", "torch"]},
-                 "scispacy": {**system, "load_s": 1.09, "modules_loaded": []}},
+                 "sapbert": {**system, "load_s": 0.39, "peak_rss_one_pipeline_mb": 700.4,
+                             "modules_loaded": ["onnxruntime", "torch"]},
+                 "sapbert-int8": {**system, "load_s": 0.37, "peak_rss_one_pipeline_mb": 600.2, "acc@1": 0.77,
+                                  "modules_loaded": ["onnxruntime"]},
+                 "scispacy": {**system, "load_s": 1.09, "peak_rss_one_pipeline_mb": 500.1, "acc@1": 0.705,
+                              "modules_loaded": []},
+                 "ratios": {"peak RSS, one pipeline (ours/scispaCy)": 1.4006}},
         "ratios": {"throughput (ours/scispaCy)": 1.29},
     }
     link_ncbi._write_results(figures)
@@ -54,8 +59,13 @@ def test_link_ncbi_results(bench):
     assert "| sapbert_linker, defaults (runtime auto: OnnxEncoder) | 2.95 | 0.35 | 2,808 | 292.5 | 1,080 | 0.762 | 0.854 |" in page
     assert "| scispaCy EntityLinker (char-3gram tf-idf + nmslib) | 2.95 | 0.35 | 2,172 |" in page
     assert "| recall@5 vs exact, ef_search 50 | 0.9865 |" in page
-    assert "| scispaCy EntityLinker | 1.09 | 0.35 | 2,808 | 1,080 | none |" in page
+    # the lean table: both peaks (one pipeline; with the warm reload held), ours int8 between ours and scispaCy's
+    assert "| sapbert_linker, defaults | 0.39 | 0.35 | 2,808 | 700 | 1,080 | 0.762 | onnxruntime, torch |" in page
+    assert "| sapbert_linker, precision='int8' | 0.37 | 0.35 | 2,808 | 600 | 1,080 | 0.77 | onnxruntime |" in page
+    assert "| scispaCy EntityLinker | 1.09 | 0.35 | 2,808 | 500 | 1,080 | 0.705 | none |" in page
+    assert page.index("precision='int8' | 0.37") < page.index("| scispaCy EntityLinker | 1.09")
     assert "- throughput (ours/scispaCy): 1.29" in page
+    assert "- lean peak RSS, one pipeline (ours/scispaCy): 1.40" in page
 
 
 def test_link_ncbi_results_with_footprint(bench):
