@@ -537,6 +537,14 @@ def _torch_threads() -> int:
     return torch.get_num_threads()
 
 
+def _print_markdown(columns: List[str], rows: List[List[str]]) -> None:
+    """A Markdown table on stdout."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
 def _print_report(f: Dict[str, Any]) -> None:
     print("\n## link_ncbi: NCBI-disease test (gold spans) -> MEDIC")
     print(f"model: {f['setup']['model']}  | {f['setup']['note']}")
@@ -563,16 +571,14 @@ def _print_report(f: Dict[str, Any]) -> None:
         print(f"| {name} | {r['load_s']:.2f} | {r['warm_load_s']:.2f} | {r['mentions_per_s']:.0f} | "
               f"{r['docs_per_s']:.1f} | {r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | {r['acc@5']:.3f} |")
     if "first_doc_s" in f["sapbert"]:
-        print("\n| system | load s (cold) | + first doc s | load s (warm) | + first doc s | peak RSS MB, one pipeline "
-              "| anon MB / file MB after linking |")
-        print("|---|---|---|---|---|---|---|")
-        for name, key in _FOOTPRINT_ROWS:
-            if key in f:
-                r = f[key]
-                mem = r["memory"]["after linking"]
-                print(f"| {name} | {r['load_s']:.2f} | {r['first_doc_s']:.2f} | {r['warm_load_s']:.2f} | "
-                      f"{r['warm_first_doc_s']:.2f} | {r['peak_rss_one_pipeline_mb']:.0f} | "
-                      f"{mem.get('anon', 0):.0f} / {mem.get('file', 0):.0f} |")
+        print()
+        _print_markdown(["system", "load s (cold)", "+ first doc s", "load s (warm)", "+ first doc s",
+                         "peak RSS MB, one pipeline", "anon MB / file MB after linking"],
+                        [[name, f"{r['load_s']:.2f}", f"{r['first_doc_s']:.2f}", f"{r['warm_load_s']:.2f}",
+                          f"{r['warm_first_doc_s']:.2f}", f"{r['peak_rss_one_pipeline_mb']:.0f}",
+                          f"{r['memory']['after linking'].get('anon', 0):.0f} / "
+                          f"{r['memory']['after linking'].get('file', 0):.0f}"]
+                         for name, key in _FOOTPRINT_ROWS if key in f for r in (f[key],)])
     for what, cost in (f.get("import_cost") or {}).items():
         print(f"importing {what} after spacy: {cost['s']:.2f} s, {cost['mb']:.0f} MB resident")
     shares = f["sapbert"].get("time_shares") or {}
@@ -583,15 +589,12 @@ def _print_report(f: Dict[str, Any]) -> None:
     if lean:
         print(f"\nloads in the lean environment ({lean['python']}; median of {len(lean['sapbert']['load_s_runs'])} "
               "fresh processes each):")
-        print("| system | load s (cold) | load s (warm) | mentions/s (1 pass) | peak RSS MB (one pipeline) | "
-              "peak RSS MB (with a warm reload) | acc@1 | heavy modules imported |")
-        print("|---|---|---|---|---|---|---|---|")
-        for name, key in _LEAN_LABELS:
-            if key in lean:
-                r = lean[key]
-                print(f"| {name} | {r['load_s']:.2f} | {r['warm_load_s']:.2f} | {r['mentions_per_s']:.0f} | "
-                      f"{r['peak_rss_one_pipeline_mb']:.0f} | {r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | "
-                      f"{', '.join(r['modules_loaded']) or 'none'} |")
+        _print_markdown(["system", "load s (cold)", "load s (warm)", "mentions/s (1 pass)", "peak RSS MB (one pipeline)",
+                         "peak RSS MB (with a warm reload)", "acc@1", "heavy modules imported"],
+                        [[name, f"{r['load_s']:.2f}", f"{r['warm_load_s']:.2f}", f"{r['mentions_per_s']:.0f}",
+                          f"{r['peak_rss_one_pipeline_mb']:.0f}", f"{r['peak_rss_mb']:.0f}", f"{r['acc@1']:.3f}",
+                          ", ".join(r["modules_loaded"]) or "none"]
+                         for name, key in _LEAN_LABELS if key in lean for r in (lean[key],)])
         for k, v in lean["ratios"].items():
             print(f"lean {k}: {v:.2f}")
         print(f"lean `import spacy` before either load: {lean['import_spacy_s']:.2f} s")
