@@ -14,9 +14,13 @@ recall@1/5/16/64 of the dense stage (the re-ranker's ceiling is recall@k), the m
 (everything each encodes or scores; the re-ranking's time per pair timed in the same run on 40 mentions) and its
 ratio to the name encoder alone in the same run (noisy on a shared machine). Mentions as written (normalised like KB
 names), composite mentions left out. Rows "margin m" re-rank only mentions whose two best dense scores lie within m.
+``--rerank-k K [K ...]``: the candidates re-ranked at evaluation (the linker's ``reranker_k``; default ``--k``, the
+training groups' size); the first fills the sets' tables, and with more than one a table of re-ranked candidates
+gives, per K, the held-out data's acc@1 at the defaults and tuned, and the reported set's at both.
 
     python benchmarks/reranker_unseen.py [--sets ncbi bc5cdr] [--max-steps 250] [--pseudo-mentions 1000]
     python benchmarks/reranker_unseen.py --max-margin 0.2 --use ncbi=RUN/model bc5cdr=RUN/model   # no training
+    python benchmarks/reranker_unseen.py --max-margin 0.2 --rerank-k 4 16 8 2 --use ...   # re-ranked candidates
     python benchmarks/reranker_unseen.py --together --use ncbi=RUN/model --cache CACHE   # all levers at once
     python benchmarks/reranker_unseen.py --speed --use ncbi=RUN/model --speed-kb KB --speed-index INDEX   # speed
 
@@ -26,7 +30,7 @@ interleave, sparse_k 64); hybrid + the NCBI re-ranker at the dense weight and ma
 results/reranker_unseen.json); and both with all four query-variant kinds. Columns as above, in two groups:
 mentions as written, and with abbreviations resolved from the same document (the linker's default).
 
-``--speed`` (results ``reranker_speed``): mentions/s of name-only, hybrid and hybrid + the NCBI re-ranker at the
+``--speed`` (results ``reranker_speed``): mentions/s of name-only, hybrid, and each + the NCBI re-ranker at the
 linker's defaults through ``sapbert_linker`` on NCBI test (gold spans, an hnsw index built with ``build-index
 --sparse``), alternated in one process, with the index's stored vectors read from its file (today) and through
 hnswlib (before); a cProfile of where a hybrid + re-ranker pass spends its time.
@@ -201,7 +205,9 @@ def tune(parts: Dict[str, Any], golds: Sequence[Any]) -> Dict[str, Any]:
 
 
 def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune_docs: Sequence[Any], test_path: Path,
-                 types: Any, args: Any) -> Tuple[List[List[Any]], Dict[str, Any]]:
+                 types: Any, args: Any, rerank_k: int) -> Tuple[List[List[Any]], Dict[str, Any]]:
+    """Rows of one set's table with the re-ranker re-ordering the top ``rerank_k`` (the linker's ``reranker_k``)
+    and what was tuned on the held-out data (also its acc@1 at the linker's defaults: ``tuning_acc_defaults``)."""
     import numpy
 
     from spacy_sapbert.mentions.datasets import read_dataset
@@ -212,14 +218,16 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     from spacy_sapbert.rerank.model import OnnxCrossEncoder
 
     reranker = OnnxCrossEncoder(folder, threads=args.threads)
-    tag = f"{folder.parent.name}_k{args.k}"
+    tag = f"{folder.parent.name}_k{rerank_k}"
     tuning = mentions_of(tune_docs, kb)
-    tune_parts = logits_for(reranker, index, encoder, tuning, args.k, args.max_margin,
+    tune_parts = logits_for(reranker, index, encoder, tuning, rerank_k, args.max_margin,
                             args.output / f"{key}_{tag}_tune.npz")
     chosen = tune(tune_parts, [g for _, g in tuning])
+    at_defaults, _ = apply(tune_parts, DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN)
+    chosen["tuning_acc_defaults"] = round(100 * accuracy(at_defaults, [g for _, g in tuning]), 1)
     test = mentions_of(read_dataset(test_path, types=types), kb)
     golds = [g for _, g in test]
-    parts = logits_for(reranker, index, encoder, test, args.k, args.max_margin, args.output / f"{key}_{tag}_test.npz")
+    parts = logits_for(reranker, index, encoder, test, rerank_k, args.max_margin, args.output / f"{key}_{tag}_test.npz")
     # the protocol's classes are the set's: a mention of any training document is a train mention
     train_texts = [normalize_name(m.text) for d in read_dataset(SETS[key][1], types=types) for m in d.mentions]
     classes = MentionClasses(parts["texts"], kb.names, train_texts)
@@ -228,7 +236,7 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     # the re-ranking's time per pair, measured again in this run (the logits may come from an earlier run's store)
     sample = [q for q, v in enumerate(parts["scored"]) if v][:40]
     started = time.perf_counter()
-    timed = candidate_logits(reranker, index, parts["texts"], parts["vectors"], parts["ranked"], sample, k=args.k)
+    timed = candidate_logits(reranker, index, parts["texts"], parts["vectors"], parts["ranked"], sample, k=rerank_k)
     per_pair = (time.perf_counter() - started) / max(1, sum(len(v[0]) for v in timed.values()))
 
     def row(name: str, lists: List[Any], share: Any) -> List[Any]:
@@ -243,7 +251,7 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
         if share is None:
             return cells + [round(dense_rate, 1), 1.0]
         # what a linker at these settings spends: the dense stage + scoring k pairs of each re-ranked mention
-        seconds = parts["dense_s"] + share * n * args.k * per_pair
+        seconds = parts["dense_s"] + share * n * rerank_k * per_pair
         return cells + [round(n / seconds, 1), round(parts["dense_s"] / seconds, 2)]
 
     rows = [row("name encoder (dense top-1)", parts["ranked"], None)]
@@ -256,11 +264,27 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
                                   (f"dense weight {chosen['dense_weight']:g}, margin {chosen['margin']:g} (tuned)",
                                    chosen["dense_weight"], chosen["margin"])]:
         lists, share = apply(parts, weight, margin)
-        rows.append(row(f"re-ranked top {args.k}: {label}", lists, share))
+        rows.append(row(f"re-ranked top {rerank_k}: {label}", lists, share))
         chosen.setdefault("share_reranked", {})[label] = round(100 * share, 1)
     chosen["seconds_per_pair"] = round(per_pair, 5)
+    chosen["reranker_k"] = rerank_k
     chosen["class_counts"] = classes.counts()
     return rows, chosen
+
+
+SWEEP_COLUMNS = ["set", "reranker_k", "held-out: acc@1 at the defaults", "held-out: acc@1 tuned",
+                 "tuned dense weight / margin", "defaults: overall", "defaults: neither (refined)",
+                 "defaults: unseen in train", "defaults: x name-only", "tuned: overall", "tuned: neither (refined)",
+                 "tuned: unseen in train", "tuned: x name-only"]
+
+
+def sweep_row(title: str, rerank_k: int, rows: List[List[Any]], chosen: Dict[str, Any]) -> List[Any]:
+    """One line of the re-ranked candidates table from one :func:`evaluate_set` (its rows follow ``COLUMNS``)."""
+    defaults = next(r for r in rows if "linker defaults" in str(r[0]))
+    tuned = next(r for r in rows if str(r[0]).endswith("(tuned)"))
+    at = [COLUMNS.index(column) for column in ("overall", "neither", "unseen in train", "x name-only")]
+    return [title, rerank_k, chosen["tuning_acc_defaults"], chosen["tuning_acc"],
+            f"{chosen['dense_weight']:g} / {chosen['margin']:g}"] + [r[i] for r in (defaults, tuned) for i in at]
 
 
 TOGETHER_GROUPS = ("as written", "abbreviations resolved (linker default)",
@@ -293,7 +317,7 @@ def together_settings(key: str, reranker: Path, tuned: Dict[str, Any], resolved:
                     "exact_match": False, "tfidf": False, "scispacy": False,
                     "hybrid": True, "sparse_weight": tuned["sparse_weight"], "sparse_k": max(RECALL_KS),
                     "sparse_ngrams": [2, 3], "candidates": "interleave", "query_variants": list(kinds),
-                    "reranker": str(reranker), "reranker_k": args.k, "reranker_margin": tuned["margin"],
+                    "reranker": str(reranker), "reranker_k": tuned["reranker_k"], "reranker_margin": tuned["margin"],
                     "reranker_dense_weight": tuned["dense_weight"]},
     }
     return settings_from_config(merge_config(default_config(), Config({"evaluate": block}), {}))
@@ -343,14 +367,17 @@ def together(args: Any) -> None:
     given = dict(item.split("=", 1) for item in args.use)
     tables: Dict[str, Any] = {}
     figures: Dict[str, Any] = {"variant_kinds": VARIANT_KINDS, "k": max(RECALL_KS), "sparse_k": max(RECALL_KS),
-                               "reranker_k": args.k, "candidates": "interleave"}
+                               "candidates": "interleave"}
     for key in args.sets:
         title = SETS[key][0]
         reranker = Path(given.get(key) or given.get("ncbi") or args.output / run_name("ncbi", args) / "model")
+        # the dense weight and margin tuned for the candidates re-ranked then (files before 2026-11-29 evening: --k)
         tuned = {"sparse_weight": float(hybrid[title]["weight"]), "dense_weight": float(reranked[key]["dense_weight"]),
-                 "margin": float(reranked[key]["margin"])}
+                 "margin": float(reranked[key]["margin"]), "reranker_k": int(reranked[key].get("reranker_k", args.k))}
+        figures.setdefault("reranker_k", {})[key] = tuned["reranker_k"]
         hyb = f"hybrid (w = {tuned['sparse_weight']:g}, interleave)"
-        rr = f"re-ranker (dense weight {tuned['dense_weight']:g}, margin {tuned['margin']:g})"
+        rr = (f"re-ranker (top {tuned['reranker_k']}, dense weight {tuned['dense_weight']:g}, "
+              f"margin {tuned['margin']:g})")
         labels = [("name-only (dense)", "base encoder", False), (hyb, "base encoder + hybrid", False),
                   (f"{hyb} + {rr}", "base encoder + hybrid + re-ranker", False),
                   (f"{hyb} + query variants", "base encoder + hybrid", True),
@@ -408,7 +435,7 @@ def together(args: Any) -> None:
         "reported sets."])
 
 
-SPEED_SYSTEMS = ("name-only (dense)", "hybrid", "hybrid + re-ranker")
+SPEED_SYSTEMS = ("name-only (dense)", "hybrid", "name-only + re-ranker", "hybrid + re-ranker")
 # cProfile parts of one hybrid + re-ranker pass: (label, file fragment, function)
 SPEED_PARTS = (("cross-encoder forward (ONNX Runtime, int8)", "onnxruntime_inference_collection", "run"),
                ("pair tokenisation", "encoding/tokenizer_file.py", "__call__"),
@@ -423,14 +450,14 @@ SPEED_PARTS = (("cross-encoder forward (ONNX Runtime, int8)", "onnxruntime_infer
 def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], weight: float) -> Dict[str, Any]:
     """The linkers of ``--speed`` sharing one encoder and one index (loaded once): name-only, hybrid
     (``sparse_weight`` = ``weight``, the other hybrid keys at their defaults) and, with a ``reranker`` folder,
-    hybrid + the re-ranker at the linker's defaults (``reranker_k`` 16, margin 0.05, dense weight 30);
-    abbreviations not resolved."""
+    name-only and hybrid each + the re-ranker at the linker's defaults (``reranker_k`` 4, margin 0.05, dense weight
+    30); abbreviations not resolved."""
     import spacy
 
     cfg = {"model": minilm_path(), "pooling": "mean", "max_length": 25, "resolve_abbreviations": False}
-    systems = SPEED_SYSTEMS if reranker is not None else SPEED_SYSTEMS[:-1]
+    systems = SPEED_SYSTEMS if reranker is not None else SPEED_SYSTEMS[:2]
     nlps = {}
-    for name, w in zip(systems, (0.0, weight, weight)):
+    for name, w in zip(systems, (0.0, weight, 0.0, weight)):
         nlp = spacy.blank("en")
         nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": w})
         nlps[name] = nlp
@@ -438,7 +465,10 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
     loaded.initialize(nlp=nlps[systems[-1]], kb_path=str(kb_dir), index_path=str(index_dir),
                       reranker_path=None if reranker is None else str(reranker), show_progress=False)
     for name in systems[:-1]:
-        nlps[name].get_pipe("sapbert_linker").set_resources(loaded.encoder, loaded.index, path=str(index_dir))
+        linker = nlps[name].get_pipe("sapbert_linker")
+        linker.set_resources(loaded.encoder, loaded.index, path=str(index_dir))
+        if name.endswith("+ re-ranker"):
+            linker.reranker = loaded.reranker  # the same re-ranker stage (one ONNX Runtime session)
     return nlps
 
 
@@ -533,7 +563,7 @@ def speed_batching(folder: Path, mentions: Sequence[str], names: Sequence[str], 
 
 
 def speed(args: Any) -> None:
-    """``--speed``: mentions/s of name-only, hybrid and hybrid + re-ranker through ``sapbert_linker`` on NCBI test
+    """``--speed``: mentions/s of name-only, hybrid and each + re-ranker through ``sapbert_linker`` on NCBI test
     (gold spans), each with the index's stored vectors read from its file (today) and through hnswlib (before),
     alternated in one process over ``--rounds`` rounds; medians, ratios to name-only; a cProfile of hybrid +
     re-ranker; whether both reads give the same kb_ents."""
@@ -542,6 +572,7 @@ def speed(args: Any) -> None:
     import statistics
 
     from spacy_sapbert.mentions.datasets import read_pubtator
+    from spacy_sapbert.rerank.apply import DEFAULT_RERANK_K
 
     results = Path(__file__).resolve().parent / "results"
     weight = float(json.loads((results / "hybrid_unseen.json").read_text(encoding="utf8"))["figures"]["NCBI-disease test"]["weight"])
@@ -612,8 +643,8 @@ def speed(args: Any) -> None:
             "abbreviations not resolved), MEDIC 2012, the base all-MiniLM-L6-v2 (mean pooling) over an hnsw index "
             f"with its sparse part (build-index --sparse); hybrid: sparse_weight {weight:g} (tuned on NCBI train, "
             "results hybrid_unseen), sparse_k and candidates at their defaults; "
-            + ("re-ranker: the NCBI one of results reranker_unseen at the linker's defaults (reranker_k 16, margin "
-               "0.05, dense weight 30, int8 ONNX Runtime). " if reranker is not None else
+            + ("re-ranker: the NCBI one of results reranker_unseen at the linker's defaults (reranker_k "
+               f"{DEFAULT_RERANK_K}, margin 0.05, dense weight 30, int8 ONNX Runtime). " if reranker is not None else
                "no re-ranker in this run (--speed-no-reranker). ")
             + f"Every pass empties the encoder's cache; the rates are medians over the rounds, the {2 * len(systems)} "
             "passes of a round alternated; x name-only: over name-only read the same way.",
@@ -639,6 +670,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch and ONNX Runtime threads")
     parser.add_argument("--max-margin", type=float, default=1.0,
                         help="score only mentions whose best two dense scores lie within this (1: every mention)")
+    parser.add_argument("--rerank-k", type=int, nargs="+", default=None, metavar="K",
+                        help="candidates re-ranked at evaluation, the linker's reranker_k (default: --k); the first "
+                             "fills each set's table, all of them the table of re-ranked candidates")
     parser.add_argument("--train-only", action="store_true")
     parser.add_argument("--use", nargs="*", default=[], metavar="SET=FOLDER",
                         help="evaluate a re-ranker trained before (its model folder) instead of training one")
@@ -646,7 +680,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=None, help="name-vector cache folder (default: under --output)")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--speed", action="store_true",
-                        help="mentions/s of name-only, hybrid and hybrid + the NCBI re-ranker through the linker on "
+                        help="mentions/s of name-only, hybrid and each + the NCBI re-ranker through the linker on "
                              "NCBI test (results reranker_speed); needs --speed-kb and --speed-index")
     parser.add_argument("--speed-kb", type=Path, default=None, help="--speed: the MEDIC KB folder (build-kb)")
     parser.add_argument("--speed-index", type=Path, default=None,
@@ -683,6 +717,7 @@ def main() -> None:
     index = ConceptIndex.from_vectors(kb, vectors, encoder, kind="exact")
     tables: Dict[str, Any] = {}
     figures: Dict[str, Any] = {}
+    sweep: List[List[Any]] = []
     for key in args.sets:
         title, train_path, tune_path, test_path, types = SETS[key]
         train_docs, tune_docs = split_docs(key, train_path, tune_path, types)
@@ -690,7 +725,12 @@ def main() -> None:
         if args.train_only:
             print(key, summary)
             continue
-        rows, chosen = evaluate_set(key, kb, index, encoder, folder, tune_docs, test_path, types, args)
+        rerank_ks = args.rerank_k or [args.k]
+        rows, chosen = evaluate_set(key, kb, index, encoder, folder, tune_docs, test_path, types, args, rerank_ks[0])
+        for rk in rerank_ks if len(rerank_ks) > 1 else []:
+            k_rows, k_chosen = (rows, chosen) if rk == rerank_ks[0] else \
+                evaluate_set(key, kb, index, encoder, folder, tune_docs, test_path, types, args, rk)
+            sweep.append(sweep_row(title, rk, k_rows, k_chosen))
         given = any(item.split("=", 1)[0] == key for item in args.use)
         tables[f"{title} (re-ranker {'given with --use' if given else 'trained on its train split'})"] = \
             table(COLUMNS, rows)
@@ -702,6 +742,11 @@ def main() -> None:
         for r in rows:
             print(title, r)
         print(key, {k: v for k, v in chosen.items() if k != "grid"})
+    if sweep:
+        tables["re-ranked candidates (reranker_k): held-out tuning data and the reported set"] = \
+            table(SWEEP_COLUMNS, sweep)
+        for r in sweep:
+            print(r)
     if not args.no_write and not args.train_only:
         write_results("reranker_unseen", tables, figures=figures, notes=[
             "strict acc@1 in %; classes after normalisation (NFKC, lowercase, whitespace folded); unseen in train = "
@@ -711,8 +756,9 @@ def main() -> None:
             (f"re-ranker: base MiniLM, {args.max_steps or args.epochs} {'steps' if args.max_steps else 'epoch(s)'} of "
              f"{args.batch_mentions} groups of {args.k}, {args.pseudo_mentions} KB synonyms as pseudo-mentions, lr "
              f"{args.lr:g}" if not args.use else "re-rankers given with --use (trained before; how: figures.<set>."
-             "reranker_trained)") + f"; it re-orders the top {args.k}, int8 ONNX Runtime; dense weight and margin "
-            "tuned for overall acc@1 on the held-out data (never the reported set)"])
+             "reranker_trained)") + f"; it re-orders the top {(args.rerank_k or [args.k])[0]} (the sets' tables), "
+            "int8 ONNX Runtime; dense weight and margin tuned for overall acc@1 on the held-out data (never the "
+            "reported set)"])
 
 
 if __name__ == "__main__":

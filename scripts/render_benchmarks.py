@@ -108,7 +108,7 @@ SUMMARY: Tuple[Figure, ...] = (
            "MEDIC name nor a train mention (refined) / unseen in train; overall with abbreviations resolved / as written "
            "with an abbreviation table mined from the train + dev text",
            "reranker_together", "NCBI-disease test",
-           Cell("hybrid (w = 0.05, interleave) + re-ranker (dense weight 50, margin 0.1)", _TOGETHER, digits=1),
+           Cell("hybrid (w = 0.05, interleave) + re-ranker (top 4, dense weight 50, margin 0.1)", _TOGETHER, digits=1),
            Cell("name-only (dense)", _TOGETHER, digits=1), baseline_name="name-only, same encoder"),
     Figure("`make test` on a fresh clone (virtual environment from nothing, then the tests not marked slow): minutes / "
            "mean load average of the 2 cores while it ran", "setup_times", "fresh clone",

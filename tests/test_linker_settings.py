@@ -54,11 +54,13 @@ def test_a_saved_config_from_before_loads_with_the_same_keys_and_values():
     assert block.pop("factory") == "sapbert_linker"
     added_since = {"abbreviation_table"}  # keys added after the config was saved: filled with their defaults
     assert sorted(block) == sorted(set(setting_names()) - added_since)
-    # the defaults then, bar batch_size (128 until 2026-11-28, 64 since): a saved config keeps its own value
-    assert block.pop("batch_size") == 128 and block == {k: v for k, v in DEFAULT_CONFIG.items()
-                                                        if k != "batch_size" and k not in added_since}
+    # the defaults then, bar batch_size (128 until 2026-11-28, 64 since) and reranker_k (16 until 2026-11-29, 4
+    # since): a saved config keeps its own values
+    changed = {"batch_size": 128, "reranker_k": 16}
+    assert {key: block.pop(key) for key in changed} == changed
+    assert block == {k: v for k, v in DEFAULT_CONFIG.items() if k not in changed and k not in added_since}
     nlp = load_model_from_config(config, auto_fill=True, validate=True)
-    assert nlp.get_pipe("sapbert_linker").cfg == {**DEFAULT_CONFIG, "batch_size": 128}
+    assert nlp.get_pipe("sapbert_linker").cfg == {**DEFAULT_CONFIG, **changed}
     loaded = dict(nlp.config["components"]["sapbert_linker"])
     assert {key: loaded.pop(key) for key in added_since} == {key: DEFAULT_CONFIG[key] for key in added_since}
     assert loaded == config["components"]["sapbert_linker"]

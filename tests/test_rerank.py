@@ -477,3 +477,19 @@ def test_a_forked_worker_scores_with_a_session_of_its_own_without_hanging(traine
     out = run_script_or_fail_on_hang(_FORKED_RERANKER, [trained_reranker], tmp_path, timeout=120,
                                      what="a forked worker's re-ranker")
     assert out.strip().splitlines()[-1] == "same logits True"
+
+
+def test_the_linker_re_ranks_the_top_four_candidates_by_default(linker_parts, tiny_bert_path, trained_reranker,
+                                                                 tmp_path):
+    """reranker_k defaults to 4 (16 until 2026-11-29): a re-ranked mention keeps its top 4 candidates, re-ordered."""
+    from spacy_sapbert.rerank import DEFAULT_RERANK_K
+
+    kb, _, _ = linker_parts
+    kb.to_disk(tmp_path / "kb")
+    assert DEFAULT_RERANK_K == 4 and len(kb.concept_ids) > DEFAULT_RERANK_K
+    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker, reranker_margin=1.0)
+    assert nlp.get_pipe("sapbert_linker").cfg["reranker_k"] == DEFAULT_RERANK_K
+    dense = linked(linker_nlp(tiny_bert_path, tmp_path / "kb"), "a heart infarct and high fever", [(1, 3), (4, 6)])
+    for ent, plain in zip(linked(nlp, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents, dense.ents):
+        assert len(ent._.kb_ents) == DEFAULT_RERANK_K
+        assert {c for c, _ in ent._.kb_ents} == {c for c, _ in plain._.kb_ents[:DEFAULT_RERANK_K]}

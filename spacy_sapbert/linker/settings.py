@@ -22,7 +22,7 @@ from ..index.hybrid import check_mode, check_weight
 from ..index.meta import MAX_EF_SEARCH, MAX_K
 from ..index.query_variants import check_kinds
 from ..kb.languages import language_codes
-from ..rerank.apply import check_rerank_settings
+from ..rerank.apply import DEFAULT_RERANK_K, check_rerank_settings
 from .confidence import validate_confidence_cfg
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -119,7 +119,7 @@ class LinkerSettings:
     confidence_attr: str = "kb_confidence"  # Span attribute of the calibrated confidence
     threshold_on: str = "score"  # score: kb_ents keep scores >= threshold; confidence: link when confidence >= ...
     confidence_threshold: float = 0.5
-    reranker_k: int = 16  # candidates a re-ranker (initialize's reranker_path) re-orders
+    reranker_k: int = DEFAULT_RERANK_K  # candidates a re-ranker (initialize's reranker_path) re-orders (4)
     reranker_margin: float = 0.05  # re-rank mentions whose best two name scores are this close (>= 1.0: every one)
     reranker_dense_weight: float = 30.0  # order re-ranked candidates by logit + this x name score (0: re-ranker alone)
 
