@@ -2,9 +2,10 @@
 
 ONNX Runtime's default dynamic quantization (one scale per weight tensor) and this package's
 (:data:`spacy_sapbert.rerank.model.INT8_OPTIONS`: per-channel scales, 7-bit weights). Pairs: the first
-``--groups`` training groups of a re-ranker run folder.
+``--groups`` training groups of a re-ranker run folder, each cut to its first ``--group-size`` names (the gold name and
+the bi-encoder's best others: the linker scores a mention's top ``reranker_k`` as one batch; 0: whole groups).
 
-    python benchmarks/reranker_int8.py RUN_FOLDER [--groups 150]
+    python benchmarks/reranker_int8.py RUN_FOLDER [--groups 150] [--group-size 4]
 
 RUN_FOLDER holds ``examples.jsonl`` and ``model/`` (``train-reranker``'s output).
 """
@@ -25,6 +26,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path)
     parser.add_argument("--groups", type=int, default=150)
+    parser.add_argument("--group-size", type=int, default=0,
+                        help="names per group scored (its first ones; 0: all): the linker's reranker_k")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
@@ -39,6 +42,7 @@ def main() -> None:
     logging.disable(logging.WARNING)
     lines = (args.run / "examples.jsonl").read_text(encoding="utf8").splitlines()[: args.groups]
     groups = [json.loads(line) for line in lines]
+    groups = [{**g, "n": g["n"][: args.group_size or None]} for g in groups]
     mentions = [g["m"] for g in groups for _ in g["n"]]
     names = [n for g in groups for n in g["n"]]
     model = CrossEncoder.from_disk(args.run / "model")
@@ -70,9 +74,10 @@ def main() -> None:
         write_results("reranker_int8", {"int8 re-ranker against its PyTorch model": table(
             ["quantization", "pairs", "correlation", "largest logit error", "logits' spread (std)",
              "groups with the same top name %"], rows)},
-            notes=[f"re-ranker {args.run.name}: its first {len(groups)} training groups (NCBI-disease train); the int8 "
-                   "graphs score each group's pairs as one batch, as the linker does (activations are quantized per "
-                   "batch)"])
+            notes=[f"re-ranker {args.run.name}: its first {len(groups)} training groups (NCBI-disease train)"
+                   + (f", each cut to its first {args.group_size} names" if args.group_size else "")
+                   + "; the int8 graphs score each group's pairs as one batch, as the linker does (activations are "
+                   "quantized per batch)"])
 
 
 if __name__ == "__main__":
