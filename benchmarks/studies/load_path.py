@@ -24,6 +24,10 @@ adjacent processes, so that the load of the shared machine falls on all of them 
   runtime ``--runtime`` (auto: ONNX Runtime; torch).
 - ``hnsw``: seconds of ``check_hnsw_file`` and of hnswlib's ``load_index`` on the index file, this checkout
   against ``--baseline``, alternated.
+- ``memory``: in a fresh process (``import spacy`` and scispaCy's abbreviation detector first, as both linkers of
+  ``link_ncbi.py`` hold them), the resident MB the pipeline's load adds and one linking pass of the test documents'
+  gold spans adds after it, by mapping (``/proc/self/smaps``: anonymous memory, the heap, each shared library, each
+  of the pipeline's files); the largest ``--top`` of each.
 - ``storage``: the same graph (M 32, ef_construction 200, ef_search 200) held as hnswlib holds it (float32 vectors,
   the index file as saved) and as faiss's HNSW holds it with its vectors in float32, float16 or 8 bits per dimension
   (``IndexHNSWFlat``, ``IndexHNSWSQ``), built here from the index's own vectors (seconds on the machine's cores);
@@ -40,6 +44,7 @@ adjacent processes, so that the load of the shared machine falls on all of them 
     python benchmarks/studies/load_path.py overlap --pipeline WORK/link_ncbi/nlp_sapbert --rounds 10
     python benchmarks/studies/load_path.py batch --pipeline WORK/link_ncbi/nlp_sapbert --rounds 7 --runtime torch
     python benchmarks/studies/load_path.py hnsw --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
+    python benchmarks/studies/load_path.py memory --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py storage --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
 """
 from __future__ import annotations
@@ -264,6 +269,55 @@ def part_ef(pipeline: Path, rounds: int, efs: List[int]) -> Dict[str, Any]:
         out[f"ef={ef}"] = {"top1_as_exact": round(float(top1), 4), "top5_as_exact": round(float(top5), 4),
                            "search_ms": round(1e3 * statistics.median(times), 1)}
     return out
+
+
+def _resident_by_mapping() -> Dict[str, float]:
+    """Resident MB of this process per mapping: ``[anon]``, ``[heap]``, ``lib:<file name>`` for a shared library,
+    else the mapped file's path (``/proc/self/smaps``; empty where there is none)."""
+    out: Dict[str, float] = {}
+    smaps = Path("/proc/self/smaps")
+    if not smaps.exists():
+        return out
+    name = "[anon]"
+    for line in smaps.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and "-" in parts[0] and ":" in parts[3]:  # a mapping's header line
+            name = parts[5] if len(parts) >= 6 else "[anon]"
+            if ".so" in Path(name).name:
+                name = "lib:" + Path(name).name
+        elif parts and parts[0] == "Rss:":
+            out[name] = out.get(name, 0.0) + int(parts[1]) / 1024
+    return out
+
+
+def _added(after: Dict[str, float], before: Dict[str, float], top: int) -> Dict[str, Any]:
+    grown = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    largest = sorted(grown.items(), key=lambda kv: -kv[1])[:top]
+    return {"total_mb": round(sum(grown.values()), 1), "largest_mb": {k: round(v, 1) for k, v in largest}}
+
+
+def memory_worker(pipeline: Path, top: int) -> None:
+    """The load's and one linking pass's resident memory by mapping, in this fresh process: print JSON."""
+    import scispacy.abbreviation  # noqa: F401  (registers the factory; both linkers of link_ncbi hold it)
+    import spacy
+
+    floor = spacy.blank("en")
+    floor.add_pipe("abbreviation_detector")
+    before = _resident_by_mapping()
+    nlp = spacy.load(pipeline)
+    loaded = _resident_by_mapping()
+    texts = _gold_spans(pipeline)
+    nlp.add_pipe("load_path_gold_spans", first=True)
+    list(nlp.pipe(texts, batch_size=128))
+    linked = _resident_by_mapping()
+    print(json.dumps({"before_mb": round(sum(before.values()), 1), "load": _added(loaded, before, top),
+                      "linking pass": _added(linked, loaded, top)}))
+
+
+def part_memory(pipeline: Path, top: int) -> Dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, "memory-worker", "--pipeline", str(pipeline), "--top", str(top)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 STORAGE = ("hnswlib float32", "faiss float32", "faiss float16", "faiss 8-bit")
@@ -529,8 +583,9 @@ def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap", "batch", "storage",
-                                         "onnx-worker", "kb-worker", "hnsw-worker", "storage-worker"])
+    parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap", "batch", "storage", "memory",
+                                         "onnx-worker", "kb-worker", "hnsw-worker", "storage-worker", "memory-worker"])
+    parser.add_argument("--top", type=int, default=8, help="memory: the largest mappings shown")
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
     parser.add_argument("--pipeline", type=Path, default=WORK / "nlp_sapbert")
@@ -545,6 +600,9 @@ def main() -> None:
     if args.part == "onnx-worker":
         onnx_worker(args.pipeline, args.variant, args.graph, args.out)
         return
+    if args.part == "memory-worker":
+        memory_worker(args.pipeline, args.top)
+        return
     if args.part == "storage-worker":
         storage_worker(args.pipeline, args.variant, args.out)
         return
@@ -558,6 +616,7 @@ def main() -> None:
                part_overlap(args.pipeline, args.rounds) if args.part == "overlap" else
                part_batch(args.pipeline, args.rounds, args.runtime) if args.part == "batch" else
                part_storage(args.pipeline, args.rounds, args.out) if args.part == "storage" else
+               part_memory(args.pipeline, args.top) if args.part == "memory" else
                _alternate(args.part, args.pipeline, args.rounds, args.baseline))
     result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
               "load_average_after": [round(x, 2) for x in os.getloadavg()]}
