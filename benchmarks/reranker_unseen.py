@@ -426,7 +426,8 @@ def together(args: Any) -> None:
         "(input.abbreviation_table: mined by spacy-sapbert mine-abbreviations' function from the raw text of the "
         "set's train files, NCBI train + dev, BC5CDR train; no test text, no annotation); the abbreviation "
         "detection and the table are outside every system's timing.",
-        "recall@k: the candidate stage (a re-ranker's rows show its stage's; it re-orders the top 16 only). "
+        "recall@k: the candidate stage (a re-ranker's rows show its stage's; it re-orders the top "
+        + " / ".join(f"{k} ({key})" for key, k in figures["reranker_k"].items()) + " only). "
         "x name-only: a system's linking mentions/s (everything it encodes or scores, encoder caches emptied) over "
         "name-only's in the same evaluate run, k = 64 (noisy on the shared 2 cores; figures.runs has the rates).",
         "Hybrid weight tuned on the set's train split (benchmarks/hybrid_unseen.py), re-ranker dense weight and "
