@@ -39,6 +39,9 @@ LEAN; WORK is --work). With precision int8 the pipeline is copied and made int8 
 (``--no-int8`` skips it). Each worker also records which heavy modules (torch, transformers,
 spacy_transformers, onnxruntime) its process imported.
 
+``--worker-runs N`` runs each system's worker N times, the systems taking turns, and reports the median of each
+figure (single runs' speed ratios moved by +-20 % between runs on this machine; memory by 2 %).
+
     python benchmarks/link_ncbi.py [--data ../shared/data] [--model PATH] [--json out.json] [--lean-python PY]
 """
 from __future__ import annotations
@@ -47,6 +50,7 @@ import argparse
 import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -260,6 +264,31 @@ def _import_cost(python: str, modules: str) -> Dict[str, float]:
 
 
 # ---------------------------------------------------------------------------- the main process
+# a worker's timing and memory figures: with --worker-runs N each is the median over the N processes of its system
+_MEDIAN_FIELDS = ("load_s", "warm_load_s", "first_doc_s", "warm_first_doc_s", "link_s", "docs_per_s", "mentions_per_s",
+                  "peak_rss_mb", "peak_rss_one_pipeline_mb")
+
+
+def _run_workers(kinds: List[str], work: Path, passes: int, runs: int) -> Dict[str, Dict[str, Any]]:
+    """Each system's worker ``runs`` times, the systems taking turns (the order reversed every other round, so that
+    a slow spell of the machine falls on all of them); per system the run whose mentions/s is the median, with every
+    field of :data:`_MEDIAN_FIELDS` the median over its runs and ``runs`` the single runs' figures."""
+    done: Dict[str, List[Dict[str, Any]]] = {kind: [] for kind in kinds}
+    for r in range(max(1, runs)):
+        for kind in (kinds if r % 2 == 0 else kinds[::-1]):
+            done[kind].append(_run_worker(kind, work, passes, profile=r == 0))
+    out: Dict[str, Dict[str, Any]] = {}
+    for kind, results in done.items():
+        middle = sorted(results, key=lambda res: res["mentions_per_s"])[len(results) // 2]
+        merged = {**middle, **{field: statistics.median(res[field] for res in results)
+                               for field in _MEDIAN_FIELDS if all(field in res for res in results)}}
+        merged["time_shares"] = results[0].get("time_shares", {})  # profiled in the first round only
+        if len(results) > 1:
+            merged["runs"] = [{field: res.get(field) for field in _MEDIAN_FIELDS} for res in results]
+        out[kind] = merged
+    return out
+
+
 def _run_worker(kind: str, work: Path, passes: int, python: str = sys.executable,
                 profile: bool = True) -> Dict[str, Any]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -407,6 +436,9 @@ def main() -> None:
                              "scispaCy (no spacy-transformers): both systems' loads are timed there too (median of "
                              "--lean-runs fresh processes), as a user who installs the package without extras sees them")
     parser.add_argument("--lean-runs", type=int, default=3, help="fresh processes per system with --lean-python")
+    parser.add_argument("--worker-runs", type=int, default=1,
+                        help="fresh worker processes per system in this environment, taking turns; each figure is "
+                             "the median over them (speed ratios move by +-20 %% between single runs here)")
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=["sapbert", "sapbert-torch", "sapbert-bf16", "sapbert-int8", "scispacy", "floor"], default=None,
                         help=argparse.SUPPRESS)
@@ -427,16 +459,11 @@ def main() -> None:
         else:
             figures = prepare(args, work)
             prepared.write_text(json.dumps(figures), encoding="utf8")
-        figures["sapbert"] = _run_worker("sapbert", work, args.passes)
-        if not args.no_torch:
-            figures["sapbert-torch"] = _run_worker("sapbert-torch", work, args.passes)
-        if not args.no_bf16:
-            figures["sapbert-bf16"] = _run_worker("sapbert-bf16", work, args.passes)
         if not args.no_int8:
             _int8_pipeline(work)
-            figures["sapbert-int8"] = _run_worker("sapbert-int8", work, args.passes)
-        figures["scispacy"] = _run_worker("scispacy", work, args.passes)
-        figures["floor"] = _run_worker("floor", work, args.passes)
+        kinds = ["sapbert"] + [kind for kind, skip in (("sapbert-torch", args.no_torch), ("sapbert-bf16", args.no_bf16),
+                                                       ("sapbert-int8", args.no_int8)) if not skip] + ["scispacy", "floor"]
+        figures.update(_run_workers(kinds, work, args.passes, args.worker_runs))
         figures["import_spacy_s"] = _import_spacy_s(sys.executable)
         # what the heavy optional imports cost a load that makes them (the dependencies' own cost, not the files')
         figures["import_cost"] = {"torch, transformers": _import_cost(sys.executable, "torch,transformers"),

@@ -68,6 +68,33 @@ def test_link_ncbi_results(bench):
     assert "- lean peak RSS, one pipeline (ours/scispaCy): 1.40" in page
 
 
+def test_link_ncbi_worker_runs_take_turns_and_report_medians(bench, monkeypatch):
+    """--worker-runs: the systems' workers take turns (order reversed every other round), each figure is the median
+    over a system's runs, the first round alone is profiled."""
+    load, _, _ = bench
+    link_ncbi = load("link_ncbi")
+    calls = []
+    rates = {"sapbert": iter([900.0, 1500.0, 1200.0]), "scispacy": iter([1000.0, 800.0, 1100.0])}
+
+    def worker(kind, work, passes, python=None, profile=True):
+        calls.append((kind, profile))
+        rate = next(rates[kind])
+        return {"mentions_per_s": rate, "load_s": rate / 1000, "peak_rss_mb": 500.0 + len(calls),
+                "time_shares": {"encoder": 0.3} if profile else {}, "acc@1": 0.8}
+
+    monkeypatch.setattr(link_ncbi, "_run_worker", worker)
+    out = link_ncbi._run_workers(["sapbert", "scispacy"], Path("."), 3, 3)
+    assert calls == [("sapbert", True), ("scispacy", True), ("scispacy", False), ("sapbert", False),
+                     ("sapbert", False), ("scispacy", False)]
+    assert out["sapbert"]["mentions_per_s"] == 1200.0 and out["scispacy"]["mentions_per_s"] == 1000.0
+    assert out["sapbert"]["load_s"] == 1.2 and out["sapbert"]["peak_rss_mb"] == 504.0  # medians of 501, 504, 505
+    assert out["sapbert"]["time_shares"] == {"encoder": 0.3}
+    assert [r["mentions_per_s"] for r in out["sapbert"]["runs"]] == [900.0, 1500.0, 1200.0]
+    rates["sapbert"] = iter([700.0])
+    single = link_ncbi._run_workers(["sapbert"], Path("."), 3, 1)
+    assert "runs" not in single["sapbert"]
+
+
 def test_link_ncbi_results_with_footprint(bench):
     """A run that measured load + first doc and memory adds their table (and the import costs)."""
     load, rendered, results = bench
