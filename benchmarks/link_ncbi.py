@@ -541,13 +541,18 @@ def _lean_systems(work: Path) -> List[Tuple[str, str]]:
 
 
 def _lean_loads(python: str, work: Path, runs: int, passes: int = 1) -> Dict[str, Any]:
-    """Loads, linking and memory of each system in the lean environment: the median of ``runs`` processes.
+    """Loads, linking and memory of each system in the lean environment: the median of ``runs`` processes each,
+    the systems taking turns.
     ``peak_rss_one_pipeline_mb`` is the peak with one pipeline loaded and used, ``peak_rss_mb`` the peak with the
     worker's warm reload held beside it (two pipelines), as in the main tables; ``mentions_per_s`` the median of
     ``passes`` linking passes in each process."""
     lean: Dict[str, Any] = {"python": python, "import_spacy_s": _import_spacy_s(python), "ratios": {}}
-    for _, kind in _lean_systems(work):
-        results = [_run_worker(kind, work, passes, python=python, profile=False) for _ in range(runs)]
+    kinds = [kind for _, kind in _lean_systems(work)]
+    done: Dict[str, List[Dict[str, Any]]] = {kind: [] for kind in kinds}
+    for r in range(runs):  # the systems take turns, as with --worker-runs
+        for kind in (kinds if r % 2 == 0 else kinds[::-1]):
+            done[kind].append(_run_worker(kind, work, passes, python=python, profile=False))
+    for kind, results in done.items():
         lean[kind] = {key: sorted(r[key] for r in results)[len(results) // 2] for key in _LEAN_FIGURES}
         lean[kind]["load_s_runs"] = [r["load_s"] for r in results]
         lean[kind]["modules_loaded"] = results[0]["modules_loaded"]
