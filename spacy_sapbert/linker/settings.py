@@ -119,7 +119,7 @@ class LinkerSettings:
     confidence_attr: str = "kb_confidence"  # Span attribute of the calibrated confidence
     threshold_on: str = "score"  # score: kb_ents keep scores >= threshold; confidence: link when confidence >= ...
     confidence_threshold: float = 0.5
-    reranker_k: int = DEFAULT_RERANK_K  # candidates a re-ranker (initialize's reranker_path) re-orders (4)
+    reranker_k: int = DEFAULT_RERANK_K  # candidates a re-ranker (initialize's reranker_path) re-orders
     reranker_margin: float = 0.05  # re-rank mentions whose best two name scores are this close (>= 1.0: every one)
     reranker_dense_weight: float = 30.0  # order re-ranked candidates by logit + this x name score (0: re-ranker alone)
 

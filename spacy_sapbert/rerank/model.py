@@ -36,8 +36,9 @@ INT8_FILE = "model.int8.onnx"
 FORMAT_VERSION = 1
 DEFAULT_MAX_LENGTH = 48
 OPSET = 17
-# per-channel weight scales and 7-bit weights: on 150 NCBI training groups of a trained MiniLM re-ranker, int8 scores
-# correlate 0.988 with PyTorch's (ONNX Runtime's default, one scale per tensor: 0.964; benchmarks/reranker_int8.py)
+# per-channel weight scales and 7-bit weights: on 150 NCBI training groups of a trained MiniLM re-ranker cut to the
+# linker's 4 candidates, int8 scores correlate 0.993 with PyTorch's (ONNX Runtime's default, one scale per tensor:
+# 0.971; benchmarks/reranker_int8.py --group-size 4)
 INT8_OPTIONS = {"per_channel": True, "reduce_range": True}
 _META_TYPES = {"format_version": int, "max_length": int, "kb_checksum": str, "encoder_fingerprint": str,
                "files": dict, "inputs": list}
@@ -267,7 +268,6 @@ class OnnxCrossEncoder:
         self.max_length = int(self.meta["max_length"])
         self.inputs = list(self.meta["inputs"])
         self._pairs = PairBatches(self.folder, self.max_length, self.inputs)  # tokenizer.json: no transformers
-        self._threads = threads
         self._sessions = ProcessSession(self._make_session, threads)  # one thread in a forked worker
 
     def _make_session(self, threads: int) -> Any:
