@@ -269,16 +269,23 @@ _MEDIAN_FIELDS = ("load_s", "warm_load_s", "first_doc_s", "warm_first_doc_s", "l
                   "peak_rss_mb", "peak_rss_one_pipeline_mb")
 
 
-def _run_workers(kinds: List[str], work: Path, passes: int, runs: int) -> Dict[str, Dict[str, Any]]:
-    """Each system's worker ``runs`` times, the systems taking turns (the order reversed every other round, so that
-    a slow spell of the machine falls on all of them); per system the run whose mentions/s is the median, with every
-    field of :data:`_MEDIAN_FIELDS` the median over its runs and ``runs`` the single runs' figures."""
+def _worker_rounds(kinds: List[str], work: Path, passes: int, runs: int, python: str = sys.executable,
+                   profile: bool = True) -> Dict[str, List[Dict[str, Any]]]:
+    """Each system's worker ``runs`` times (at least once), the systems taking turns (the order reversed every other
+    round, so that a slow spell of the machine falls on all of them); ``profile``: the first round's ``sapbert``
+    worker profiles its linking."""
     done: Dict[str, List[Dict[str, Any]]] = {kind: [] for kind in kinds}
     for r in range(max(1, runs)):
         for kind in (kinds if r % 2 == 0 else kinds[::-1]):
-            done[kind].append(_run_worker(kind, work, passes, profile=r == 0))
+            done[kind].append(_run_worker(kind, work, passes, python=python, profile=profile and r == 0))
+    return done
+
+
+def _run_workers(kinds: List[str], work: Path, passes: int, runs: int) -> Dict[str, Dict[str, Any]]:
+    """:func:`_worker_rounds`; per system the run whose mentions/s is the median, with every field of
+    :data:`_MEDIAN_FIELDS` the median over its runs and ``runs`` the single runs' figures."""
     out: Dict[str, Dict[str, Any]] = {}
-    for kind, results in done.items():
+    for kind, results in _worker_rounds(kinds, work, passes, runs).items():
         middle = sorted(results, key=lambda res: res["mentions_per_s"])[len(results) // 2]
         merged = {**middle, **{field: statistics.median(res[field] for res in results)
                                for field in _MEDIAN_FIELDS if all(field in res for res in results)}}
@@ -548,11 +555,7 @@ def _lean_loads(python: str, work: Path, runs: int, passes: int = 1) -> Dict[str
     ``passes`` linking passes in each process."""
     lean: Dict[str, Any] = {"python": python, "import_spacy_s": _import_spacy_s(python), "ratios": {}}
     kinds = [kind for _, kind in _lean_systems(work)]
-    done: Dict[str, List[Dict[str, Any]]] = {kind: [] for kind in kinds}
-    for r in range(runs):  # the systems take turns, as with --worker-runs
-        for kind in (kinds if r % 2 == 0 else kinds[::-1]):
-            done[kind].append(_run_worker(kind, work, passes, python=python, profile=False))
-    for kind, results in done.items():
+    for kind, results in _worker_rounds(kinds, work, passes, runs, python=python, profile=False).items():
         lean[kind] = {key: sorted(r[key] for r in results)[len(results) // 2] for key in _LEAN_FIGURES}
         lean[kind]["load_s_runs"] = [r["load_s"] for r in results]
         lean[kind]["modules_loaded"] = results[0]["modules_loaded"]
@@ -591,18 +594,17 @@ def _print_report(f: Dict[str, Any]) -> None:
         print(f"  ef_search={ef}: {r['recall@5']:.4f}  ({r['queries_per_s']:.0f} queries/s)")
     print(f"  exact search: {f['recall']['exact_queries_per_s']:.0f} queries/s")
     print(f"scispaCy tf-idf + nmslib build: {f['scispacy_index']['build_s']:.1f} s, {f['scispacy_index']['size_mb']:.1f} MB")
-    print("\n| system | load s (cold) | load s (warm) | mentions/s | docs/s | peak RSS MB | strict acc@1 | strict acc@5 |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, key in (("sapbert_linker, defaults (runtime auto → %s)" % f["sapbert"].get("encoder_class", "?"), "sapbert"),
-                      ("sapbert_linker, runtime='torch' (fp32)", "sapbert-torch"),
-                      ("sapbert_linker, runtime='torch', precision='bf16' (opt-in)", "sapbert-bf16"),
-                      ("sapbert_linker, precision='int8' (opt-in)", "sapbert-int8"),
-                      ("scispaCy EntityLinker (tf-idf)", "scispacy")):
-        if key not in f:
-            continue
-        r = f[key]
-        print(f"| {name} | {r['load_s']:.2f} | {r['warm_load_s']:.2f} | {r['mentions_per_s']:.0f} | "
-              f"{r['docs_per_s']:.1f} | {r['peak_rss_mb']:.0f} | {r['acc@1']:.3f} | {r['acc@5']:.3f} |")
+    print()
+    systems = (("sapbert_linker, defaults (runtime auto → %s)" % f["sapbert"].get("encoder_class", "?"), "sapbert"),
+               ("sapbert_linker, runtime='torch' (fp32)", "sapbert-torch"),
+               ("sapbert_linker, runtime='torch', precision='bf16' (opt-in)", "sapbert-bf16"),
+               ("sapbert_linker, precision='int8' (opt-in)", "sapbert-int8"),
+               ("scispaCy EntityLinker (tf-idf)", "scispacy"))
+    _print_markdown(["system", "load s (cold)", "load s (warm)", "mentions/s", "docs/s", "peak RSS MB", "strict acc@1",
+                     "strict acc@5"],
+                    [[name, f"{r['load_s']:.2f}", f"{r['warm_load_s']:.2f}", f"{r['mentions_per_s']:.0f}",
+                      f"{r['docs_per_s']:.1f}", f"{r['peak_rss_mb']:.0f}", f"{r['acc@1']:.3f}", f"{r['acc@5']:.3f}"]
+                     for name, key in systems if key in f for r in (f[key],)])
     if "first_doc_s" in f["sapbert"]:
         print()
         _print_markdown(["system", "load s (cold)", "+ first doc s", "load s (warm)", "+ first doc s",

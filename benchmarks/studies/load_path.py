@@ -59,7 +59,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
@@ -213,6 +213,13 @@ def part_onnx(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
     return result
 
 
+def _hnsw_file(pipeline: Path) -> Tuple[Path, int, int, int]:
+    """The pipeline's hnsw index file, its names, dimensions and recorded size (from ``index_meta.json``)."""
+    folder = pipeline / "sapbert_linker" / "index"
+    meta = json.loads((folder / "index_meta.json").read_text(encoding="utf8"))
+    return folder / str(meta["file"]), int(meta["n_names"]), int(meta["dim"]), int(meta["file_size"])
+
+
 def hnsw_worker(pipeline: Path, rounds: int, code: str) -> None:
     """``check_hnsw_file`` and hnswlib's ``load_index`` with the package of checkout ``code``: print JSON."""
     sys.path.insert(0, code)
@@ -220,9 +227,7 @@ def hnsw_worker(pipeline: Path, rounds: int, code: str) -> None:
 
     from spacy_sapbert.index.hnsw_file import check_hnsw_file
 
-    folder = pipeline / "sapbert_linker" / "index"
-    meta = json.loads((folder / "index_meta.json").read_text(encoding="utf8"))
-    path, n, dim = folder / str(meta["file"]), int(meta["n_names"]), int(meta["dim"])
+    path, n, dim, _ = _hnsw_file(pipeline)
     check, load = [], []
     for _ in range(rounds):
         t0 = time.perf_counter()
@@ -338,10 +343,9 @@ def storage_worker(pipeline: Path, variant: str, out: Path) -> None:
     before = common.memory_mb()["rss"]
     t0 = time.perf_counter()
     if variant == "hnswlib float32":
-        folder = pipeline / "sapbert_linker" / "index"
-        meta = json.loads((folder / "index_meta.json").read_text(encoding="utf8"))
-        index = hnswlib.Index(space="ip", dim=int(meta["dim"]))
-        index.load_index(str(folder / str(meta["file"])), max_elements=int(meta["n_names"]))
+        path, n, dim, _ = _hnsw_file(pipeline)
+        index = hnswlib.Index(space="ip", dim=dim)
+        index.load_index(str(path), max_elements=n)
         load_s = time.perf_counter() - t0
         added = common.memory_mb()["rss"] - before
         index.set_ef(200)
@@ -398,8 +402,7 @@ def part_storage(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
         path = out / f"{_slug(variant)}.faiss"
         faiss.write_index(graph, str(path))
         built[variant] = {"build_s": round(time.perf_counter() - t0, 1), "file_mb": round(path.stat().st_size / 2**20, 1)}
-    meta = json.loads((pipeline / "sapbert_linker" / "index" / "index_meta.json").read_text(encoding="utf8"))
-    built[STORAGE[0]] = {"build_s": None, "file_mb": round(int(meta["file_size"]) / 2**20, 1)}
+    built[STORAGE[0]] = {"build_s": None, "file_mb": round(_hnsw_file(pipeline)[3] / 2**20, 1)}
     runs: Dict[str, List[Dict[str, Any]]] = {variant: [] for variant in STORAGE}
     for r in range(rounds):
         for variant in (STORAGE if r % 2 == 0 else STORAGE[::-1]):
