@@ -357,7 +357,8 @@ def main() -> None:
                              *[round(both[n] - base[n], 2) for n in names], "", r["batch"],
                              "ablation (index rebuilt with int8)"])
 
-    # speed through the pipeline as a user builds it: kind auto (hnswlib for MEDIC's 76k names)
+    # speed through the pipeline as a user builds it: kind auto (the hnsw graph for MEDIC's 76k names: hnswlib's
+    # float32 graph in the runs before 2026-12-01, faiss's float16 graph since)
     speed_rows = []
     speed_index = ConceptIndex.from_vectors(kb, fp32_vectors, fp32, kind="auto", num_threads=2, show_progress=False)
     figures["speed_index_kind"] = speed_index.kind

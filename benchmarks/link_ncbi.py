@@ -121,6 +121,8 @@ def _load(kind: str, work: Path):
     if kind.startswith("sapbert"):
         if kind == "sapbert-int8":  # the same pipeline after `export-onnx --quantize` (precision int8 in its config)
             return spacy.load(work / "nlp_sapbert_int8")
+        if kind == "sapbert-f32graph":  # the same pipeline with hnswlib's float32 graph (hnsw_vectors = "float32")
+            return spacy.load(work / "nlp_sapbert_f32graph")
         overrides = {"sapbert": {}, "sapbert-torch": {"runtime": "torch"},
                      "sapbert-bf16": {"runtime": "torch", "precision": "bf16"}}[kind]
         return spacy.load(work / "nlp_sapbert", config={"components": {"sapbert_linker": overrides}})
@@ -316,7 +318,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.mentions.datasets import read_pubtator
     from spacy_sapbert.mentions.metrics import resolve_gold
-    from spacy_sapbert.index import ConceptIndex, _build_hnsw, _encode_names
+    from spacy_sapbert.index import ConceptIndex, _encode_names
     from spacy_sapbert.kb import KnowledgeBase, normalize_name
     from spacy_sapbert.kb.readers.jsonl import write_jsonl
     from spacy_sapbert.kb.readers.medic import read_medic
@@ -354,35 +356,40 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     print(f"encode: {len(kb.names) / encode_s:.0f} names/s", flush=True)
     from spacy_sapbert.index import DEFAULT_EF_CONSTRUCTION, DEFAULT_EF_SEARCH, DEFAULT_M
 
-    t = time.perf_counter()
-    hnsw = _build_hnsw(vectors, M=DEFAULT_M, ef_construction=DEFAULT_EF_CONSTRUCTION, num_threads=1, seed=100,
-                       show_progress=True)
-    hnsw_s = time.perf_counter() - t
-    meta = {"format_version": 1, "kind": "hnsw", "space": "ip", "n_names": len(kb.names), "n_concepts": len(kb),
-            "dim": enc.dim, "encoder_fingerprint": enc.fingerprint, "encoder_name": enc.name, "pooling": enc.pooling,
-            "max_length": enc.max_length, "kb_checksum": kb.checksum, "M": DEFAULT_M,
-            "ef_construction": DEFAULT_EF_CONSTRUCTION, "ef_search": DEFAULT_EF_SEARCH}
-    index = ConceptIndex(kb, meta, hnsw=hnsw)
-    exact = ConceptIndex(kb, dict(meta, kind="exact"), vectors=vectors)
-    index.to_disk(work / "index")
-    figures["index"] = {"build_s": hnsw_s, "size_mb": dir_mb(work / "index"), "M": DEFAULT_M,
-                        "ef_construction": DEFAULT_EF_CONSTRUCTION}
+    # the index at its defaults (kind hnsw: faiss's graph over float16 vectors) and, for the ablation, hnswlib's
+    # float32 graph of the same vectors (the default before 2026-12-01); one build thread each (the same graph every run)
+    graphs: Dict[str, Any] = {}
+    for storage in ("float16", "float32"):
+        t = time.perf_counter()
+        graphs[storage] = ConceptIndex.from_vectors(kb, vectors, enc, kind="hnsw", hnsw_vectors=storage,
+                                                    num_threads=1)
+        graph_s = time.perf_counter() - t
+        folder = work / ("index" if storage == "float16" else "index_f32graph")
+        graphs[storage].to_disk(folder)
+        figures["index" if storage == "float16" else "index_f32graph"] = {
+            "build_s": graph_s, "size_mb": dir_mb(folder), "M": DEFAULT_M, "ef_construction": DEFAULT_EF_CONSTRUCTION,
+            "vectors": storage}
+    index = graphs["float16"]
+    exact = ConceptIndex(kb, dict(index.meta, kind="exact"), vectors=vectors)
     queries = enc.encode(mentions, batch_size=256, use_cache=False)
     e_rows, _ = exact.search_names(queries, 5)
     t = time.perf_counter()
     exact.search_names(queries, 5)
     exact_s = time.perf_counter() - t
-    recall = {}
-    for ef in (50, 100, DEFAULT_EF_SEARCH, 400):
-        index.set_ef(ef)
-        t = time.perf_counter()
-        a_rows, _ = index.search_names(queries, 5)
-        recall[ef] = {"recall@5": float(numpy.mean([len(set(a) & set(e)) / 5 for a, e in zip(a_rows, e_rows)])),
-                      "queries_per_s": len(queries) / (time.perf_counter() - t)}
-    index.set_ef(DEFAULT_EF_SEARCH)
-    figures["recall"] = {"by_ef_search": recall, "exact_queries_per_s": len(queries) / exact_s,
-                         "queries": len(queries)}
-    print(f"recall@5 (ef {DEFAULT_EF_SEARCH}): {recall[DEFAULT_EF_SEARCH]['recall@5']:.4f}", flush=True)
+    for storage, graph in graphs.items():
+        recall = {}
+        for ef in (50, 100, DEFAULT_EF_SEARCH, 400):
+            graph.set_ef(ef)
+            t = time.perf_counter()
+            a_rows, _ = graph.search_names(queries, 5)
+            recall[ef] = {"recall@5": float(numpy.mean([len(set(a) & set(e)) / 5 for a, e in zip(a_rows, e_rows)])),
+                          "top1_as_exact": float(numpy.mean(a_rows[:, 0] == e_rows[:, 0])),
+                          "queries_per_s": len(queries) / (time.perf_counter() - t)}
+        graph.set_ef(DEFAULT_EF_SEARCH)
+        key = "recall" if storage == "float16" else "recall_f32graph"
+        figures[key] = {"by_ef_search": recall, "exact_queries_per_s": len(queries) / exact_s, "queries": len(queries)}
+        print(f"{storage} graph: recall@5 (ef {DEFAULT_EF_SEARCH}) {recall[DEFAULT_EF_SEARCH]['recall@5']:.4f}, "
+              f"top-1 as exact {recall[DEFAULT_EF_SEARCH]['top1_as_exact']:.4f}", flush=True)
 
     nlp = spacy.blank("en")
     linker = nlp.add_pipe("sapbert_linker", config={"model": str(args.model), "device": "cpu", "threshold": 0.0,
@@ -392,6 +399,8 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     nlp.to_disk(work / "nlp_sapbert")  # runtime "auto": writes the ONNX export too
     figures["pipeline_save_s"] = time.perf_counter() - t
     figures["pipeline_size_mb"] = dir_mb(work / "nlp_sapbert")
+    linker.set_resources(enc, graphs["float32"])
+    nlp.to_disk(work / "nlp_sapbert_f32graph")  # the same pipeline with hnswlib's float32 graph
 
     # scispaCy: its on-disk linker format, built by hand
     import nmslib
@@ -447,7 +456,8 @@ def main() -> None:
                         help="fresh worker processes per system in this environment, taking turns; each figure is "
                              "the median over them (speed ratios move by +-20 %% between single runs here)")
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--worker", choices=["sapbert", "sapbert-torch", "sapbert-bf16", "sapbert-int8", "scispacy", "floor"], default=None,
+    parser.add_argument("--worker", choices=["sapbert", "sapbert-torch", "sapbert-bf16", "sapbert-int8", "sapbert-f32graph",
+                                             "scispacy", "floor"], default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -469,7 +479,8 @@ def main() -> None:
         if not args.no_int8:
             _int8_pipeline(work)
         kinds = ["sapbert"] + [kind for kind, skip in (("sapbert-torch", args.no_torch), ("sapbert-bf16", args.no_bf16),
-                                                       ("sapbert-int8", args.no_int8)) if not skip] + ["scispacy", "floor"]
+                                                       ("sapbert-int8", args.no_int8)) if not skip] \
+            + ["sapbert-f32graph", "scispacy", "floor"]
         figures.update(_run_workers(kinds, work, args.passes, args.worker_runs))
         figures["import_spacy_s"] = _import_spacy_s(sys.executable)
         # what the heavy optional imports cost a load that makes them (the dependencies' own cost, not the files')
@@ -503,6 +514,14 @@ def main() -> None:
         if key in figures:
             figures["ratios"][f"mentions_per_s (ours {label}/scispaCy)"] = \
                 figures[key]["mentions_per_s"] / theirs["mentions_per_s"]
+    if "sapbert-f32graph" in figures:  # the float16 graph's own part: ours at the defaults / ours with hnswlib's
+        old = figures["sapbert-f32graph"]
+        figures["ratios"].update({
+            "peak_rss, one pipeline (float16 graph / float32 graph)":
+                ours["peak_rss_one_pipeline_mb"] / old["peak_rss_one_pipeline_mb"],
+            "warm_load_s (float16 graph / float32 graph)": ours["warm_load_s"] / old["warm_load_s"],
+            "mentions_per_s (float16 graph / float32 graph)": ours["mentions_per_s"] / old["mentions_per_s"],
+            "acc@1 (float16 graph - float32 graph)": ours["acc@1"] - old["acc@1"]})
     figures["setup"] = {"model": model_label, "cpu_count": os.cpu_count(), "torch_threads": _torch_threads(),
                         "note": f"{os.cpu_count()} CPUs; timings depend on what else runs on the machine"}
     _print_report(figures)
@@ -535,16 +554,17 @@ def _import_spacy_s(python: str, runs: int = 3) -> float:
 
 
 _LEAN_LABELS = (("sapbert_linker, defaults", "sapbert"), ("sapbert_linker, precision='int8'", "sapbert-int8"),
-                ("scispaCy EntityLinker", "scispacy"))
+                ("sapbert_linker, hnsw_vectors='float32'", "sapbert-f32graph"), ("scispaCy EntityLinker", "scispacy"))
+_LEAN_COPIES = {"sapbert-int8": "nlp_sapbert_int8", "sapbert-f32graph": "nlp_sapbert_f32graph"}
 _LEAN_FIGURES = ("load_s", "warm_load_s", "mentions_per_s", "peak_rss_one_pipeline_mb", "peak_rss_mb", "acc@1")
 _LEAN_RATIOS = (("load_s", "load_s"), ("warm_load_s", "warm_load_s"), ("mentions_per_s", "mentions_per_s"),
                 ("peak RSS, one pipeline", "peak_rss_one_pipeline_mb"), ("peak RSS, with a warm reload", "peak_rss_mb"))
 
 
 def _lean_systems(work: Path) -> List[Tuple[str, str]]:
-    """(label, worker kind) of the systems loaded in the lean environment: ours at its defaults, ours made int8
-    (when the int8 copy was prepared) and scispaCy's."""
-    return [(name, k) for name, k in _LEAN_LABELS if k != "sapbert-int8" or (work / "nlp_sapbert_int8").is_dir()]
+    """(label, worker kind) of the systems loaded in the lean environment: ours at its defaults, ours made int8 and
+    ours with hnswlib's float32 graph (when those copies were prepared) and scispaCy's."""
+    return [(name, k) for name, k in _LEAN_LABELS if k not in _LEAN_COPIES or (work / _LEAN_COPIES[k]).is_dir()]
 
 
 def _lean_loads(python: str, work: Path, runs: int, passes: int = 1) -> Dict[str, Any]:
@@ -560,7 +580,7 @@ def _lean_loads(python: str, work: Path, runs: int, passes: int = 1) -> Dict[str
         lean[kind]["load_s_runs"] = [r["load_s"] for r in results]
         lean[kind]["modules_loaded"] = results[0]["modules_loaded"]
         lean[kind]["encoder_class"] = results[0].get("encoder_class")
-    for kind, who in (("sapbert", "ours"), ("sapbert-int8", "ours int8")):
+    for kind, who in (("sapbert", "ours"), ("sapbert-int8", "ours int8"), ("sapbert-f32graph", "ours float32 graph")):
         if kind in lean:
             for label, key in _LEAN_RATIOS:
                 lean["ratios"][f"{label} ({who}/scispaCy)"] = lean[kind][key] / lean["scispacy"][key]
@@ -599,6 +619,8 @@ def _print_report(f: Dict[str, Any]) -> None:
                ("sapbert_linker, runtime='torch' (fp32)", "sapbert-torch"),
                ("sapbert_linker, runtime='torch', precision='bf16' (opt-in)", "sapbert-bf16"),
                ("sapbert_linker, precision='int8' (opt-in)", "sapbert-int8"),
+               ("sapbert_linker, hnsw_vectors='float32' (hnswlib's graph, the default before 2026-12-01)",
+                "sapbert-f32graph"),
                ("scispaCy EntityLinker (tf-idf)", "scispacy"))
     _print_markdown(["system", "load s (cold)", "load s (warm)", "mentions/s", "docs/s", "peak RSS MB", "strict acc@1",
                      "strict acc@5"],
@@ -644,7 +666,8 @@ def _print_report(f: Dict[str, Any]) -> None:
 
 _FOOTPRINT_ROWS = (("sapbert_linker, defaults", "sapbert"), ("sapbert_linker, runtime='torch' (fp32)", "sapbert-torch"),
                    ("sapbert_linker, runtime='torch', precision='bf16'", "sapbert-bf16"),
-                   ("sapbert_linker, precision='int8'", "sapbert-int8"), ("scispaCy EntityLinker", "scispacy"))
+                   ("sapbert_linker, precision='int8'", "sapbert-int8"),
+                   ("sapbert_linker, hnsw_vectors='float32'", "sapbert-f32graph"), ("scispaCy EntityLinker", "scispacy"))
 
 
 def _write_results(f: Dict[str, Any]) -> None:
@@ -654,17 +677,26 @@ def _write_results(f: Dict[str, Any]) -> None:
     names = {"sapbert": "sapbert_linker, defaults (runtime auto: %s)" % f["sapbert"].get("encoder_class", "?"),
              "sapbert-torch": "sapbert_linker, runtime='torch' (fp32)",
              "sapbert-bf16": "sapbert_linker, runtime='torch', precision='bf16' (opt-in)",
-             "sapbert-int8": "sapbert_linker, precision='int8' (opt-in: int8 queries, float32 index)",
+             "sapbert-int8": "sapbert_linker, precision='int8' (opt-in: int8 queries, the default float16 graph)",
+             "sapbert-f32graph": "sapbert_linker, hnsw_vectors='float32' (hnswlib's graph, the default until 2026-12-01)",
              "scispacy": "scispaCy EntityLinker (char-3gram tf-idf + nmslib)"}
     rows = [[names[k], round(f[k]["load_s"], 2), round(f[k]["warm_load_s"], 2), round(f[k]["mentions_per_s"]),
              round(f[k]["docs_per_s"], 1), round(f[k]["peak_rss_mb"]), round(f[k]["acc@1"], 3), round(f[k]["acc@5"], 3)]
             for k in names if k in f]
     index = [["encode (names/s)", round(f["encode"]["names_per_s"])],
-             [f"hnsw build s (M={f['index']['M']}, ef_construction={f['index']['ef_construction']})",
-              round(f["index"]["build_s"], 1)], ["hnsw size MB", round(f["index"]["size_mb"], 1)],
+             [f"hnsw build s (M={f['index']['M']}, ef_construction={f['index']['ef_construction']}, float16 graph)",
+              round(f["index"]["build_s"], 1)], ["hnsw size MB (float16 graph)", round(f["index"]["size_mb"], 1)]]
+    if "index_f32graph" in f:
+        index += [["hnsw build s (hnswlib float32 graph)", round(f["index_f32graph"]["build_s"], 1)],
+                  ["hnsw size MB (hnswlib float32 graph)", round(f["index_f32graph"]["size_mb"], 1)]]
+    index += [
              ["exact search queries/s", round(f["recall"]["exact_queries_per_s"])],
              ["scispaCy tf-idf + nmslib build s", round(f["scispacy_index"]["build_s"], 1)]]
-    index += [[f"recall@5 vs exact, ef_search {ef}", round(r["recall@5"], 4)] for ef, r in f["recall"]["by_ef_search"].items()]
+    for key, graph in (("recall", "float16 graph"), ("recall_f32graph", "float32 graph")):
+        for ef, r in f.get(key, {}).get("by_ef_search", {}).items():
+            index.append([f"recall@5 vs exact, ef_search {ef} ({graph})", round(r["recall@5"], 4)])
+            if "top1_as_exact" in r:
+                index.append([f"top-1 name as exact, ef_search {ef} ({graph})", round(r["top1_as_exact"], 4)])
     tables = {"NCBI-disease test (gold spans) -> MEDIC": table(cols, rows), "index": table(["figure", "value"], index)}
     if "first_doc_s" in f["sapbert"]:
         tables["load, first document and memory"] = table(

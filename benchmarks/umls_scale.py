@@ -181,7 +181,8 @@ def step_build(n: int, dim: int, kind: str, threads: int, pipeline: bool = True,
     vectors = numpy.load(work / info["vectors_file"], mmap_mode="r")
     t0 = time.perf_counter()
     with AnonPeak() as anon:
-        index = ConceptIndex.from_vectors(kb, vectors, enc, kind=kind, num_threads=threads, show_progress=False)
+        index = ConceptIndex.from_vectors(kb, vectors, enc, kind=kind, num_threads=threads, show_progress=False,
+                                          hnsw_vectors="float32")  # its rows are labelled hnswlib float32
         index_dir = work / f"index_{kind}"
         index.to_disk(index_dir)
     build_s = time.perf_counter() - t0

@@ -305,10 +305,10 @@ def _rehash(folder):
     (folder / META_FILE).write_text(json.dumps(meta))
 
 
-_VECTOR_FILE = {"exact": "vectors.npy", "ivf": "vectors.f16.npy"}
+_VECTOR_FILE = {"exact": "vectors.npy", "ivf": "vectors.f16.npy", "hnsw": "vectors.f16.npy"}
 
 
-@pytest.mark.parametrize("kind", ["exact", "ivf"])
+@pytest.mark.parametrize("kind", ["exact", "ivf", "hnsw"])
 @pytest.mark.parametrize("damage", ["x1e30", "zero"])
 def test_scaled_or_zero_vectors_with_recomputed_hashes_are_refused_at_load_and_by_verify(small_kb, tmp_path, kind,
                                                                                         damage):
@@ -328,6 +328,25 @@ def test_scaled_or_zero_vectors_with_recomputed_hashes_are_refused_at_load_and_b
         ConceptIndex.from_disk(folder, kb)
     result = CliRunner().invoke(app, ["verify", str(folder)])
     assert result.exit_code == 1 and "not unit length" in result.stdout, result.output
+
+
+def test_a_float16_graph_whose_neighbours_were_damaged_and_rehashed_is_refused_by_verify(small_kb, tmp_path):
+    from spacy_sapbert.errors import MissingInputError
+    from spacy_sapbert.index import ConceptIndex
+    from spacy_sapbert.index.hnsw16 import NEIGHBORS_FILE
+
+    kb, vectors = small_kb
+    folder = tmp_path / "hnsw"
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="hnsw", show_progress=False).to_disk(folder)
+    assert CliRunner().invoke(app, ["verify", str(folder)]).exit_code == 0
+    neighbors = np.load(folder / NEIGHBORS_FILE)
+    neighbors[7] = 10 ** 6  # a neighbour that does not exist: faiss would read past its arrays
+    np.save(folder / NEIGHBORS_FILE, neighbors)
+    _rehash(folder)
+    with pytest.raises(MissingInputError, match=r"\[SB-E107\].*neighbour id is out of range"):
+        ConceptIndex.from_disk(folder, kb)
+    result = CliRunner().invoke(app, ["verify", str(folder)])
+    assert result.exit_code == 1 and "neighbour id is out of range" in result.stdout, result.output
 
 
 def test_flipped_bytes_in_an_unsampled_block_of_an_exact_index_never_link(tmp_path):

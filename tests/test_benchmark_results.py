@@ -39,8 +39,12 @@ def test_link_ncbi_results(bench):
         "recall": {"by_ef_search": {"50": {"recall@5": 0.98651, "queries_per_s": 9000.0},
                                     "200": {"recall@5": 0.995, "queries_per_s": 7937.0}},
                    "exact_queries_per_s": 2141.0},
+        "index_f32graph": {"M": 32, "ef_construction": 200, "build_s": 19.3, "size_mb": 135.9},
+        "recall_f32graph": {"by_ef_search": {"200": {"recall@5": 0.9973, "top1_as_exact": 0.99687,
+                                                     "queries_per_s": 2181.0}}, "exact_queries_per_s": 2141.0},
         "scispacy_index": {"build_s": 46.3, "size_mb": 19.4},
         "sapbert": system, "sapbert-torch": {**system, "mentions_per_s": 1684.0},
+        "sapbert-f32graph": {**system, "mentions_per_s": 1512.0},
         "scispacy": {**system, "mentions_per_s": 2172.0, "acc@1": 0.705},
         "lean": {"python": "/tmp/lean/bin/python",
                  "sapbert": {**system, "load_s": 0.39, "peak_rss_one_pipeline_mb": 700.4,
@@ -58,7 +62,11 @@ def test_link_ncbi_results(bench):
     page = rendered()
     assert "| sapbert_linker, defaults (runtime auto: OnnxEncoder) | 2.95 | 0.35 | 2,808 | 292.5 | 1,080 | 0.762 | 0.854 |" in page
     assert "| scispaCy EntityLinker (char-3gram tf-idf + nmslib) | 2.95 | 0.35 | 2,172 |" in page
-    assert "| recall@5 vs exact, ef_search 50 | 0.9865 |" in page
+    assert "| recall@5 vs exact, ef_search 50 (float16 graph) | 0.9865 |" in page
+    # the ablation: hnswlib's float32 graph, its row, build, size and recall
+    assert "| sapbert_linker, hnsw_vectors='float32' (hnswlib's graph, the default until 2026-12-01) | 2.95 | 0.35 | 1,512 |" in page
+    assert "| hnsw size MB (hnswlib float32 graph) | 135.9 |" in page
+    assert "| top-1 name as exact, ef_search 200 (float32 graph) | 0.9969 |" in page
     # the lean table: both peaks (one pipeline; with the warm reload held), ours int8 between ours and scispaCy's
     assert "| sapbert_linker, defaults | 0.39 | 0.35 | 2,808 | 700 | 1,080 | 0.762 | onnxruntime, torch |" in page
     assert "| sapbert_linker, precision='int8' | 0.37 | 0.35 | 2,808 | 600 | 1,080 | 0.77 | onnxruntime |" in page

@@ -91,18 +91,23 @@ def test_type_filter_is_applied_before_the_cut(toy_kb):
         index.search(queries, k=1, semantic_types=["Chemical", "Gene"])
 
 
-def test_build_with_encoder_exact_and_hnsw_agree(toy_kb, enc):
+@pytest.mark.parametrize("storage", ["float16", "float32"])
+def test_build_with_encoder_exact_and_hnsw_agree(toy_kb, enc, storage):
     exact = ConceptIndex.build(toy_kb, enc, show_progress=False)
     assert exact.exact and exact.meta["kind"] == "exact"
-    approx = ConceptIndex.build(toy_kb, enc, exact=False, show_progress=False)
-    assert not approx.exact
+    approx = ConceptIndex.build(toy_kb, enc, exact=False, hnsw_vectors=storage, show_progress=False)
+    assert not approx.exact and approx.meta["vectors"] == storage
     query = enc.encode(["heart attack", "flu", "aspirin tablets"])
     # a name finds itself first
     rows, scores = exact.search_names(query[:2], k=3)
     assert list(toy_kb.names)[rows[0, 0]] == "heart attack" and scores[0, 0] == pytest.approx(1.0, abs=1e-5)
     assert rows.dtype == numpy.int64 and scores.dtype == numpy.float32
     assert numpy.all(numpy.diff(scores, axis=1) <= 1e-6)  # best first
-    assert [[c for c, _ in r] for r in exact.search(query, 3)] == [[c for c, _ in r] for r in approx.search(query, 3)]
+    # the tiny random encoder's names differ by less than float16's rounding: the float16 graph is compared with
+    # exact search over the vectors it holds
+    held = exact if storage == "float32" else ConceptIndex.from_vectors(
+        toy_kb, approx.name_vectors(range(len(toy_kb.names))), enc, kind="exact")
+    assert [[c for c, _ in r] for r in held.search(query, 3)] == [[c for c, _ in r] for r in approx.search(query, 3)]
     rows, scores = exact.search_names(query, k=50)  # more than the KB holds: padded
     assert rows.shape == (3, 50) and (rows[:, len(toy_kb.names):] == -1).all()
     assert numpy.isneginf(scores[:, len(toy_kb.names):]).all()
@@ -227,15 +232,17 @@ def test_bad_arguments(toy_kb, enc):
 
 def test_name_vectors_are_the_encoded_names(toy_kb, enc):
     names = list(toy_kb.names)
-    for exact in (True, False):
-        index = ConceptIndex.build(toy_kb, enc, exact=exact, show_progress=False)
-        numpy.testing.assert_allclose(index.name_vectors([2, 0]), enc.encode([names[2], names[0]]), atol=1e-5)
+    for exact, storage, atol in ((True, "float16", 1e-5), (False, "float32", 1e-5), (False, "float16", 5e-4)):
+        index = ConceptIndex.build(toy_kb, enc, exact=exact, hnsw_vectors=storage, show_progress=False)
+        numpy.testing.assert_allclose(index.name_vectors([2, 0]), enc.encode([names[2], names[0]]), atol=atol)
         assert index.name_vectors([]).shape == (0, enc.dim)
         with pytest.raises(ConfigError, match="SB-E111"):
             index.name_vectors([len(names)])
 
 
-def test_hnsw_to_disk_reuses_its_records_while_the_file_is_unchanged(toy_kb, enc, tmp_path, monkeypatch):
+@pytest.mark.parametrize("storage,data_file", [("float32", "names.hnsw"), ("float16", "hnsw16.neighbors.npy")])
+def test_hnsw_to_disk_reuses_its_records_while_the_file_is_unchanged(toy_kb, enc, tmp_path, monkeypatch, storage,
+                                                                      data_file):
     import os
 
     from spacy_sapbert.index import concept_index
@@ -243,7 +250,7 @@ def test_hnsw_to_disk_reuses_its_records_while_the_file_is_unchanged(toy_kb, enc
     hashed = []
     real = concept_index.file_records
     monkeypatch.setattr(concept_index, "file_records", lambda folder, names: hashed.append(folder) or real(folder, names))
-    index = ConceptIndex.build(toy_kb, enc, kind="hnsw", show_progress=False)
+    index = ConceptIndex.build(toy_kb, enc, kind="hnsw", hnsw_vectors=storage, show_progress=False)
     index.to_disk(tmp_path / "a")
     index.to_disk(tmp_path / "b")  # the same graph, saved again: linked from a, not re-hashed
     assert hashed == [tmp_path / "a"]
@@ -257,7 +264,7 @@ def test_hnsw_to_disk_reuses_its_records_while_the_file_is_unchanged(toy_kb, enc
     query = enc.encode(["grippe"])
     assert ConceptIndex.from_disk(tmp_path / "c", toy_kb).search(query, 3) == index.search(query, 3)
     # the file it would link from changed since (same size, new mtime): written and hashed again
-    os.utime(tmp_path / "a" / "names.hnsw", ns=(1, 1))
+    os.utime(tmp_path / "a" / data_file, ns=(1, 1))
     back.to_disk(tmp_path / "d")
     assert hashed == [tmp_path / "a", tmp_path / "d"]
     ConceptIndex.verify(tmp_path / "d")

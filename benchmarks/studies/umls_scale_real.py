@@ -241,7 +241,8 @@ def main() -> None:
               "ivf": "ivf (faiss fast-scan + f16 re-score)"}
     for kind in opts.kinds:
         t0 = time.perf_counter()
-        index = ConceptIndex.from_vectors(kb, X16, Fields(enc), kind=kind, num_threads=opts.threads)
+        index = ConceptIndex.from_vectors(kb, X16, Fields(enc), kind=kind, num_threads=opts.threads,
+                                          hnsw_vectors="float32")  # labelled hnswlib f32
         build_s = round(time.perf_counter() - t0, 1)
         default = index.ef_search
         depths = [default] + sorted(set(opts.ivf_probes) - {default}) if kind == "ivf" else [default]

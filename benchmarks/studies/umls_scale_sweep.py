@@ -61,7 +61,8 @@ def build(n: int, dim: int, geometry: str, connectivity: int, threads: int, kind
     vectors = numpy.load(work / info["vectors_file"], mmap_mode="r")
     t0 = time.perf_counter()
     index = ConceptIndex.from_vectors(kb, vectors, umls_scale._Fields(dim), kind=kind, M=connectivity,
-                                      num_threads=threads, show_progress=True)
+                                      num_threads=threads, show_progress=True,
+                                      hnsw_vectors="float32")  # its hnsw rows are labelled hnswlib f32
     index.to_disk(folder)
     out = {"build_s": round(time.perf_counter() - t0, 1), "build_peak_mb": round(memory_mb()["peak"], 0),
            "index_mb": round(dir_mb(folder), 1)}

@@ -11,8 +11,8 @@ from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
 from ..base.outputs import check_output, check_parent
 from ..encoding.bulk import BULK_PRECISIONS, BULK_RUNTIMES, check_bulk_options
 from ._app import app
-from ._index_options import (EF_CONSTRUCTION, EF_SEARCH, EXACT, KIND_HELP, LANGUAGES, LISTS, RESCORE, SPARSE,
-                             SPARSE_NGRAMS, THREADS, index_settings)
+from ._index_options import (EF_CONSTRUCTION, EF_SEARCH, EXACT, HNSW_VECTORS_OPTION, KIND_HELP, LANGUAGES, LISTS,
+                             RESCORE, SPARSE, SPARSE_NGRAMS, THREADS, index_settings)
 from ._index_options import M as M_OPTION
 from ._options import check_choice, check_device, check_pooling
 
@@ -40,6 +40,7 @@ def build_index_command(
     lists: Optional[int] = LISTS,
     M: Optional[int] = M_OPTION,
     ef_construction: Optional[int] = EF_CONSTRUCTION,
+    hnsw_vectors: str = HNSW_VECTORS_OPTION,
     ef_search: Optional[int] = EF_SEARCH,
     work_dir: Optional[Path] = typer.Option(None, "--work-dir",
                                             help="Folder for encoded chunks; a rerun resumes from them (default: beside the output)."),
@@ -59,7 +60,8 @@ def build_index_command(
     check_pooling("--pooling", pooling)
     settings = index_settings(kind_option="--kind", kind=kind, exact=exact, M=M, ef_construction=ef_construction,
                               ef_search=ef_search, rescore=rescore, lists=lists, threads=threads,
-                              languages=languages, sparse=sparse, sparse_ngrams=sparse_ngrams)
+                              languages=languages, sparse=sparse, sparse_ngrams=sparse_ngrams,
+                              hnsw_vectors=hnsw_vectors)
     check_choice("--precision", precision, BULK_PRECISIONS)
     check_choice("--runtime", runtime, BULK_RUNTIMES)
     check_device("--device", device)

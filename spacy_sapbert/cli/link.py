@@ -18,8 +18,8 @@ from ..errors import ConfigError, Errors
 from ..index.meta import MAX_K
 from ..mentions.abbreviation_table import AbbreviationTable
 from ._app import app
-from ._index_options import (EF_CONSTRUCTION, EF_SEARCH, EXACT, KIND_HELP, LANGUAGES, LISTS, RESCORE, SPARSE,
-                             SPARSE_NGRAMS, THREADS, index_settings)
+from ._index_options import (EF_CONSTRUCTION, EF_SEARCH, EXACT, HNSW_VECTORS_OPTION, KIND_HELP, LANGUAGES, LISTS,
+                             RESCORE, SPARSE, SPARSE_NGRAMS, THREADS, index_settings)
 from ._index_options import M as M_OPTION
 from ._options import check_choice, check_device, check_pooling
 
@@ -115,6 +115,7 @@ def create_pipeline_command(
     lists: Optional[int] = LISTS,
     M: Optional[int] = M_OPTION,
     ef_construction: Optional[int] = EF_CONSTRUCTION,
+    hnsw_vectors: str = HNSW_VECTORS_OPTION,
     ef_search: Optional[int] = EF_SEARCH,
     languages: Optional[str] = LANGUAGES,
     threads: int = THREADS,
@@ -134,7 +135,8 @@ def create_pipeline_command(
     check_pooling("--pooling", pooling)
     settings = index_settings(kind_option="--index-kind", kind=index_kind, exact=exact, M=M,
                               ef_construction=ef_construction, ef_search=ef_search, rescore=rescore, lists=lists,
-                              threads=threads, languages=languages, sparse=sparse, sparse_ngrams=sparse_ngrams)
+                              threads=threads, languages=languages, sparse=sparse, sparse_ngrams=sparse_ngrams,
+                              hnsw_vectors=hnsw_vectors)
     check_choice("--runtime", runtime, RUNTIMES)
     check_device("--device", device)
     check_output(output, overwrite=overwrite,

@@ -6,7 +6,8 @@ file: ``ok``, ``damaged`` (missing, other size, other hash: the message says whi
 folder records the size of its data file (``file_size`` in ``index_meta.json``); files it records
 under ``"files"`` are hashed like the others. Beyond the hashes (which a forger recomputes), ``verify`` checks
 what a load checks, in full where a load samples: every field of ``index_meta.json`` (E557), and the length of
-every stored vector of an index (``vectors.npy``, ``vectors.f16.npy``, ``names.hnsw``) and of a prototype
+every stored vector of an index (``vectors.npy``, ``vectors.f16.npy``, ``names.hnsw``; the float16 graph's levels and
+neighbour ids too) and of a prototype
 store (``vectors.npy``, ``names.npy``). In a pipeline, each linker's ``reranker/`` (its metadata, then its
 records), ``calibration.json`` and ``abbreviations.json`` (read as a load reads them: each carries the sha256 of its
 content) are checked too. A linker saved with ``resources = "outside"`` (a ``resources.json`` pointer instead of
@@ -28,6 +29,7 @@ from ..context.store import unit_problem
 from ..encoding.files import SETTINGS_FILE, read_json_file, read_settings
 from ..encoding.onnx_encoder import INT8_FILE, check_int8
 from ..errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError
+from ..index.hnsw16 import NEIGHBORS_FILE, Hnsw16Backend
 from ..index.hnsw_file import check_hnsw_file
 from ..index.meta import check_meta
 from ..linker.resources import POINTER_FILE, find, read_pointer
@@ -116,7 +118,15 @@ def _index_lengths(folder: Path, meta: Dict[str, Any]) -> Dict[str, Any]:
             return str(err)
         return None
 
-    return {"vectors.npy": npy("vectors.npy"), "vectors.f16.npy": npy("vectors.f16.npy"), "names.hnsw": hnsw}
+    def graph16() -> Any:  # the float16 graph's levels, entry point and neighbour ids, checked as a load checks them
+        try:
+            Hnsw16Backend.load(folder, meta)
+        except SapbertError as err:
+            return str(err)
+        return None
+
+    return {"vectors.npy": npy("vectors.npy"), "vectors.f16.npy": npy("vectors.f16.npy"), "names.hnsw": hnsw,
+            NEIGHBORS_FILE: graph16}
 
 
 def verify_index(folder: Path) -> List[FileCheck]:

@@ -71,9 +71,9 @@ class HardeningErrors:
             "0 (the full {dim} dimensions) or between {minimum} and {dim}, got {value!r}.")
 
     # ---- E582–E589: the ivf index (faiss inverted lists of fast-scan product codes) ----
-    E582 = ("The ivf index needs faiss, a dependency of spacy-sapbert, which is not installed or broken ({reason}). "
-            "Install it again: `pip install faiss-cpu` (requirements.txt pins the version), or use --kind exact "
-            "or hnsw.")
+    E582 = ("The ivf index and the float16 hnsw graph need faiss, a dependency of spacy-sapbert, which is not "
+            "installed or broken ({reason}). Install it again: `pip install faiss-cpu` (requirements.txt pins the "
+            "version), or build with --kind exact, or --kind hnsw --hnsw-vectors float32 (hnswlib).")
     E583 = ("The ivf index needs at least {minimum} names (its cells and product codes are trained on them), the KB "
             "has {n}. Use --kind exact or hnsw for a KB this small.")
     E584 = ("{what} must be between {minimum} and {maximum} for the ivf index, got {value!r}.")

@@ -5,7 +5,8 @@ best first (``k' <= k``; -1 / -inf where fewer rows exist), ``vectors(rows)``, `
 the file names written) and ``load(folder, meta)``. Scores are inner products of L2-normalised vectors.
 
 - :class:`ExactBackend`: one ``Q @ X.T`` + ``topk`` in torch; small KBs.
-- :class:`HnswBackend`: hnswlib, float32, read whole into RAM; the default for mid-sized KBs.
+- :class:`HnswBackend`: hnswlib, float32, read whole into RAM (``hnsw_vectors = "float32"``); mid-sized KBs get
+  faiss's graph over float16 vectors by default (``hnsw16.Hnsw16Backend``).
 
 Filters go through ``graph_search.masked_search`` (graph back-ends) or a mask on the scores (exact).
 - ``ivf.IvfBackend``: faiss fast-scan codes + exact re-scoring against memory-mapped float16 vectors

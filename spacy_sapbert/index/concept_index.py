@@ -3,7 +3,9 @@
 Row ``i`` of the index is ``kb.names[i]``. Three back-ends share one API (``kind``):
 
 - ``exact``: one ``Q @ X.T`` + ``topk`` in torch; chosen automatically up to :data:`EXACT_MAX_NAMES` names;
-- ``hnsw``: hnswlib (float32, read whole into RAM at load); chosen below :data:`LARGE_MIN_NAMES`;
+- ``hnsw``: a graph read whole into RAM at load, chosen below :data:`LARGE_MIN_NAMES`: faiss's HNSW over float16
+  vectors by default (``hnsw16.py``), hnswlib's over float32 ones with ``hnsw_vectors = "float32"`` (and for every
+  index saved before 2026-12-01);
 - ``ivf``: faiss inverted lists of 4-bit fast-scan product codes, re-scored exactly against memory-mapped
   float16 vectors (``ivf.py``, ``two_stage.py``); chosen from :data:`LARGE_MIN_NAMES` names (all of UMLS).
   A saved index of the removed ``compact`` kind (usearch) is refused at load with E832, which says how to
@@ -34,6 +36,7 @@ from .filters import FilterMixin
 from .guards import check_k, check_scores, check_self_scores, is_whole
 from .meta import MAX_EF_SEARCH, check_meta
 from .backends import HNSW_FILE, VECTORS_FILE, ExactBackend, HnswBackend
+from .hnsw16 import STORAGE as HNSW16_STORAGE, Hnsw16Backend
 from .sparse import SparseIndex, load_beside, write_beside
 from .ivf import IvfBackend, sub_quantizers, check_settings as check_ivf_settings
 from .settings import DEFAULTS, EXACT_MAX_NAMES, HNSW_EF_SEARCH, KINDS, LARGE_MIN_NAMES, IndexSettings, choose_kind
@@ -176,8 +179,13 @@ class ConceptIndex(FilterMixin):
         }
         if kind == "exact":
             backend: Any = ExactBackend(numpy.asarray(vectors, dtype=numpy.float32))
+        elif kind == "hnsw" and settings.hnsw_vectors == HNSW16_STORAGE:
+            backend = Hnsw16Backend.build(vectors, M=settings.M, ef_construction=settings.ef_construction,
+                                          ef_search=int(ef_search), num_threads=settings.num_threads,
+                                          seed=settings.seed, show_progress=show_progress)
+            meta.update(ef_construction=settings.ef_construction, **backend.meta_fields())
         elif kind == "hnsw":
-            meta.update(M=settings.M, ef_construction=settings.ef_construction)
+            meta.update(M=settings.M, ef_construction=settings.ef_construction, vectors="float32")
             hnsw = _build_hnsw(numpy.asarray(vectors, dtype=numpy.float32), M=settings.M,
                                ef_construction=settings.ef_construction, num_threads=settings.num_threads,
                                seed=settings.seed, show_progress=show_progress)
@@ -355,13 +363,20 @@ class ConceptIndex(FilterMixin):
                                                        kb_value=kb.checksum, index_size=meta["n_names"],
                                                        kb_size=len(kb.names)))
         _check_data_files(path, meta["files"])
-        backend = _BACKENDS[meta["kind"]].load(path, meta)
+        backend = _backend_class(meta).load(path, meta)
         index = cls(kb, meta, backend=backend)
         index.path = path
         index.sparse = load_beside(path, kb, meta.get("encoder_fingerprint"))  # None without sparse_meta.json
         if ef_search is not None:
             index.set_ef(ef_search)
         return index
+
+
+def _backend_class(meta: Dict[str, Any]) -> Any:
+    """The back-end that reads an index of this ``meta`` (an hnsw index without ``vectors`` is hnswlib's)."""
+    if meta["kind"] == "hnsw" and meta.get("vectors") == HNSW16_STORAGE:
+        return Hnsw16Backend
+    return _BACKENDS[meta["kind"]]
 
 
 def _check_data_files(path: Any, records: Dict[str, Dict[str, Any]], *, full: bool = False) -> None:

@@ -30,7 +30,7 @@ from ..base.integrity import NPY_READ_ERRORS
 from ..base.util import atomic_write
 from .files import write_npy
 from .settings import IVF_RESCORE, IndexSettings
-from .threads import search_threads
+from .threads import faiss_threads
 from .two_stage import VECTORS_F16_FILE, RescoredBackend, load_float16
 from .two_stage import damaged as _damaged
 
@@ -147,7 +147,7 @@ class IvfBackend(RescoredBackend):
         """int64 ``[n, depth]`` candidate rows, -1 where fewer were found."""
         n = len(self._X)
         depth = min(depth, n)
-        _faiss().omp_set_num_threads(search_threads())
+        _faiss().omp_set_num_threads(faiss_threads())
         _, rows = self._ivf.search(numpy.ascontiguousarray(vectors, dtype=numpy.float32), depth)
         rows = numpy.asarray(rows, dtype=numpy.int64)
         if (rows >= n).any() or (rows < -1).any():

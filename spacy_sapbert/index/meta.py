@@ -22,6 +22,7 @@ MAX_NAMES = 1 << 40
 MAX_DIM = 1 << 16
 MAX_RESCORE = 1_000_000
 KINDS = ("exact", "hnsw", "ivf")
+HNSW_VECTORS = ("float16", "float32")  # an hnsw graph's vectors: float16 faiss's (hnsw16.py), float32 hnswlib's
 REMOVED_KINDS = ("compact",)  # refused with E832 (how to rebuild) rather than E557
 
 
@@ -57,6 +58,8 @@ _FIELDS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
     "seed": _int(-(1 << 63), (1 << 64) - 1),
     "M": _int(2, 4096),
     "ef_construction": _int(1, MAX_EF_SEARCH),
+    "vectors": (lambda v: v in HNSW_VECTORS, " or ".join(HNSW_VECTORS)),
+    "entry_point": _int(0, MAX_NAMES),
     "rescore": _int(1, MAX_RESCORE),
     "lists": _int(1, MAX_NAMES),
     "sub_quantizers": _int(1, MAX_DIM),
@@ -126,4 +129,4 @@ def check_meta(meta: Any, path: Path) -> Dict[str, Any]:
     return meta
 
 
-__all__ = ["check_meta", "removed_kind", "MAX_EF_SEARCH", "MAX_K", "KINDS", "REMOVED_KINDS"]
+__all__ = ["check_meta", "removed_kind", "MAX_EF_SEARCH", "MAX_K", "KINDS", "HNSW_VECTORS", "REMOVED_KINDS"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Errors
-from .meta import MAX_EF_SEARCH, MAX_RESCORE
+from .meta import HNSW_VECTORS, MAX_EF_SEARCH, MAX_RESCORE
 from .sparse import check_settings as check_sparse_settings
 
 KINDS = ("auto", "exact", "hnsw", "ivf")
@@ -40,6 +40,7 @@ class IndexSettings:
     exact: Optional[bool] = None  # the older form of kind: True exact, False hnsw (kind "auto" only)
     M: int = 32  # hnsw: graph degree
     ef_construction: int = 200  # hnsw: build depth
+    hnsw_vectors: str = "float16"  # hnsw: the graph's vectors, float16 (faiss, half the memory) or float32 (hnswlib)
     ef_search: Optional[int] = None  # search depth saved with the index (hnsw: 200; ivf: cells scanned, by size)
     rescore: Optional[int] = None  # ivf: candidates re-scored exactly per query (None: IVF_RESCORE)
     lists: Optional[int] = None  # ivf: cells (None: the power of two nearest 4 x sqrt(names))
@@ -65,6 +66,9 @@ class IndexSettings:
                                                  value=self.ef_search))
         if self.rescore is not None and self.rescore > MAX_RESCORE:
             raise ConfigError(Errors.E559.format(what="rescore", minimum=1, maximum=MAX_RESCORE, value=self.rescore))
+        if self.hnsw_vectors not in HNSW_VECTORS:
+            raise ConfigError(Errors.E834.format(name="hnsw_vectors", expected=" or ".join(HNSW_VECTORS),
+                                                 value=self.hnsw_vectors))
         if not isinstance(self.sparse, bool):
             raise ConfigError(Errors.E834.format(name="sparse", expected="true or false", value=self.sparse))
         object.__setattr__(self, "sparse_ngrams", check_sparse_settings("char_wb", self.sparse_ngrams)[1])  # E780
@@ -151,5 +155,5 @@ def _check_names(names: Sequence[str] | Mapping[str, Any], where: str) -> None:
 FIELDS: Tuple[str, ...] = tuple(f.name for f in dataclasses.fields(IndexSettings))
 DEFAULTS = IndexSettings()
 
-__all__ = ["IndexSettings", "DEFAULTS", "FIELDS", "KINDS", "choose_kind", "EXACT_MAX_NAMES", "LARGE_MIN_NAMES",
-           "HNSW_EF_SEARCH", "IVF_RESCORE"]
+__all__ = ["IndexSettings", "DEFAULTS", "FIELDS", "KINDS", "HNSW_VECTORS", "choose_kind", "EXACT_MAX_NAMES",
+           "LARGE_MIN_NAMES", "HNSW_EF_SEARCH", "IVF_RESCORE"]

@@ -35,7 +35,16 @@ class OpenMPPool:
         return wanted
 
 
-SPARSE_DOT_TOPN = OpenMPPool()
+# One record for both libraries: the sparse-dot-topn, faiss-cpu and scikit-learn wheels bundle the same libgomp
+# (one soname, libgomp-e985bcbb.so.1.0.0, loaded once per process: /proc/self/maps lists faiss's copy alone after
+# importing all three), so one thread pool serves sparse search, the ivf index and the float16 hnsw graph.
+SPARSE_DOT_TOPN = FAISS_OPENMP = OpenMPPool()
 
 
-__all__ = ["search_threads", "OpenMPPool", "SPARSE_DOT_TOPN"]
+def faiss_threads() -> int:
+    """faiss's OpenMP threads for a search here: the cores this process may use; one in a process forked after
+    another one started the thread pool."""
+    return FAISS_OPENMP.threads(search_threads() or os.cpu_count() or 1)
+
+
+__all__ = ["search_threads", "OpenMPPool", "SPARSE_DOT_TOPN", "FAISS_OPENMP", "faiss_threads"]
