@@ -82,6 +82,8 @@ def test_the_same_vectors_build_the_same_files(data, saved, tmp_path):
     ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="hnsw", show_progress=False).to_disk(tmp_path / "again")
     for name in (VECTORS_F16_FILE, LEVELS_FILE, NEIGHBORS_FILE):
         assert (tmp_path / "again" / name).read_bytes() == (folder / name).read_bytes()
+    ConceptIndex.from_vectors(kb, vectors, _Enc(), kind="hnsw", seed=7, show_progress=False).to_disk(tmp_path / "s7")
+    assert (tmp_path / "s7" / LEVELS_FILE).read_bytes() != (folder / LEVELS_FILE).read_bytes()  # the seed draws levels
 
 
 def test_pickled_graphs_search_alike(data, saved):
@@ -165,8 +167,9 @@ def test_a_damaged_graph_is_refused_before_faiss_reads_it(data, saved, tmp_path,
         numpy.save(copy / LEVELS_FILE, levels.astype(numpy.int64))
     else:
         (copy / VECTORS_F16_FILE).write_bytes(b"not an npy file at all")
-    with pytest.raises(MissingInputError, match=f"SB-E107.*{message}"):
+    with pytest.raises(MissingInputError, match=f"SB-E107.*{message}") as caught:
         ConceptIndex.from_disk(copy, kb).search_names(queries, 5)
+    assert str(caught.value).count("SB-E107") == 1  # one message, not one wrapped in another
 
 
 def test_a_damaged_file_with_its_records_is_refused_by_the_hash_check(data, saved, tmp_path):

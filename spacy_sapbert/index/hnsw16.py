@@ -25,6 +25,7 @@ import numpy
 from tqdm import tqdm
 
 from ..base.util import atomic_write
+from ..errors import SapbertError
 from .files import link_or_copy
 from .graph_search import masked_search
 from .ivf import _faiss  # one message (E582) for a missing faiss
@@ -236,6 +237,8 @@ def _read_into(path: Path, dtype: Any, shape: Tuple[int, ...], dest: numpy.ndarr
                 raise damaged(path, f"{os.fstat(fh.fileno()).st_size} bytes, expected {offset + dest.nbytes}")
             if dest.nbytes and fh.readinto(memoryview(dest.view(numpy.uint8))) != dest.nbytes:
                 raise damaged(path, "truncated")
+    except SapbertError:  # (E107 is an OSError too: raised above, not wrapped again)
+        raise
     except (OSError, ValueError) as err:
         raise damaged(path, str(err) or type(err).__name__) from err
 
