@@ -76,6 +76,17 @@ def test_a_loaded_graph_searches_as_the_built_one(data, saved):
     assert back.search(queries, 3, semantic_types=["T2"]) == index.search(queries, 3, semantic_types=["T2"])
 
 
+def test_a_graph_read_in_many_small_reads_is_the_same(data, saved, monkeypatch):
+    from spacy_sapbert.index import hnsw16
+
+    kb, _, queries = data
+    index, folder = saved
+    monkeypatch.setattr(hnsw16, "_READ_BYTES", 1000)  # every array in several reads, the last one short
+    back = ConceptIndex.from_disk(folder, kb)
+    for got, want in zip(back.search_names(queries, 7), index.search_names(queries, 7)):
+        assert numpy.array_equal(got, want)
+
+
 def test_the_same_vectors_build_the_same_files(data, saved, tmp_path):
     kb, vectors, _ = data
     _, folder = saved

@@ -40,6 +40,7 @@ STORAGE = "float16"
 _ADD_CHUNK = 10_000  # names handed to faiss per call while building (a float32 copy of a float16 input's chunk)
 _CHECK_CHUNK = 1_024  # rows whose norms are checked at a time (8,192 rows of 384 took 25 MB of temporaries)
 _NORM_TOLERANCE = 1e-2
+_READ_BYTES = 1 << 28  # bytes read from a file into faiss's buffer per call
 
 Result = Tuple[numpy.ndarray, numpy.ndarray]
 
@@ -235,8 +236,11 @@ def _read_into(path: Path, dtype: Any, shape: Tuple[int, ...], dest: numpy.ndarr
                 raise damaged(path, f"{tuple(found_shape)} {found}, expected {tuple(shape)} {expected.name}")
             if os.fstat(fh.fileno()).st_size != offset + dest.nbytes:
                 raise damaged(path, f"{os.fstat(fh.fileno()).st_size} bytes, expected {offset + dest.nbytes}")
-            if dest.nbytes and fh.readinto(memoryview(dest.view(numpy.uint8))) != dest.nbytes:
-                raise damaged(path, "truncated")
+            view = memoryview(dest.reshape(-1).view(numpy.uint8))  # flat bytes (dest is contiguous: no copy)
+            for start in range(0, dest.nbytes, _READ_BYTES):  # a read(2) returns at most ~2 GiB at a time
+                part = view[start:start + _READ_BYTES]
+                if fh.readinto(part) != part.nbytes:
+                    raise damaged(path, "truncated")
     except SapbertError:  # (E107 is an OSError too: raised above, not wrapped again)
         raise
     except (OSError, ValueError) as err:
