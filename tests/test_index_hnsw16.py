@@ -29,8 +29,8 @@ def data():
     """3,000 names of 1,000 concepts around 100 centres, and 100 queries."""
     rng = numpy.random.default_rng(7)
     centres = rng.normal(size=(100, DIM))
-    kb = KnowledgeBase.from_concepts([Concept(f"C{c:04d}", f"n{c}_0", (f"n{c}_1", f"n{c}_2"), ("T1",) if c % 4 else ("T2",))
-                                      for c in range(1000)])
+    kb = KnowledgeBase.from_concepts([Concept(f"C{c:04d}", f"n{c}_0", (f"n{c}_1", f"n{c}_2"),
+                                              ("T1",) if c % 4 else ("T2",)) for c in range(1000)])
     owner = numpy.array([int(n[1:].split("_")[0]) for n in kb.names])
     vectors = unit_rows(centres[owner % 100] + 0.4 * rng.normal(size=(len(owner), DIM)))
     queries = unit_rows(centres[rng.integers(0, 100, 100)] + 0.4 * rng.normal(size=(100, DIM)))

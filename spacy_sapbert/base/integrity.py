@@ -106,11 +106,13 @@ def inside(folder: Path, name: Any) -> bool:
     return (root / name).resolve().is_relative_to(root)
 
 
-def unit_norm_problem(X: Any, *, sample: Optional[int] = None, zero_rows: Optional[Any] = None) -> Optional[str]:
+def unit_norm_problem(X: Any, *, sample: Optional[int] = None, zero_rows: Optional[Any] = None,
+                      rows_per_block: int = _ROWS_PER_BLOCK) -> Optional[str]:
     """None when the rows of ``X`` (2-D, any float dtype, may be memory-mapped) are unit length within
     :data:`NORM_TOLERANCE`, else what is wrong (for the caller's coded error). ``sample``: check that many
     evenly spread rows (first and last included) instead of all; ``zero_rows`` (bool per row): rows that
-    must be all zero instead (a prototype store's definition rows in ``names.npy``)."""
+    must be all zero instead (a prototype store's definition rows in ``names.npy``); ``rows_per_block``: rows
+    checked at a time (their float32 copy and products are the temporaries)."""
     n = int(X.shape[0])
     if n == 0:
         return None
@@ -118,8 +120,9 @@ def unit_norm_problem(X: Any, *, sample: Optional[int] = None, zero_rows: Option
     if sample is not None and n > sample:
         rows = numpy.unique(numpy.linspace(0, n - 1, sample).round().astype(numpy.int64))
     total = n if rows is None else len(rows)
-    for start in range(0, total, _ROWS_PER_BLOCK):
-        at = numpy.arange(start, min(total, start + _ROWS_PER_BLOCK)) if rows is None else rows[start:start + _ROWS_PER_BLOCK]
+    for start in range(0, total, rows_per_block):
+        stop = start + rows_per_block
+        at = numpy.arange(start, min(total, stop)) if rows is None else rows[start:stop]
         block = numpy.asarray(X[at[0]:at[-1] + 1] if rows is None else X[at], dtype=numpy.float32)
         with numpy.errstate(all="ignore"):  # x1e30 overflows to inf: a bad norm, not a warning
             norms = numpy.sqrt(numpy.einsum("ij,ij->i", block, block))

@@ -49,7 +49,8 @@ def index_settings(*, kind_option: str, kind: str, exact: Optional[bool], M: Opt
     check_choice("--hnsw-vectors", hnsw_vectors, HNSW_VECTORS)
     given = {"M": M, "ef_construction": ef_construction}
     return IndexSettings(kind=kind, exact=exact, ef_search=ef_search, rescore=rescore, lists=lists,
-                         num_threads=threads, sparse=sparse, hnsw_vectors=hnsw_vectors, sparse_ngrams=parse_ngrams(sparse_ngrams),
+                         num_threads=threads, sparse=sparse, hnsw_vectors=hnsw_vectors,
+                         sparse_ngrams=parse_ngrams(sparse_ngrams),
                          languages=tuple(x.strip() for x in languages.split(",") if x.strip()) if languages else None,
                          **{k: v for k, v in given.items() if v is not None})
 
@@ -64,5 +65,4 @@ def parse_ngrams(value: str) -> Tuple[int, int]:
 
 
 __all__ = ["index_settings", "parse_ngrams", "KIND_HELP", "EXACT", "RESCORE", "LISTS", "M", "EF_CONSTRUCTION", "EF_SEARCH",
-           "HNSW_VECTORS_OPTION",
-           "LANGUAGES", "THREADS", "SPARSE", "SPARSE_NGRAMS"]
+           "HNSW_VECTORS_OPTION", "LANGUAGES", "THREADS", "SPARSE", "SPARSE_NGRAMS"]

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy
 from tqdm import tqdm
 
+from ..base.integrity import unit_norm_problem
 from ..base.util import atomic_write
 from ..errors import SapbertError
 from .files import link_or_copy
@@ -39,7 +40,6 @@ FILES = (VECTORS_F16_FILE, LEVELS_FILE, NEIGHBORS_FILE)
 STORAGE = "float16"
 _ADD_CHUNK = 10_000  # names handed to faiss per call while building (a float32 copy of a float16 input's chunk)
 _CHECK_CHUNK = 1_024  # rows whose norms are checked at a time (8,192 rows of 384 took 25 MB of temporaries)
-_NORM_TOLERANCE = 1e-2
 _READ_BYTES = 1 << 28  # bytes read from a file into faiss's buffer per call
 
 Result = Tuple[numpy.ndarray, numpy.ndarray]
@@ -270,7 +270,9 @@ def _fill(index: Any, folder: Path, n: int, dim: int, entry: Any, read: Any) -> 
     storage.codes.resize(n * dim * 2)
     vectors = _view(faiss, storage.codes, numpy.float16, n * dim).reshape(n, dim)
     read(folder / VECTORS_F16_FILE, numpy.float16, (n, dim), vectors)
-    _check_norms(folder / VECTORS_F16_FILE, vectors)
+    problem = unit_norm_problem(vectors, rows_per_block=_CHECK_CHUNK)
+    if problem is not None:
+        raise damaged(folder / VECTORS_F16_FILE, f"stored vectors are not unit length: {problem}")
     faiss.copy_array_to_vector(levels, hnsw.levels)
     faiss.copy_array_to_vector(offsets, hnsw.offsets)
     hnsw.entry_point, hnsw.max_level = int(entry), top - 1
@@ -290,15 +292,6 @@ def _check_links(path: Path, neighbors: numpy.ndarray, levels: numpy.ndarray, of
         ids = ids[ids >= 0]
         if ids.size and (levels[ids] <= level).any():
             raise damaged(path, f"a level-{level} neighbour is a name without that level")
-
-
-def _check_norms(path: Path, vectors: numpy.ndarray) -> None:
-    for start in range(0, len(vectors), _CHECK_CHUNK):
-        part = vectors[start:start + _CHECK_CHUNK].astype(numpy.float32)
-        with numpy.errstate(all="ignore"):
-            norms = numpy.sqrt(numpy.einsum("ij,ij->i", part, part))
-        if not numpy.isfinite(norms).all() or (numpy.abs(norms - 1.0) > _NORM_TOLERANCE).any():
-            raise damaged(path, "stored vectors are not unit length")
 
 
 __all__ = ["Hnsw16Backend", "FILES", "LEVELS_FILE", "NEIGHBORS_FILE", "STORAGE"]
