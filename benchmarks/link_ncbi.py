@@ -361,14 +361,15 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     # the index at its defaults (kind hnsw: faiss's graph over float16 vectors) and, for the ablation, hnswlib's
     # float32 graph of the same vectors (the default before 2026-12-01); one build thread each (the same graph every run)
     graphs: Dict[str, Any] = {}
-    for storage in ("float16", "float32"):
+    suffix = {"float16": "", "float32": "_f32graph"}  # of each graph's index folder and figures' keys
+    for storage in suffix:
         t = time.perf_counter()
         graphs[storage] = ConceptIndex.from_vectors(kb, vectors, enc, kind="hnsw", hnsw_vectors=storage,
                                                     num_threads=1)
         graph_s = time.perf_counter() - t
-        folder = work / ("index" if storage == "float16" else "index_f32graph")
+        folder = work / f"index{suffix[storage]}"
         graphs[storage].to_disk(folder)
-        figures["index" if storage == "float16" else "index_f32graph"] = {
+        figures[f"index{suffix[storage]}"] = {
             "build_s": graph_s, "size_mb": dir_mb(folder), "M": DEFAULT_M, "ef_construction": DEFAULT_EF_CONSTRUCTION,
             "vectors": storage}
     index = graphs["float16"]
@@ -388,8 +389,8 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
                           "top1_as_exact": float(numpy.mean(a_rows[:, 0] == e_rows[:, 0])),
                           "queries_per_s": len(queries) / (time.perf_counter() - t)}
         graph.set_ef(DEFAULT_EF_SEARCH)
-        key = "recall" if storage == "float16" else "recall_f32graph"
-        figures[key] = {"by_ef_search": recall, "exact_queries_per_s": len(queries) / exact_s, "queries": len(queries)}
+        figures[f"recall{suffix[storage]}"] = {"by_ef_search": recall, "exact_queries_per_s": len(queries) / exact_s,
+                                               "queries": len(queries)}
         print(f"{storage} graph: recall@5 (ef {DEFAULT_EF_SEARCH}) {recall[DEFAULT_EF_SEARCH]['recall@5']:.4f}, "
               f"top-1 as exact {recall[DEFAULT_EF_SEARCH]['top1_as_exact']:.4f}", flush=True)
 
