@@ -24,16 +24,20 @@ from ..errors import ConfigError, Errors
 from ..base.util import atomic_write
 
 
-def _check_bins(bins: int) -> int:
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ConfigError(Errors.E796.format(what="the number of calibration bins", expected="an integer >= 1",
-                                             value=bins))
+MAX_BINS = 1_000  # equal-width bins of [0, 1]; more say nothing on a dev set (10**20: OverflowError, 10**8: memory)
+
+
+def check_bins(bins: int) -> int:
+    """E796 unless ``bins`` is a whole number from 1 to :data:`MAX_BINS`."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
+        raise ConfigError(Errors.E796.format(what="the number of calibration bins",
+                                             expected=f"an integer from 1 to {MAX_BINS:,}", value=bins))
     return bins
 
 
 def reliability(confidence: Sequence[float], correct: Sequence[bool], bins: int = 10) -> List[Dict[str, Any]]:
     """One dict per bin: ``lower``, ``upper``, ``count``, ``confidence`` and ``accuracy`` (None when empty)."""
-    bins = _check_bins(bins)
+    bins = check_bins(bins)
     conf = numpy.asarray(confidence, dtype=numpy.float64)
     right = numpy.asarray(correct, dtype=bool)
     if conf.shape != right.shape:
@@ -167,5 +171,5 @@ def plot_reliability(curves: Dict[str, List[Dict[str, Any]]], path: Path, title:
     plt.close(fig)
 
 
-__all__ = ["reliability", "expected_calibration_error", "calibration_report", "ece_interval", "ece_noise_floor",
-           "no_link_scores", "best_threshold", "plot_reliability"]
+__all__ = ["check_bins", "MAX_BINS", "reliability", "expected_calibration_error", "calibration_report", "ece_interval",
+           "ece_noise_floor", "no_link_scores", "best_threshold", "plot_reliability"]

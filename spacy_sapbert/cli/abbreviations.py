@@ -8,6 +8,7 @@ import typer
 
 from ..base.outputs import check_output
 from ..corpus.readers import FORMATS, find_shards, read_shard
+from ..errors import ConfigError, Errors
 from ..mentions.abbreviation_table import check_mining_options, mine
 from ._app import app
 
@@ -35,6 +36,11 @@ def mine_abbreviations_command(
     check_mining_options(min_count, min_share)  # before any file is read
     check_output(output, folder=False, inputs=[("the input", path) for path in inputs])
     shards = find_shards(inputs, data_format)
+    out = output.resolve()  # never a file the run reads, in a folder given too: the table replaced it, unread (E503)
+    for shard in shards:
+        read = Path(shard.path)
+        if out == read or (shard.fmt == "txt" and read in out.parents and out.suffix.lower() == ".txt"):
+            raise ConfigError(Errors.E503.format(path=output, what="the input", input=out))
 
     def texts() -> Iterator[str]:
         for shard in shards:

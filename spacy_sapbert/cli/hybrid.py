@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from ..base.defaults import MAX_LENGTH
+from ..base.outputs import check_output
 from ..base.util import atomic_write
 from ..encoding.torch_encoder import Encoder
 from ..index.hybrid import CANDIDATE_MODES
@@ -59,7 +60,10 @@ def tune_hybrid_command(
     ranked at the linker's candidate settings (--k, --candidates, --query-variants, --resolve-abbreviations: give
     the linker's own)."""
     from ..evaluation.hybrid import check_tuner_settings, tune_on_file  # lazy: spacy
-    check_tuner_settings(k, candidates, query_variants)  # before the KB and the encoder are loaded
+    check_tuner_settings(k, candidates, query_variants, sparse_k)  # before the KB and the encoder are loaded
+    if output is not None:  # never over the dev set or the table it reads (E503), before the tuning runs
+        check_output(output, folder=False,
+                     inputs=[("the dev set", dev), ("the abbreviation table", abbreviation_table)])
     if abbreviation_table is not None:
         AbbreviationTable.from_disk(abbreviation_table)  # E001 / E798 before the KB and the encoder, too
     ranges = [parse_ngrams(value) for value in ngrams]

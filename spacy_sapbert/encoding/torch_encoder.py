@@ -75,6 +75,21 @@ def _check_pooling(pooling: str) -> str:
     return pooling
 
 
+MAX_LENGTH_LIMIT = 1 << 20  # word pieces, for a model whose config gives no position limit (index_meta's bound)
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")  # positions start after the padding id
+
+
+def _position_limit(config: Any) -> int:
+    """The most word pieces ``config``'s model reads at once: its ``max_position_embeddings`` (less the padding
+    offset of RoBERTa-style models, whose positions start at ``pad_token_id + 1``), else :data:`MAX_LENGTH_LIMIT`."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, bool) or not isinstance(positions, int) or positions < 1:
+        return MAX_LENGTH_LIMIT
+    if getattr(config, "model_type", None) in _OFFSET_POSITIONS:
+        positions -= int(getattr(config, "pad_token_id", None) or 0) + 1
+    return max(3, min(positions, MAX_LENGTH_LIMIT))
+
+
 def _resolve_dtype(precision: str, device: "torch.device") -> Tuple["torch.dtype", bool]:  # noqa: F821
     """``(weight dtype, cpu_autocast)``. On CUDA the weights are cast (``auto``: bf16 where supported,
     else fp16). On CPU the weights stay fp32; ``bf16`` (asked for explicitly, never guessed) runs the
@@ -174,6 +189,9 @@ class Encoder(CachedEncoder):
         self.pooling_source = "explicit"  # Encoder.load: or the model folder's declaration / the default
         if not isinstance(max_length, int) or max_length < 3:
             raise ConfigError(Errors.E103.format(value=max_length))
+        limit = _position_limit(getattr(model, "config", None))
+        if max_length > limit:  # a RuntimeError in the embeddings at the first long input, an OverflowError at 2**63
+            raise ConfigError(Errors.E131.format(value=max_length, name=name or "(in memory)", limit=limit))
         self.max_length = max_length
         self.device = resolve_device(device)
         self.precision = precision

@@ -85,6 +85,9 @@ class CoreErrors:
             "starting with a letter or digit.")
     E130 = ("resources='outside' needs a resources folder for the KB and index of '{component}'. Call "
             "linker.export_resources(DIR) (or `spacy-sapbert create-pipeline ... --resources-dir DIR`), or set resources_path to a folder written that way.")
+    E131 = ("max_length = {value!r} is more word pieces than the model '{name}' reads at once ({limit}, from its "
+            "max_position_embeddings): a longer name or mention would stop the encoder. Give max_length {limit} or "
+            "less (--max-length, or max_length in the linker config).")
 
     # ---- E200–E299: training ----
     E200 = "No training pairs: none of the {n} concepts of the knowledge base has two or more distinct names. Self-alignment needs synonyms; build the KB from a source with aliases (UMLS, MEDIC, OBO synonyms)."

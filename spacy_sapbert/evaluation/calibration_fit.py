@@ -21,9 +21,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
+from ..base.outputs import check_parent
 from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 from ..calibration.features import DEFAULT_FEATURES, Evidence, feature_matrix
-from ..calibration.metrics import calibration_report, ece_interval, ece_noise_floor
+from ..calibration.metrics import calibration_report, check_bins, ece_interval, ece_noise_floor
 from ..calibration.model import FILE_NAME, Calibration, fit
 from ..errors import ConfigError, Errors, MissingInputError
 from ..mentions.datasets import read_dataset, select_mentions
@@ -88,11 +89,19 @@ def dev_mentions(nlp: Any, linker: Any, docs: Sequence[Any], *, batch_size: int 
     return DevMentions(evidence, gold, doc_of)
 
 
-def split_documents(n_docs: int, holdout: float, seed: int) -> numpy.ndarray:
-    """A boolean mask over documents: True for the held-back ``holdout`` share (seeded)."""
+def check_split(holdout: float, seed: int) -> None:
+    """E796 for a ``holdout`` outside [0, 1) or a ``seed`` that is not a whole number >= 0 (numpy's generator
+    refuses a negative seed with a ValueError)."""
     if isinstance(holdout, bool) or not isinstance(holdout, (int, float)) or not 0.0 <= holdout < 1.0:
         raise ConfigError(Errors.E796.format(what="holdout", expected="a share in [0, 1) of the dev documents",
                                              value=holdout))
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(Errors.E796.format(what="seed", expected="a whole number >= 0", value=seed))
+
+
+def split_documents(n_docs: int, holdout: float, seed: int) -> numpy.ndarray:
+    """A boolean mask over documents: True for the held-back ``holdout`` share (seeded)."""
+    check_split(holdout, seed)
     order = numpy.random.default_rng(seed).permutation(n_docs)
     held = numpy.zeros(n_docs, dtype=bool)
     held[order[: int(round(holdout * n_docs))]] = True
@@ -136,6 +145,12 @@ def calibrate(dataset: PathLike, pipeline: PathLike, *, output: Optional[PathLik
     kept as "no concept fits" (fitted as wrong) instead of dropped."""
     import spacy
 
+    check_split(holdout, seed)  # the options and the output before the pipeline is loaded and the dev set linked
+    check_bins(bins)
+    if output is not None:
+        check_parent(output)  # E505: below a file
+        if ensure_path(output).exists() and not ensure_path(output).is_dir():
+            raise ConfigError(Errors.E502.format(path=output, what="a file, not a folder"))
     pipe_path = ensure_path(pipeline)
     if not (pipe_path / "config.cfg").exists():
         raise MissingInputError(Errors.E001.format(what="spaCy pipeline folder", path=pipe_path,
@@ -158,5 +173,5 @@ def calibrate(dataset: PathLike, pipeline: PathLike, *, output: Optional[PathLik
     return {**report, "path": str(target)}
 
 
-__all__ = ["calibrate", "fit_dev", "dev_mentions", "DevMentions", "split_documents", "find_linker",
+__all__ = ["calibrate", "fit_dev", "dev_mentions", "DevMentions", "split_documents", "check_split", "find_linker",
            "SCORE_SETTINGS"]

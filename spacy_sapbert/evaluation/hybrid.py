@@ -21,6 +21,7 @@ from ..index import ConceptIndex
 from ..index.aggregate import aggregate_batch
 from ..index.hybrid import (CANDIDATE_MODES, HybridCandidates, HybridScore, check_mode, check_weight, gather,
                             interleaved, rank, top1)
+from ..index.meta import MAX_K
 from ..index.query_variants import KINDS, check_kinds, query_variants
 from ..index.sparse import DEFAULT_NGRAM_RANGE, SparseIndex
 from ..kb.concept import normalize_name
@@ -218,7 +219,7 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
     ``{"best": {"sparse_weight", "ngram_range", "acc@1"}, "name_only_acc@1", "mentions", "sparse_k", "k",
     "candidates", "query_variants", "resolve_abbreviations", "abbreviations_resolved", "grid"}``
     (``abbreviations_resolved``: the tuned mentions whose text a definition changed)."""
-    kinds = check_tuner_settings(k, candidates, query_variants)
+    kinds = check_tuner_settings(k, candidates, query_variants, sparse_k)
     table_path = None if abbreviation_table is None else str(abbreviation_table)
     docs = list(read_dataset(path, types=types))
     queries_written = mention_queries(docs, InputOptions(resolve_abbreviations=bool(resolve_abbreviations),
@@ -249,12 +250,15 @@ def tune_on_file(path: Any, kb: Any, encoder: Any, *, types: Optional[Sequence[s
             "abbreviation_table": table_path, "abbreviations_resolved": resolved, "grid": grid}
 
 
-def check_tuner_settings(k: Any, candidates: Any, kinds: Any) -> List[str]:
-    """The query-variant ``kinds`` as a list when ``k``, ``candidates`` and ``kinds`` are values the linker takes,
-    else E785 naming tune-hybrid's option."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ConfigError(Errors.E785.format(what=f"--k {k!r} is not a whole number >= 1",
+def check_tuner_settings(k: Any, candidates: Any, kinds: Any, sparse_k: Any = 0) -> List[str]:
+    """The query-variant ``kinds`` as a list when ``k``, ``candidates``, ``kinds`` and ``sparse_k`` are values the
+    linker takes, else E785 naming tune-hybrid's option."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ConfigError(Errors.E785.format(what=f"--k {k!r} is not a whole number from 1 to {MAX_K:,}",
                                              fix="Give the linker's candidate depth: max(k, max_entities_per_mention)."))
+    if isinstance(sparse_k, bool) or not isinstance(sparse_k, int) or not 0 <= sparse_k <= MAX_K:
+        raise ConfigError(Errors.E785.format(what=f"--sparse-k {sparse_k!r} is not a whole number from 0 to {MAX_K:,}",
+                                             fix="Give the linker's sparse_k."))
     if candidates not in CANDIDATE_MODES:
         raise ConfigError(Errors.E785.format(what=f"--candidates {candidates!r} is not one of "
                                                   f"{', '.join(CANDIDATE_MODES)}",

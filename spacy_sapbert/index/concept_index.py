@@ -64,7 +64,7 @@ class ConceptIndex(FilterMixin):
                  backend: Any = None) -> None:
         self.kb = kb
         self.meta = meta
-        self.ef_search = int(meta.get("ef_search", HNSW_EF_SEARCH))
+        self.ef_search = int(meta.get("ef_search") or HNSW_EF_SEARCH)  # null (allowed by check_meta): the default
         self.languages: Optional[Tuple[str, ...]] = tuple(meta["languages"]) if meta.get("languages") else None
         if backend is None:
             backend = HnswBackend(hnsw, self.ef_search) if hnsw is not None else ExactBackend(vectors)

@@ -31,6 +31,8 @@ def _bad(path: Path, reason: str) -> MissingInputError:
 def check_hnsw_file(path: Path, *, n: int, dim: int) -> None:
     """Raise :class:`MissingInputError` unless ``path`` is a well-formed hnswlib file of ``n`` unit
     vectors of ``dim`` floats whose labels are ``0..n-1`` and whose neighbour ids are all in range."""
+    if not path.is_file():  # e.g. a float16 graph's folder whose meta says vectors "float32" (or nothing)
+        raise _bad(path, "no such file" if not path.exists() else "not a file")
     size = path.stat().st_size
     if size < _HEADER.size:
         raise _bad(path, f"{size} bytes, shorter than the header")

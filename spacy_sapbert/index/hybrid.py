@@ -39,6 +39,7 @@ import numpy
 
 from ..errors import ConfigError, Errors
 from .aggregate import aggregate_batch
+from .meta import MAX_K
 
 CANDIDATE_MODES = ("score", "interleave")
 MAX_WEIGHT = 100.0  # above it the dense part is below 1% of the score: use the sparse index alone
@@ -87,6 +88,8 @@ def gather(index: Any, sparse: Any, texts: Sequence[str], vectors: numpy.ndarray
     flattened over the queries); each adds its dense top ``k`` and sparse top ``sparse_k``."""
     if k < 1 or sparse_k < 0:
         raise ConfigError(Errors.E111.format(what="k (1) and sparse_k (0)", minimum=0, value=min(k, sparse_k)))
+    if sparse_k > MAX_K:  # 10**20: numpy's "Maximum allowed dimension exceeded" in the sparse search
+        raise ConfigError(Errors.E559.format(what="sparse_k", minimum=0, maximum=MAX_K, value=sparse_k))
     kb = index.kb
     n_q = len(texts)
     empty = HybridCandidates(n_q, *(numpy.zeros(0, numpy.int64) for _ in range(3)),

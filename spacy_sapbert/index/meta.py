@@ -21,6 +21,7 @@ MAX_K = 100_000  # candidates one query may ask for (k): numpy.full((n, 10**20))
 MAX_NAMES = 1 << 40
 MAX_DIM = 1 << 16
 MAX_RESCORE = 1_000_000
+MAX_M = 4096  # hnsw graph degree
 KINDS = ("exact", "hnsw", "ivf")
 HNSW_VECTORS = ("float16", "float32")  # an hnsw graph's vectors: float16 faiss's (hnsw16.py), float32 hnswlib's
 REMOVED_KINDS = ("compact",)  # refused with E832 (how to rebuild) rather than E557
@@ -56,7 +57,7 @@ _FIELDS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
     "ef_search": _int(1, MAX_EF_SEARCH),
     "max_length": _int(1, 1 << 20),
     "seed": _int(-(1 << 63), (1 << 64) - 1),
-    "M": _int(2, 4096),
+    "M": _int(2, MAX_M),
     "ef_construction": _int(1, MAX_EF_SEARCH),
     "vectors": (lambda v: v in HNSW_VECTORS, " or ".join(HNSW_VECTORS)),
     "entry_point": _int(0, MAX_NAMES),
@@ -129,4 +130,4 @@ def check_meta(meta: Any, path: Path) -> Dict[str, Any]:
     return meta
 
 
-__all__ = ["check_meta", "removed_kind", "MAX_EF_SEARCH", "MAX_K", "KINDS", "HNSW_VECTORS", "REMOVED_KINDS"]
+__all__ = ["check_meta", "removed_kind", "MAX_EF_SEARCH", "MAX_K", "MAX_M", "KINDS", "HNSW_VECTORS", "REMOVED_KINDS"]

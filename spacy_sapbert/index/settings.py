@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError, Errors
-from .meta import HNSW_VECTORS, MAX_EF_SEARCH, MAX_RESCORE
+from .meta import HNSW_VECTORS, MAX_EF_SEARCH, MAX_M, MAX_RESCORE
 from .sparse import check_settings as check_sparse_settings
 
 KINDS = ("auto", "exact", "hnsw", "ivf")
+MAX_THREADS = 4096  # index build threads (omp_set_num_threads takes a C int)
+MAX_SEED = (1 << 31) - 1  # faiss's k-means seed is a C int
 EXACT_MAX_NAMES = 20_000  # kind auto: exact search up to this many names
 LARGE_MIN_NAMES = 500_000  # kind auto: the ivf index from this many names (hnsw between)
 HNSW_EF_SEARCH = 200  # an hnsw index's search depth when none is given
@@ -61,6 +63,13 @@ class IndexSettings:
             if getattr(self, name) is not None:
                 _check_whole(name, getattr(self, name), 1)
         _check_whole("seed", self.seed, 0)
+        # what faiss and hnswlib take (C ints: M 10**20 was a TypeError, num_threads an OverflowError) and, for M and
+        # ef_construction, what a saved index_meta.json may hold (M 5,000 built an index that its load refused)
+        for name, minimum, maximum in (("M", 2, MAX_M), ("ef_construction", 1, MAX_EF_SEARCH),
+                                       ("num_threads", 1, MAX_THREADS), ("seed", 0, MAX_SEED)):
+            if getattr(self, name) > maximum:
+                raise ConfigError(Errors.E559.format(what=name, minimum=minimum, maximum=maximum,
+                                                     value=getattr(self, name)))
         if self.ef_search is not None and self.ef_search > MAX_EF_SEARCH:
             raise ConfigError(Errors.E559.format(what="ef_search", minimum=1, maximum=MAX_EF_SEARCH,
                                                  value=self.ef_search))

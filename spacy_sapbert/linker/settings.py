@@ -139,9 +139,10 @@ class LinkerSettings:
         if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
             raise ConfigError(Errors.E116.format(value=threshold))
         normalise(self, "sparse_weight", check_weight(self.sparse_weight))
-        if not isinstance(self.sparse_k, int) or isinstance(self.sparse_k, bool) or self.sparse_k < 0:
+        if not isinstance(self.sparse_k, int) or isinstance(self.sparse_k, bool) or not 0 <= self.sparse_k <= MAX_K:
             raise ConfigError(Errors.E784.format(what="sparse_k", value=self.sparse_k, name="sapbert_linker",
-                                                 allowed="a whole number >= 0 (0: re-score the dense candidates only)"))
+                                                 allowed=f"a whole number from 0 to {MAX_K:,} (0: re-score the dense "
+                                                         "candidates only)"))
         normalise(self, "candidates", check_mode(self.candidates))
         normalise(self, "query_variants", check_kinds(self.query_variants))
         if self.resources not in ("inside", "outside"):
