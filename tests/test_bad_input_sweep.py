@@ -203,3 +203,19 @@ def test_mine_abbreviations_never_writes_over_a_file_of_an_input_folder(tmp_path
     assert source.read_bytes() == before
     result = CliRunner().invoke(app, ["mine-abbreviations", str(docs), "-o", str(docs / "table.json")])
     assert result.exit_code == 0, result.output  # a table beside the documents is fine
+
+
+@pytest.mark.parametrize("options, edit", [({"kind": "hnsw"}, {"vectors": "float32"}),
+                                           ({"kind": "hnsw"}, {"kind": "exact", "vectors": None}),
+                                           ({"kind": "exact"}, {"kind": "hnsw"})])
+def test_verify_refuses_an_index_whose_meta_names_files_it_does_not_record(kb_and_vectors, tmp_path, options, edit):
+    """``verify`` checked the recorded files and said OK while the load, reading the files the edited meta names,
+    failed; both refuse it now."""
+    kb, vectors = kb_and_vectors
+    meta = _saved(kb, vectors, tmp_path / "ix", **options)
+    meta.update(edit)
+    (tmp_path / "ix" / META_FILE).write_text(json.dumps({k: v for k, v in meta.items() if v is not None}))
+    with pytest.raises(MissingInputError, match=r"SB-E107"):
+        ConceptIndex.from_disk(tmp_path / "ix", kb)
+    result = CliRunner().invoke(app, ["verify", str(tmp_path / "ix")])
+    assert result.exit_code == 1 and "DAMAGED" in result.stdout and "does not record" in result.stdout, result.output

@@ -29,6 +29,7 @@ from ..context.store import unit_problem
 from ..encoding.files import SETTINGS_FILE, read_json_file, read_settings
 from ..encoding.onnx_encoder import INT8_FILE, check_int8
 from ..errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError
+from ..index.concept_index import backend_class
 from ..index.hnsw16 import NEIGHBORS_FILE, Hnsw16Backend
 from ..index.hnsw_file import check_hnsw_file
 from ..index.meta import check_meta
@@ -136,6 +137,12 @@ def verify_index(folder: Path) -> List[FileCheck]:
     except SapbertError as err:
         return [FileCheck(folder / INDEX_META, "damaged", str(err))]
     if isinstance(meta.get("files"), dict) and meta["files"]:  # every data file recorded (size and hashes)
+        unread = [name for name in backend_class(meta).files if name not in meta["files"]]
+        if unread:  # e.g. a float16 graph's meta edited to say hnswlib's: its files are fine, its load is not
+            said = f"kind {meta['kind']!r}" + (f", vectors {meta['vectors']!r}" if "vectors" in meta else "")
+            return [FileCheck(folder / INDEX_META, "damaged",
+                              f"{said} is read from {', '.join(unread)}, which the index does not record: the meta "
+                              f"does not describe the files it records ({', '.join(sorted(meta['files']))})")]
         return _lengths(_check_records(folder, meta["files"], "index"), _index_lengths(folder, meta))
     name, size = meta.get("file"), meta.get("file_size")
     if not isinstance(name, str) or "/" in name or not isinstance(size, int):

@@ -40,6 +40,7 @@ STORED_READ_MIN_ROWS = 256
 
 class ExactBackend:
     kind = "exact"
+    files = (VECTORS_FILE,)  # what a load reads (verify checks the meta records them)
 
     def __init__(self, vectors: numpy.ndarray) -> None:
         self._X = numpy.ascontiguousarray(vectors, dtype=numpy.float32)
@@ -76,6 +77,7 @@ class ExactBackend:
 
 class HnswBackend:
     kind = "hnsw"
+    files = (HNSW_FILE,)
 
     def __init__(self, hnsw: Any, ef_search: int, *, source: Optional[Path] = None) -> None:
         self._hnsw = hnsw

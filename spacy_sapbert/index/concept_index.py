@@ -363,7 +363,7 @@ class ConceptIndex(FilterMixin):
                                                        kb_value=kb.checksum, index_size=meta["n_names"],
                                                        kb_size=len(kb.names)))
         _check_data_files(path, meta["files"])
-        backend = _backend_class(meta).load(path, meta)
+        backend = backend_class(meta).load(path, meta)
         index = cls(kb, meta, backend=backend)
         index.path = path
         index.sparse = load_beside(path, kb, meta.get("encoder_fingerprint"))  # None without sparse_meta.json
@@ -372,7 +372,7 @@ class ConceptIndex(FilterMixin):
         return index
 
 
-def _backend_class(meta: Dict[str, Any]) -> Any:
+def backend_class(meta: Dict[str, Any]) -> Any:
     """The back-end that reads an index of this ``meta`` (an hnsw index without ``vectors`` is hnswlib's)."""
     if meta["kind"] == "hnsw" and meta.get("vectors") == HNSW16_STORAGE:
         return Hnsw16Backend
@@ -404,5 +404,5 @@ def _float16_buffer(work_dir: Optional[PathLike], n: int, dim: int) -> numpy.nda
     return numpy.lib.format.open_memmap(work / "vectors.f16.npy", mode="w+", dtype=numpy.float16, shape=(n, dim))
 
 
-__all__ = ["ConceptIndex", "IndexSettings", "choose_kind", "EXACT_MAX_NAMES", "LARGE_MIN_NAMES", "KINDS", "DEFAULT_M",
+__all__ = ["ConceptIndex", "IndexSettings", "backend_class", "choose_kind", "EXACT_MAX_NAMES", "LARGE_MIN_NAMES", "KINDS", "DEFAULT_M",
            "DEFAULT_EF_CONSTRUCTION", "DEFAULT_EF_SEARCH", "META_FILE", "HNSW_FILE", "VECTORS_FILE"]

@@ -60,6 +60,7 @@ def _view(faiss: Any, vector: Any, dtype: Any, count: int) -> numpy.ndarray:
 
 class Hnsw16Backend:
     kind = "hnsw"
+    files = FILES
     storage = STORAGE
 
     def __init__(self, index: Any, ef_search: int, *, folder: Optional[Path] = None) -> None:

@@ -89,6 +89,7 @@ def _faiss() -> Any:
 
 class IvfBackend(RescoredBackend):
     kind = "ivf"
+    files = (VECTORS_F16_FILE, *ARRAY_FILES)
 
     def __init__(self, index: Any, vectors16: numpy.ndarray, *, rescore: int, probes: int,
                  folder: Optional[Path] = None) -> None:
