@@ -11,6 +11,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from ..base.defaults import MAX_LENGTH
 from ..base.util import PathLike, ensure_path
+from ..calibration.metrics import MAX_BINS
 from ..errors import ConfigError, Errors, MissingInputError
 from ..index.hybrid import CANDIDATE_MODES, check_mode, check_weight
 from ..index.query_variants import KINDS, check_kinds
@@ -282,8 +283,9 @@ def _check_levers(systems: Dict[str, Any], base: Path, where: Any) -> None:
 
 
 def _bins(value: Any, where: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(Errors.E303.format(path=where, what=f"calibration_bins must be an integer >= 1, got {value!r}"))
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BINS:
+        raise ConfigError(Errors.E303.format(path=where, what=f"calibration_bins must be an integer from 1 to "
+                                                              f"{MAX_BINS:,}, got {value!r}"))
     return value
 
 
