@@ -204,6 +204,10 @@ def test_verify_follows_the_pointer_to_the_resources_folder(made, monkeypatch):
         checked = [line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("OK")]
         assert any(path.startswith(str(res / "kb") + os.sep) for path in checked), how
         assert any(path.startswith(str(res / "index") + os.sep) for path in checked), how
+    for folder in ("inside", "kb"):  # --resources that no load of the folder reads: said, not silently ignored
+        with pytest.warns(UserWarning, match=r"SB-W555.*was not checked"):
+            ignored = runner.invoke(app, ["verify", str(tmp_path / folder), "--resources", str(res)])
+        assert ignored.exit_code == 0, ignored.output
     index_file = next(p for p in (res / "index").iterdir() if p.name != "index_meta.json")
     index_file.write_bytes(index_file.read_bytes()[:-8])
     damaged = runner.invoke(app, ["verify", str(tmp_path / "outside")])

@@ -18,6 +18,7 @@ path outside the folder is reported, never read.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
@@ -28,7 +29,7 @@ from ..calibration.model import FILE_NAME as CALIBRATION_FILE, Calibration
 from ..context.store import unit_problem
 from ..encoding.files import SETTINGS_FILE, read_json_file, read_settings
 from ..encoding.onnx_encoder import INT8_FILE, check_int8
-from ..errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError
+from ..errors import DataFormatError, Errors, IntegrityError, MissingInputError, SapbertError, Warnings
 from ..index.concept_index import backend_class
 from ..index.hnsw16 import NEIGHBORS_FILE, Hnsw16Backend
 from ..index.hnsw_file import check_hnsw_file
@@ -273,7 +274,12 @@ def verify_folder(path: PathLike, *, resources: Optional[PathLike] = None) -> Li
                 checks += _int8_check(linker / "encoder")
             checks += _outside(path, linker, outside)
             checks += _signed_files(linker)
+        if outside is not None and not any((linker / POINTER_FILE).is_file() for linker in _linker_folders(path)):
+            warnings.warn(Warnings.W555.format(resources=outside, path=path,
+                                               why="every linker of the pipeline keeps its KB and index inside it"))
         return checks
+    if outside is not None:
+        warnings.warn(Warnings.W555.format(resources=outside, path=path, why="it is not a pipeline folder"))
     if (path / KB_META).is_file():
         return verify_kb(path)
     if (path / SETTINGS_FILE).is_file():

@@ -59,6 +59,8 @@ class WarningTexts:
             "are not checked at load and `spacy-sapbert verify` cannot check them (its vectors' lengths still are). "
             "Rebuild it with `spacy-sapbert build-prototypes`, or save it again "
             "(`PrototypeStore.from_disk(path).to_disk(new_path)`) to add them.")
+    W555 = ("--resources '{resources}' was not checked: {why}, so no load of '{path}' reads it. Drop --resources, or "
+            "verify the pipeline saved with resources = 'outside' that uses it.")
 
     # ---- W585: the ivf index (E582–E589); retired with the compact index (2026-11-27), never reuse it ----
     W585 = ("(Retired: no longer raised since the compact index was removed on 2026-11-27; faiss is a core "
