@@ -4,7 +4,7 @@ Self-alignment pretraining of the offline MiniLM on MEDIC's synonyms for a fixed
 without ``[pairs.mention_like]``, then strict acc@1 on NCBI-disease test and BC5CDR-disease dev split by the
 protocol's three mention classes.
 
-    python benchmarks/mention_pairs.py [--steps 80] [--batch-size 32] [--threads 1] [--candidates shortlist|all]
+    python benchmarks/mention_pairs.py [--steps 80] [--batch-size 32] [--threads 1] [--candidates shortlist|all] [--hybrid]
     # or the three parts side by side, the last one to finish writes the results:
     python benchmarks/mention_pairs.py --part base & python benchmarks/mention_pairs.py --part synonyms_only &
     python benchmarks/mention_pairs.py --part with_mention_like
@@ -16,6 +16,10 @@ protocol's three mention classes.
   mention-like pairs (every generator, 2 variants per name, typo rate 0.1, abbreviations mined from the
   NCBI-disease *train* and BC5CDR *train* abstracts only), shuffled together. A step budget (not minutes)
   keeps the comparison fair on a shared machine.
+- ``--hybrid`` (needs ``--candidates all``): each encoder also as the linker's hybrid stage (measured with lever 1
+  of the issue: dense + w * sparse over the char n-gram tf-idf of every MEDIC name, the linker's ``k``,
+  ``sparse_k`` and ``candidates`` at their defaults), ``w`` tuned for that encoder on the set's *train* split
+  (``spacy_sapbert.evaluation.hybrid.tune_weight``, the tuner behind ``tune-hybrid``), a row of its own.
 - Evaluation: mention only (the gold span's text, normalised), exact search over a fixed shortlist of
   MEDIC names chosen once for all systems (``--candidates shortlist``, the trainer's dev-evaluation
   shortlist: a seeded sample of names, up to 5 names of each gold concept, each mention's 10 nearest names by
@@ -45,6 +49,7 @@ from results_io import table, write_results  # noqa: E402
 
 SETS = ("NCBI-disease test", "BC5CDR-disease dev")
 CLASSES = ("overall", "dictionary", "train", "neither")
+TYPES = ["Disease", "SpecificDisease", "DiseaseClass", "Modifier", "CompositeMention"]
 
 
 def eval_sets(data: Path) -> Dict[str, Tuple[List[Any], List[str]]]:
@@ -53,8 +58,7 @@ def eval_sets(data: Path) -> Dict[str, Tuple[List[Any], List[str]]]:
     from spacy_sapbert.kb import normalize_name
 
     def mentions(path: Path) -> List[Any]:
-        return [m for m in iter_mentions(read_dataset(path, types=["Disease", "SpecificDisease", "DiseaseClass",
-                                                                   "Modifier", "CompositeMention"])) if m.ids]
+        return [m for m in iter_mentions(read_dataset(path, types=TYPES)) if m.ids]
 
     out = {}
     for name, test, train in ((SETS[0], ncbi_file("test", data), ncbi_file("train", data)),
@@ -103,6 +107,55 @@ def split_scores(model: str, medic: Any, sets: Dict[str, Tuple[List[Any], List[s
     return out
 
 
+HYBRID = " | hybrid"  # a system's hybrid row: its dense row's name + this + the weights
+
+
+def train_golds(data: Path, medic: Any) -> Dict[str, Tuple[List[str], List[Any]]]:
+    """Set name -> (normalised train-split mention texts, their golds): what the hybrid weight is tuned on."""
+    from spacy_sapbert.kb import normalize_name
+    from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
+    from spacy_sapbert.mentions.metrics import resolve_gold
+
+    out = {}
+    for name, train in ((SETS[0], ncbi_file("train", data)), (SETS[1], bc5cdr_file("train", data))):
+        found = [m for m in iter_mentions(read_dataset(train, types=TYPES)) if m.ids]
+        out[name] = ([normalize_name(m.text) for m in found], [resolve_gold(medic, m.ids) for m in found])
+    return out
+
+
+def hybrid_scores(model: str, medic: Any, sets: Dict[str, Tuple[List[Any], List[str]]],
+                  tuning: Dict[str, Tuple[List[str], List[Any]]], cache: Path) -> Dict[str, Any]:
+    """Strict acc@1 per set and mention class of ``model``'s hybrid stage over every MEDIC name, its sparse weight
+    tuned on each set's train split (the linker's ``k`` / ``sparse_k`` / ``candidates`` defaults)."""
+    from spacy_sapbert.encoding.torch_encoder import Encoder
+    from spacy_sapbert.evaluation.hybrid import HybridSetup, tune_weight
+    from spacy_sapbert.kb import normalize_name
+    from spacy_sapbert.linker.settings import DEFAULT_CONFIG
+    from spacy_sapbert.mentions.metrics import class_split, first_hit_strict, mention_classes, resolve_gold
+
+    k, sparse_k, mode = DEFAULT_CONFIG["k"], DEFAULT_CONFIG["sparse_k"], DEFAULT_CONFIG["candidates"]
+    enc = Encoder.load(model, pooling="mean", max_length=25, device="cpu", cache_size=0)
+    started = time.time()
+    setup = HybridSetup(enc, medic, cache_dir=cache, batch_size=256)
+    out: Dict[str, Any] = {"weights": {}}
+    for name, (mentions, train) in sets.items():
+        train_queries, train_gold = tuning[name]
+        weight, _grid = tune_weight(setup, setup.gather(train_queries, k=k, sparse_k=sparse_k), train_gold,
+                                    candidates=mode, k=k)
+        queries = [normalize_name(m.text) for m in mentions]
+        rankings = setup.rank(setup.gather(queries, k=k, sparse_k=sparse_k), weight, k, mode=mode)
+        hits = [first_hit_strict(resolve_gold(medic, m.ids), r) == 1 for m, r in zip(mentions, rankings)]
+        out[name] = class_split(hits, mention_classes(queries, list(medic.names), train))
+        out["weights"][name] = weight
+    out["eval_seconds"] = round(time.time() - started, 1)
+    return out
+
+
+def hybrid_name(name: str, result: Dict[str, Any]) -> str:
+    weights = ", ".join(f"{s.split()[0]} {w:g}" for s, w in result["weights"].items())
+    return f"{name}{HYBRID} (w tuned on train: {weights})"
+
+
 def pretrain_config(args: argparse.Namespace, mention_like: bool) -> Any:
     from spacy_sapbert.training.config import load_config
 
@@ -144,7 +197,12 @@ def write(systems: Dict[str, Dict[str, Any]], figures: Dict[str, Any], command: 
              "normalised mention is a MEDIC name, train = a mention of the set's train split (not a name), neither = "
              "the rest. Both pretraining runs: the same recipe and number of steps; abbreviations mined from NCBI "
              "train + BC5CDR train abstracts only.",
-             "machine shared with other jobs (2 cores): timings are indicative only.", *extra_notes]
+             "2-core CPU: the minutes in the figures are indicative only.", *extra_notes]
+    if any(HYBRID in k for k in systems):
+        notes.insert(1, "'| hybrid' rows: the same encoder as the linker's hybrid stage over every MEDIC name "
+                        "((dense + w * sparse) / (1 + w), char_wb 2-3-gram tf-idf; the linker's k, sparse_k and "
+                        "candidates at their defaults), w tuned for that encoder on the set's train split "
+                        "(NCBI-disease train, BC5CDR-disease train), never on the scored set.")
     return write_results("mention_pairs", {"MEDIC self-alignment with and without mention-like pairs (strict acc@1, %)":
                                            table(columns_of(systems), rows_of(systems))},
                          command=command, notes=notes, figures=figures)
@@ -172,7 +230,12 @@ def main() -> None:
     ap.add_argument("--generators", default="", help="with_mention_like: only these generators (comma-separated; "
                     "default all), a run and row of their own")
     ap.add_argument("--note", action="append", default=[], help="a line for the results file's notes (repeatable)")
+    ap.add_argument("--hybrid", action="store_true",
+                    help="also score each encoder as the linker's hybrid stage, the weight tuned on each set's train "
+                         "split (needs --candidates all)")
     args = ap.parse_args()
+    if args.hybrid and args.candidates != "all":
+        ap.error("--hybrid searches every MEDIC name (the sparse index has no shortlist): add --candidates all")
     command = "python benchmarks/mention_pairs.py " + " ".join(sys.argv[1:])
     if args.part == "collect":
         command = ("python benchmarks/mention_pairs.py --part P for P in base, synonyms_only, with_mention_like (side "
@@ -200,11 +263,21 @@ def main() -> None:
     def save() -> None:
         report_path.write_text(json.dumps(report, indent=2), encoding="utf8")
 
-    name = "MiniLM base (mean)"
-    if name not in systems and args.part in ("all", "base"):
-        systems[name] = split_scores(base, medic, sets, dictionary, args.cache)
+    tuning = train_golds(DATA, medic) if args.hybrid else {}
+
+    def score(name: str, model: str) -> None:
+        systems[name] = split_scores(model, medic, sets, dictionary, args.cache)
         save()
         print(name, json.dumps(systems[name]), flush=True)
+        if args.hybrid:
+            found = hybrid_scores(model, medic, sets, tuning, args.cache)
+            systems[hybrid_name(name, found)] = found
+            save()
+            print(hybrid_name(name, found), json.dumps(found), flush=True)
+
+    name = "MiniLM base (mean)"
+    if name not in systems and args.part in ("all", "base"):
+        score(name, base)
     for label, on in (("self-aligned on MEDIC synonyms", False), ("self-aligned on MEDIC synonyms + mention-like pairs", True)):
         part = "with_mention_like" if on else "synonyms_only"
         run = args.out / part
@@ -224,9 +297,8 @@ def main() -> None:
                           "final_loss": res.final_loss, "train_minutes": round(res.train_seconds / 60, 1),
                           "wall_minutes": round((time.time() - started) / 60, 1),
                           "mention_like_counts": (meta.get("mention_like") or {}).get("counts")}
-        systems[name] = split_scores(str(res.model_path), medic, sets, dictionary, args.cache)
-        save()
-        print(name, json.dumps(systems[name]), json.dumps(figures[label]), flush=True)
+        print(json.dumps(figures[label]), flush=True)
+        score(name, str(res.model_path))
     collect(args, systems, figures, command)
 
 
@@ -239,10 +311,12 @@ def collect(args: argparse.Namespace, systems: Dict[str, Any], figures: Dict[str
             systems.setdefault(key, value)
         for key, value in part.get("figures", {}).items():
             figures.setdefault(f"args of {other.stem[len('report_'):]}" if key == "args" else key, value)
-    if len(systems) < 3:
-        print(f"{len(systems)} of 3 systems scored so far: {sorted(systems)}")
+    dense = [k for k in systems if HYBRID not in k]
+    if len(dense) < 3:
+        print(f"{len(dense)} of 3 systems scored so far: {sorted(dense)}")
         return False
-    ordered = {k: systems[k] for k in sorted(systems, key=lambda k: (not k.startswith("MiniLM"), "+" in k, len(k)))}
+    order = sorted(dense, key=lambda k: (not k.startswith("MiniLM"), "+" in k, len(k)))
+    ordered = {k: systems[k] for k in sorted(systems, key=lambda k: (order.index(k.split(HYBRID)[0]), HYBRID in k))}
     print(f"results: {write(ordered, figures, command, args.note)}")
     return True
 

@@ -301,3 +301,50 @@ def test_a_variant_of_two_concepts_names_is_left_out():
     kb3 = KnowledgeBase.from_concepts([Concept("E1", "Lung-cancer"), Concept("E2", "Lung cancer-")], source="amb3")
     pairs3, record3 = pretrain_pairs(kb3, MentionLikeSettings(enabled=True, generators=["punctuation"]), 0)
     assert "lung cancer" not in {t for t, _r, _l in pairs3} and record3["counts"]["dropped_ambiguous"] == 2
+
+
+def test_benchmark_hybrid_rows_follow_their_encoder(bench_scripts, tmp_path, tiny_bert_path):
+    """benchmarks/mention_pairs.py --hybrid: an encoder's hybrid row (weight tuned on the train split) scores the
+    same mentions and classes as its dense row, follows it in the table, and is not counted as one of the three
+    pretraining systems the results file waits for."""
+    from types import SimpleNamespace
+
+    bench = bench_scripts.load("mention_pairs")
+    kb = KnowledgeBase.from_concepts([Concept("D1", "Breast carcinoma", ("Carcinoma of the breast",)),
+                                      Concept("D2", "Lung cancer", ("Lung neoplasm",)),
+                                      Concept("D3", "Ovarian cyst")], source="tiny")
+    from spacy_sapbert.evaluation.hybrid import WEIGHT_GRID
+    from spacy_sapbert.mentions.metrics import resolve_gold
+
+    test = [SimpleNamespace(text="breast carcinomas", ids=("D1",)), SimpleNamespace(text="Lung cancer", ids=("D2",)),
+            SimpleNamespace(text="ovarian cysts", ids=("D9",))]  # D9: not in the KB, a miss in every row
+    sets = {name: (test, ["breast carcinomas"]) for name in bench.SETS}
+    tuning = {name: (["lung neoplasms"], [resolve_gold(kb, ["D2"])]) for name in bench.SETS}
+    found = bench.hybrid_scores(str(tiny_bert_path), kb, sets, tuning, tmp_path / "cache")
+    for name in bench.SETS:
+        assert {c: found[name][c]["n"] for c in bench.CLASSES} == {"overall": 3, "dictionary": 1, "train": 1,
+                                                                   "neither": 1}
+        assert found[name]["neither"]["acc"] == 0.0 and found["weights"][name] in WEIGHT_GRID
+    split = {c: {"n": 1, "acc": 0.5} for c in bench.CLASSES}
+    dense = ["MiniLM base (mean)", "self-aligned on MEDIC synonyms, 9 steps x 4",
+             "self-aligned on MEDIC synonyms + mention-like pairs, 9 steps x 4"]
+    out = tmp_path / "out"
+    out.mkdir()
+    args = SimpleNamespace(out=out, note=[])
+    reports, expected = {}, []
+    for name in dense:
+        system = {s: split for s in bench.SETS}
+        hybrid = {**system, "weights": {s: 0.05 for s in bench.SETS}}
+        reports[name] = {name: system, bench.hybrid_name(name, hybrid): hybrid}
+        expected += [name, bench.hybrid_name(name, hybrid)]
+    first_two = {k: v for name in dense[:2] for k, v in reports[name].items()}
+    (out / "report_a.json").write_text(json.dumps({"systems": first_two}), encoding="utf8")
+    assert not bench.collect(args, {}, {}, "cmd")  # two encoders (four rows): not yet
+    (out / "report_b.json").write_text(json.dumps({"systems": reports[dense[2]]}), encoding="utf8")
+    assert bench.collect(args, {}, {}, "cmd")
+    doc = json.loads(next(bench_scripts.results.glob("mention_pairs*.json")).read_text(encoding="utf8"))
+    (tab,) = doc["tables"].values()
+    names = [row[0] for row in tab["rows"]]
+    assert names == expected
+    assert names[1] == "MiniLM base (mean) | hybrid (w tuned on train: NCBI-disease 0.05, BC5CDR-disease 0.05)"
+    assert any("'| hybrid' rows" in note for note in doc["notes"])
