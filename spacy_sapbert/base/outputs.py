@@ -104,6 +104,14 @@ def check_parent(path: PathLike) -> None:
         raise ConfigError(Errors.E510.format(path=path, reason=err.strerror or err)) from None
 
 
+def check_folder_path(path: PathLike, *, what: str = "a file, not a folder") -> None:
+    """E505 when a parent of ``path`` is a file, E502 when ``path`` itself is one (``what`` says so): for a folder
+    that is written later, checked before the work that fills it."""
+    check_parent(path)
+    if Path(path).exists() and not Path(path).is_dir():
+        raise ConfigError(Errors.E502.format(path=path, what=what))
+
+
 def check_replaceable(path: Path, *, warn: bool = True) -> None:
     """An existing output may be replaced if it carries the marker, is empty, or looks like an output
     written before the marker existed (W500); anything else is E501 (E502 for a file or a link)."""
@@ -224,5 +232,5 @@ def check_output(
         check_replaceable(path, warn=False)
 
 
-__all__ = ["MARKER_FILE", "FileLock", "output_lock", "check_parent", "check_replaceable", "check_output",
-           "write_marker", "recover", "replace_dir", "exchange"]
+__all__ = ["MARKER_FILE", "FileLock", "output_lock", "check_parent", "check_folder_path", "check_replaceable",
+           "check_output", "write_marker", "recover", "replace_dir", "exchange"]

@@ -18,8 +18,8 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, Errors, Warnings
-from ..base.outputs import check_parent
+from ..errors import Warnings
+from ..base.outputs import check_folder_path
 from ..base.util import PathLike, atomic_write, ensure_path
 
 
@@ -52,10 +52,8 @@ class VectorCache:
 
     def __init__(self, folder: Optional[PathLike], key: str, *, dim: Optional[int] = None) -> None:
         self.folder = ensure_path(folder) / key if folder is not None else None
-        if self.folder is not None:  # a cache_dir that is (or lies below) a file: E505 now, not at the first save
-            check_parent(self.folder)
-            if self.folder.exists() and not self.folder.is_dir():
-                raise ConfigError(Errors.E502.format(path=self.folder, what="a file, not a folder"))
+        if self.folder is not None:  # a cache_dir that is (or lies below) a file: E502 / E505 now, not when saving
+            check_folder_path(self.folder)
         self.dim = dim
         self._vectors: Dict[str, np.ndarray] = {}
         if self.folder is not None and self.folder.is_dir():

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
-from ..base.outputs import check_parent
+from ..base.outputs import check_folder_path
 from ..base.util import PathLike, atomic_write, ensure_path, get_logger
 from ..calibration.features import DEFAULT_FEATURES, Evidence, feature_matrix
 from ..calibration.metrics import calibration_report, check_bins, ece_interval, ece_noise_floor
@@ -148,9 +148,7 @@ def calibrate(dataset: PathLike, pipeline: PathLike, *, output: Optional[PathLik
     check_split(holdout, seed)  # the options and the output before the pipeline is loaded and the dev set linked
     check_bins(bins)
     if output is not None:
-        check_parent(output)  # E505: below a file
-        if ensure_path(output).exists() and not ensure_path(output).is_dir():
-            raise ConfigError(Errors.E502.format(path=output, what="a file, not a folder"))
+        check_folder_path(output)  # E502 / E505
     pipe_path = ensure_path(pipeline)
     if not (pipe_path / "config.cfg").exists():
         raise MissingInputError(Errors.E001.format(what="spaCy pipeline folder", path=pipe_path,

@@ -23,7 +23,7 @@ from spacy.util import minibatch
 from spacy.vocab import Vocab
 
 from ..base.extras import declare_extra, is_installed
-from ..base.outputs import check_parent
+from ..base.outputs import check_folder_path
 from ..base.util import ensure_path, get_logger
 from ..calibration.model import Calibration
 from ..context.ranker import ContextRanker, context_settings
@@ -152,9 +152,7 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         settings = IndexSettings.of(index_settings)  # E124 / E833 / E834 before any loading
         table = AbbreviationTable.from_disk(abbreviations_path) if abbreviations_path is not None else None  # E798 too
         if index_path is not None and not (ensure_path(index_path) / META_FILE).exists():  # built and written there
-            check_parent(index_path)  # E505 below a file; E502 for a file: before the names are encoded
-            if ensure_path(index_path).exists() and not ensure_path(index_path).is_dir():
-                raise ConfigError(Errors.E502.format(path=index_path, what="a file, not an index folder"))
+            check_folder_path(index_path, what="a file, not an index folder")  # E502 / E505, before any encoding
         if settings.ef_search is None and self.cfg["ef_search"] is not None:
             settings = settings.replace(ef_search=self.cfg["ef_search"])
         encoder = self._load_encoder(self.cfg["model"])
