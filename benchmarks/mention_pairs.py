@@ -20,6 +20,11 @@ protocol's three mention classes.
   of the issue: dense + w * sparse over the char n-gram tf-idf of every MEDIC name, the linker's ``k``,
   ``sparse_k`` and ``candidates`` at their defaults), ``w`` tuned for that encoder on the set's *train* split
   (``spacy_sapbert.evaluation.hybrid.tune_weight``, the tuner behind ``tune-hybrid``), a row of its own.
+- ``--part finetune``: the base model fine-tuned on the NCBI-disease *train* mentions (``configs/finetune.cfg``,
+  lr ``--lr``, ``--finetune-steps`` steps of ``--batch-size`` pairs, no dev evaluation) with and without
+  ``[pairs.mention_like]`` (each distinct train mention's variants as extra training mentions, abbreviations mined
+  from the NCBI-disease train abstracts), two rows more; their BC5CDR-disease dev columns measure transfer (that
+  set's "train" class is BC5CDR train, which they never saw).
 - Evaluation: mention only (the gold span's text, normalised), exact search over a fixed shortlist of
   MEDIC names chosen once for all systems (``--candidates shortlist``, the trainer's dev-evaluation
   shortlist: a seeded sample of names, up to 5 names of each gold concept, each mention's 10 nearest names by
@@ -44,7 +49,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from common import BC5CDR, DATA, NCBI, OUTPUT, bc5cdr_file, medic_kb, minilm_path, ncbi_file
+from common import BC5CDR, DATA, NCBI, OUTPUT, ROOT, bc5cdr_file, medic_kb, minilm_path, ncbi_file
 from results_io import table, write_results  # noqa: E402
 
 SETS = ("NCBI-disease test", "BC5CDR-disease dev")
@@ -107,6 +112,7 @@ def split_scores(model: str, medic: Any, sets: Dict[str, Tuple[List[Any], List[s
     return out
 
 
+FINETUNED = "fine-tuned on NCBI-disease train mentions"  # --part finetune's rows start so
 HYBRID = " | hybrid"  # a system's hybrid row: its dense row's name + this + the weights
 
 
@@ -172,6 +178,18 @@ def pretrain_config(args: argparse.Namespace, mention_like: bool) -> Any:
     })
 
 
+def finetune_config(args: argparse.Namespace, mention_like: bool) -> Any:
+    from spacy_sapbert.training.config import load_config
+
+    return load_config(ROOT / "configs" / "finetune.cfg", {
+        "model.pooling": "mean", "training.lr": args.lr, "training.batch_size": args.batch_size,
+        "training.max_steps": args.finetune_steps, "training.epochs": 1000, "training.eval_every": 0,
+        "training.checkpoint_every": 10_000, "training.patience": 0, "training.device": "cpu", "training.seed": 42,
+        "pairs.mention_like.enabled": mention_like, "pairs.mention_like.max_per_name": args.max_per_name,
+        "pairs.mention_like.typo_rate": args.typo_rate,
+        "pairs.mention_like.raw_text": [str(NCBI["train"])] if mention_like else []})
+
+
 def rows_of(systems: Dict[str, Dict[str, Any]]) -> List[List[Any]]:
     """One row per system: strict acc@1 (%) overall and per class for each set, with the class sizes in the header."""
     rows = []
@@ -203,6 +221,12 @@ def write(systems: Dict[str, Dict[str, Any]], figures: Dict[str, Any], command: 
                         "((dense + w * sparse) / (1 + w), char_wb 2-3-gram tf-idf; the linker's k, sparse_k and "
                         "candidates at their defaults), w tuned for that encoder on the set's train split "
                         "(NCBI-disease train, BC5CDR-disease train), never on the scored set.")
+    if any(k.startswith(FINETUNED) for k in systems):
+        notes.insert(1, "'fine-tuned' rows: the base model fine-tuned on the NCBI-disease train mentions (configs/"
+                        "finetune.cfg: multi-similarity loss, 20 dictionary names per mention; the same steps, lr and "
+                        "batch with and without the mention-like pairs, abbreviations mined from NCBI train "
+                        "abstracts); their BC5CDR-disease dev columns measure transfer (its 'train' class is BC5CDR "
+                        "train, which they never saw).")
     return write_results("mention_pairs", {"MEDIC self-alignment with and without mention-like pairs (strict acc@1, %)":
                                            table(columns_of(systems), rows_of(systems))},
                          command=command, notes=notes, figures=figures)
@@ -224,7 +248,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUTPUT / "mention_pairs")
     ap.add_argument("--cache", type=Path, default=OUTPUT / "cache" / "mention_pairs")
     ap.add_argument("--fresh", action="store_true", help="retrain even when a run's model is there")
-    ap.add_argument("--part", default="all", choices=("all", "base", "synonyms_only", "with_mention_like", "collect"),
+    ap.add_argument("--finetune-steps", type=int, default=300, help="--part finetune: steps of each fine-tuning run")
+    ap.add_argument("--part", default="all",
+                    choices=("all", "base", "synonyms_only", "with_mention_like", "finetune", "collect"),
                     help="run one part only (parts run side by side merge their reports; the results file is "
                          "written once all three systems are there); collect: only merge and write")
     ap.add_argument("--generators", default="", help="with_mention_like: only these generators (comma-separated; "
@@ -299,6 +325,27 @@ def main() -> None:
                           "mention_like_counts": (meta.get("mention_like") or {}).get("counts")}
         print(json.dumps(figures[label]), flush=True)
         score(name, str(res.model_path))
+    if args.part == "finetune":
+        from spacy_sapbert.mentions.datasets import iter_mentions, read_dataset
+        from spacy_sapbert.training.run import finetune
+
+        train = [m for m in iter_mentions(read_dataset(ncbi_file("train", DATA), types=TYPES)) if m.ids]
+        for label, on in ((FINETUNED, False), (f"{FINETUNED} + mention-like pairs", True)):
+            name = f"{label}, {args.finetune_steps} steps x {args.batch_size}"
+            run = args.out / ("finetune_mention_like" if on else "finetune")
+            if name in systems and not args.fresh:
+                continue
+            if run.exists():
+                shutil.rmtree(run)
+            started = time.time()
+            res = finetune(medic, train, base, run, config=finetune_config(args, on))
+            meta = json.loads((run / "pairs" / "meta.json").read_text(encoding="utf8"))
+            figures[label] = {"steps": res.steps, "pairs_seen": res.pairs_seen, "n_pairs": meta["n_pairs"],
+                              "final_loss": res.final_loss, "train_minutes": round(res.train_seconds / 60, 1),
+                              "wall_minutes": round((time.time() - started) / 60, 1),
+                              "mention_like_counts": (meta.get("mention_like") or {}).get("counts")}
+            print(json.dumps(figures[label]), flush=True)
+            score(name, str(res.model_path))
     collect(args, systems, figures, command)
 
 
@@ -315,7 +362,7 @@ def collect(args: argparse.Namespace, systems: Dict[str, Any], figures: Dict[str
     if len(dense) < 3:
         print(f"{len(dense)} of 3 systems scored so far: {sorted(dense)}")
         return False
-    order = sorted(dense, key=lambda k: (not k.startswith("MiniLM"), "+" in k, len(k)))
+    order = sorted(dense, key=lambda k: (k.startswith(FINETUNED), not k.startswith("MiniLM"), "+" in k, len(k)))
     ordered = {k: systems[k] for k in sorted(systems, key=lambda k: (order.index(k.split(HYBRID)[0]), HYBRID in k))}
     print(f"results: {write(ordered, figures, command, args.note)}")
     return True

@@ -327,7 +327,8 @@ def test_benchmark_hybrid_rows_follow_their_encoder(bench_scripts, tmp_path, tin
         assert found[name]["neither"]["acc"] == 0.0 and found["weights"][name] in WEIGHT_GRID
     split = {c: {"n": 1, "acc": 0.5} for c in bench.CLASSES}
     dense = ["MiniLM base (mean)", "self-aligned on MEDIC synonyms, 9 steps x 4",
-             "self-aligned on MEDIC synonyms + mention-like pairs, 9 steps x 4"]
+             "self-aligned on MEDIC synonyms + mention-like pairs, 9 steps x 4",
+             f"{bench.FINETUNED}, 9 steps x 4"]  # --part finetune's rows come last
     out = tmp_path / "out"
     out.mkdir()
     args = SimpleNamespace(out=out, note=[])
@@ -340,7 +341,8 @@ def test_benchmark_hybrid_rows_follow_their_encoder(bench_scripts, tmp_path, tin
     first_two = {k: v for name in dense[:2] for k, v in reports[name].items()}
     (out / "report_a.json").write_text(json.dumps({"systems": first_two}), encoding="utf8")
     assert not bench.collect(args, {}, {}, "cmd")  # two encoders (four rows): not yet
-    (out / "report_b.json").write_text(json.dumps({"systems": reports[dense[2]]}), encoding="utf8")
+    (out / "report_b.json").write_text(json.dumps({"systems": {**reports[dense[3]], **reports[dense[2]]}}),
+                                       encoding="utf8")
     assert bench.collect(args, {}, {}, "cmd")
     doc = json.loads(next(bench_scripts.results.glob("mention_pairs*.json")).read_text(encoding="utf8"))
     (tab,) = doc["tables"].values()
@@ -348,3 +350,4 @@ def test_benchmark_hybrid_rows_follow_their_encoder(bench_scripts, tmp_path, tin
     assert names == expected
     assert names[1] == "MiniLM base (mean) | hybrid (w tuned on train: NCBI-disease 0.05, BC5CDR-disease 0.05)"
     assert any("'| hybrid' rows" in note for note in doc["notes"])
+    assert any("'fine-tuned' rows" in note for note in doc["notes"])
