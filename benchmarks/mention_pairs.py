@@ -190,6 +190,14 @@ def finetune_config(args: argparse.Namespace, mention_like: bool) -> Any:
         "pairs.mention_like.raw_text": [str(NCBI["train"])] if mention_like else []})
 
 
+def run_figures(res: Any, run: Path, started: float) -> Dict[str, Any]:
+    """What the results file records of one training run (its ``TrainResult``, its pair set's meta)."""
+    meta = json.loads((run / "pairs" / "meta.json").read_text(encoding="utf8"))
+    return {"steps": res.steps, "pairs_seen": res.pairs_seen, "n_pairs": meta["n_pairs"], "final_loss": res.final_loss,
+            "train_minutes": round(res.train_seconds / 60, 1), "wall_minutes": round((time.time() - started) / 60, 1),
+            "mention_like_counts": (meta.get("mention_like") or {}).get("counts")}
+
+
 def rows_of(systems: Dict[str, Dict[str, Any]]) -> List[List[Any]]:
     """One row per system: strict acc@1 (%) overall and per class for each set, with the class sizes in the header."""
     rows = []
@@ -318,11 +326,7 @@ def main() -> None:
             shutil.rmtree(run)
         started = time.time()
         res = pretrain(medic, base, run, config=pretrain_config(args, on))
-        meta = json.loads((run / "pairs" / "meta.json").read_text(encoding="utf8"))
-        figures[label] = {"steps": res.steps, "pairs_seen": res.pairs_seen, "n_pairs": meta["n_pairs"],
-                          "final_loss": res.final_loss, "train_minutes": round(res.train_seconds / 60, 1),
-                          "wall_minutes": round((time.time() - started) / 60, 1),
-                          "mention_like_counts": (meta.get("mention_like") or {}).get("counts")}
+        figures[label] = run_figures(res, run, started)
         print(json.dumps(figures[label]), flush=True)
         score(name, str(res.model_path))
     if args.part == "finetune":
@@ -339,11 +343,7 @@ def main() -> None:
                 shutil.rmtree(run)
             started = time.time()
             res = finetune(medic, train, base, run, config=finetune_config(args, on))
-            meta = json.loads((run / "pairs" / "meta.json").read_text(encoding="utf8"))
-            figures[label] = {"steps": res.steps, "pairs_seen": res.pairs_seen, "n_pairs": meta["n_pairs"],
-                              "final_loss": res.final_loss, "train_minutes": round(res.train_seconds / 60, 1),
-                              "wall_minutes": round((time.time() - started) / 60, 1),
-                              "mention_like_counts": (meta.get("mention_like") or {}).get("counts")}
+            figures[label] = run_figures(res, run, started)
             print(json.dumps(figures[label]), flush=True)
             score(name, str(res.model_path))
     collect(args, systems, figures, command)
