@@ -21,7 +21,7 @@ protocol's three mention classes.
   ``sparse_k`` and ``candidates`` at their defaults), ``w`` tuned for that encoder on the set's *train* split
   (``spacy_sapbert.evaluation.hybrid.tune_weight``, the tuner behind ``tune-hybrid``), a row of its own.
 - ``--part finetune``: the base model fine-tuned on the NCBI-disease *train* mentions (``configs/finetune.cfg``,
-  lr ``--lr``, ``--finetune-steps`` steps of ``--batch-size`` pairs, no dev evaluation) with and without
+  lr ``--lr``, ``--finetune-steps`` steps of ``--batch-size`` pairs, ``--finetune-seed``, no dev evaluation) with and without
   ``[pairs.mention_like]`` (each distinct train mention's variants as extra training mentions, abbreviations mined
   from the NCBI-disease train abstracts), two rows more; their BC5CDR-disease dev columns measure transfer (that
   set's "train" class is BC5CDR train, which they never saw).
@@ -184,7 +184,8 @@ def finetune_config(args: argparse.Namespace, mention_like: bool) -> Any:
     return load_config(ROOT / "configs" / "finetune.cfg", {
         "model.pooling": "mean", "training.lr": args.lr, "training.batch_size": args.batch_size,
         "training.max_steps": args.finetune_steps, "training.epochs": 1000, "training.eval_every": 0,
-        "training.checkpoint_every": 10_000, "training.patience": 0, "training.device": "cpu", "training.seed": 42,
+        "training.checkpoint_every": 10_000, "training.patience": 0, "training.device": "cpu",
+        "training.seed": args.finetune_seed,
         "pairs.mention_like.enabled": mention_like, "pairs.mention_like.max_per_name": args.max_per_name,
         "pairs.mention_like.typo_rate": args.typo_rate,
         "pairs.mention_like.raw_text": [str(NCBI["train"])] if mention_like else []})
@@ -257,6 +258,8 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=OUTPUT / "cache" / "mention_pairs")
     ap.add_argument("--fresh", action="store_true", help="retrain even when a run's model is there")
     ap.add_argument("--finetune-steps", type=int, default=300, help="--part finetune: steps of each fine-tuning run")
+    ap.add_argument("--finetune-seed", type=int, default=42,
+                    help="--part finetune: training.seed of both runs (rows of another seed than 42 are named by it)")
     ap.add_argument("--part", default="all",
                     choices=("all", "base", "synonyms_only", "with_mention_like", "finetune", "collect"),
                     help="run one part only (parts run side by side merge their reports; the results file is "
@@ -335,16 +338,17 @@ def main() -> None:
 
         train = [m for m in iter_mentions(read_dataset(ncbi_file("train", DATA), types=TYPES)) if m.ids]
         for label, on in ((FINETUNED, False), (f"{FINETUNED} + mention-like pairs", True)):
-            name = f"{label}, {args.finetune_steps} steps x {args.batch_size}"
-            run = args.out / ("finetune_mention_like" if on else "finetune")
+            seeded = "" if args.finetune_seed == 42 else f", seed {args.finetune_seed}"
+            name = f"{label}, {args.finetune_steps} steps x {args.batch_size}{seeded}"
+            run = args.out / (("finetune_mention_like" if on else "finetune") + seeded.replace(", seed ", "_s"))
             if name in systems and not args.fresh:
                 continue
             if run.exists():
                 shutil.rmtree(run)
             started = time.time()
             res = finetune(medic, train, base, run, config=finetune_config(args, on))
-            figures[label] = run_figures(res, run, started)
-            print(json.dumps(figures[label]), flush=True)
+            figures[label + seeded] = run_figures(res, run, started)
+            print(json.dumps(figures[label + seeded]), flush=True)
             score(name, str(res.model_path))
     collect(args, systems, figures, command)
 
