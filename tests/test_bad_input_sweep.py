@@ -43,6 +43,8 @@ def test_a_null_ef_search_in_index_meta_loads_with_the_default(kb_and_vectors, t
     index = ConceptIndex.from_disk(tmp_path / "ix", kb)
     assert index.ef_search == 200
     assert index.search(vectors[:1], 1)[0][0][0] == "C000"
+    result = CliRunner().invoke(app, ["verify", str(tmp_path / "ix")])  # verify reads the graph as the load does
+    assert result.exit_code == 0 and "DAMAGED" not in result.stdout, result.output
 
 
 @pytest.mark.parametrize("edit", ["float32", "absent"])

@@ -134,7 +134,7 @@ def _index_lengths(folder: Path, meta: Dict[str, Any]) -> Dict[str, Any]:
 def verify_index(folder: Path) -> List[FileCheck]:
     meta = read_json_file(folder / INDEX_META, what="an index", fix=_FIXES["index"])
     try:
-        check_meta(meta, folder / INDEX_META)  # the field an edit broke, as a load reports it
+        meta = check_meta(meta, folder / INDEX_META)  # the field an edit broke, as a load reports it
     except SapbertError as err:
         return [FileCheck(folder / INDEX_META, "damaged", str(err))]
     if isinstance(meta.get("files"), dict) and meta["files"]:  # every data file recorded (size and hashes)
@@ -265,7 +265,8 @@ def verify_folder(path: PathLike, *, resources: Optional[PathLike] = None) -> Li
                                                    hint="give a KB, encoder, index or pipeline folder."))
     if (path / "config.cfg").is_file():
         checks: List[FileCheck] = []
-        for linker in _linker_folders(path):
+        linkers = _linker_folders(path)
+        for linker in linkers:
             for part, check in (("encoder", verify_encoder), ("kb", verify_kb), ("index", verify_index),
                                 ("prototypes", verify_prototypes), ("reranker", verify_reranker)):
                 if (linker / part).is_dir():
@@ -274,7 +275,7 @@ def verify_folder(path: PathLike, *, resources: Optional[PathLike] = None) -> Li
                 checks += _int8_check(linker / "encoder")
             checks += _outside(path, linker, outside)
             checks += _signed_files(linker)
-        if outside is not None and not any((linker / POINTER_FILE).is_file() for linker in _linker_folders(path)):
+        if outside is not None and not any((linker / POINTER_FILE).is_file() for linker in linkers):
             warnings.warn(Warnings.W555.format(resources=outside, path=path,
                                                why="every linker of the pipeline keeps its KB and index inside it"))
         return checks

@@ -191,7 +191,7 @@ class HnswBackend:
         if hnsw.get_current_count() != n:
             raise MissingInputError(Errors.E107.format(
                 path=path, reason=f"{hnsw.get_current_count()} vectors, expected {n}"))
-        return cls(hnsw, int(meta.get("ef_search") or HNSW_EF_SEARCH), source=path)
+        return cls(hnsw, int(meta.get("ef_search", HNSW_EF_SEARCH)), source=path)
 
 
 __all__ = ["ExactBackend", "HnswBackend", "exact_topk", "HNSW_FILE", "VECTORS_FILE"]

@@ -64,7 +64,7 @@ class ConceptIndex(FilterMixin):
                  backend: Any = None) -> None:
         self.kb = kb
         self.meta = meta
-        self.ef_search = int(meta.get("ef_search") or HNSW_EF_SEARCH)  # null (allowed by check_meta): the default
+        self.ef_search = int(meta.get("ef_search", HNSW_EF_SEARCH))
         self.languages: Optional[Tuple[str, ...]] = tuple(meta["languages"]) if meta.get("languages") else None
         if backend is None:
             backend = HnswBackend(hnsw, self.ef_search) if hnsw is not None else ExactBackend(vectors)
@@ -337,7 +337,7 @@ class ConceptIndex(FilterMixin):
             meta = json.loads(meta_path.read_text(encoding="utf8"))
         except (ValueError, UnicodeDecodeError) as err:
             raise MissingInputError(Errors.E107.format(path=meta_path, reason=f"unreadable metadata: {err}")) from err
-        check_meta(meta, meta_path)  # every field's type and range (E557)
+        meta = check_meta(meta, meta_path)  # every field's type and range (E557); a null ef_search dropped
         if "files" not in meta:  # format 1: one data file, its size recorded
             meta["files"] = {meta["file"]: {"size": int(meta["file_size"])}}
         return meta

@@ -203,7 +203,7 @@ class Hnsw16Backend:
         n, dim = int(meta["n_names"]), int(meta["dim"])
         index = _empty_index(dim, int(meta.get("M", DEFAULTS.M)))
         _fill(index, folder, n, dim, meta.get("entry_point"), _read_into)
-        return cls(index, int(meta.get("ef_search") or HNSW_EF_SEARCH), folder=folder)
+        return cls(index, int(meta.get("ef_search", HNSW_EF_SEARCH)), folder=folder)
 
     @classmethod
     def _from_arrays(cls, arrays: Dict[str, numpy.ndarray], meta: Dict[str, Any]) -> "Hnsw16Backend":

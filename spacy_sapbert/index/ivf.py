@@ -216,7 +216,7 @@ class IvfBackend(RescoredBackend):
             except NPY_READ_ERRORS as err:
                 raise _damaged(folder / name, str(err) or type(err).__name__) from err
         return cls._from_arrays(arrays, X, int(meta.get("rescore", DEFAULT_IVF_RESCORE)),
-                                int(meta.get("ef_search") or 1), folder=folder)
+                                int(meta.get("ef_search", 1)), folder=folder)
 
 
 def _code_bytes(sizes: Any, half: int) -> Any:

@@ -98,7 +98,8 @@ def removed_kind(meta: Dict[str, Any], path: Path) -> IncompatibleError:
 def check_meta(meta: Any, path: Path) -> Dict[str, Any]:
     """``meta`` (the parsed ``index_meta.json`` at ``path``) when every known field has its type and range
     (E557 otherwise); a ``files`` record map, when present, has plain names inside the folder and sizes and
-    hashes of the right form."""
+    hashes of the right form. Returned without the fields of :data:`_NULLABLE` that are null: a loader reads them
+    as absent (its default), so no loader sees a null."""
     if not isinstance(meta, dict):
         raise _bad(path, "(the whole file)", type(meta).__name__, "a JSON object")
     if meta.get("kind") in REMOVED_KINDS:
@@ -127,7 +128,7 @@ def check_meta(meta: Any, path: Path) -> Dict[str, Any]:
                     raise _bad(path, f"files.{name}.{key}", record[key], expected)
             if "size" not in record:
                 raise _bad(path, f"files.{name}.size", None, "present")
-    return meta
+    return {key: value for key, value in meta.items() if not (value is None and key in _NULLABLE)}
 
 
 __all__ = ["check_meta", "removed_kind", "MAX_EF_SEARCH", "MAX_K", "MAX_M", "KINDS", "HNSW_VECTORS", "REMOVED_KINDS"]
