@@ -177,6 +177,23 @@ def test_a_few_steps_change_the_weights_and_save_a_loadable_context_encoder(kb, 
                       mask_probability=0.5, name_max_length=8, resume=True)
 
 
+def test_a_folder_of_the_users_is_never_a_run_folder(kb, docs, tmp_path, tiny_bert_path):
+    mine = tmp_path / "mine"  # a project folder: its prototypes/ would be replaced, its base/ taken as the model
+    (mine / "prototypes").mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    config = context_config(overrides={"training.device": "cpu"})
+    with pytest.raises(ConfigError, match="SB-E208.*notes.txt"):
+        train_context(docs, kb, str(tiny_bert_path), mine, config=config)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt", "prototypes"]  # nothing written
+    (mine / "notes.txt").unlink()
+    (mine / "prototypes").rmdir()
+    (mine / "base").mkdir()  # what an interrupted start leaves is not someone else's
+    (mine / ".base.abcd1234.tmp").mkdir()
+    from spacy_sapbert.context.train import check_run_folder
+
+    check_run_folder(mine, mine / "run")
+
+
 @pytest.mark.parametrize("override,value", [("training.hard_negatives", 2), ("training.pretokenize", True),
                                             ("training.batching", "similar")])
 def test_name_only_trainer_settings_are_refused(kb, docs, tmp_path, tiny_bert_path, override, value):

@@ -102,6 +102,12 @@ def test_training_is_deterministic_and_writes_records(linker_parts, tiny_bert_pa
     assert "model.safetensors" in meta["files"] and not (tmp_path / "a" / "checkpoints").exists()
     with pytest.raises(ConfigError, match="SB-E807"):  # an existing run without --resume
         train(linker_parts, tiny_bert_path, tmp_path / "a", epochs=1)
+    mine = tmp_path / "mine"  # a folder of someone else's: its model/ is never replaced
+    (mine / "model").mkdir(parents=True)
+    (mine / "model" / "weights.bin").write_bytes(b"theirs")
+    with pytest.raises(ConfigError, match="SB-E806.*run.json.*not empty"):
+        train(linker_parts, tiny_bert_path, mine, epochs=1)
+    assert (mine / "model" / "weights.bin").read_bytes() == b"theirs" and sorted(mine.iterdir()) == [mine / "model"]
 
 
 def test_training_lowers_the_group_loss(linker_parts, tiny_bert_path, tmp_path):
@@ -146,6 +152,48 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_weights(linker_par
     assert resumed["steps"] == whole["steps"]
     a, b = weights(tmp_path / "whole" / "model"), weights(tmp_path / "cut" / "model")
     assert all(numpy.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_variant_mentions_read_like_text_never_a_kb_name_and_never_of_two_concepts(linker_parts):
+    from spacy_sapbert.rerank.examples import variant_mentions
+
+    kb, _, _ = linker_parts
+    assert variant_mentions(TRAIN, kb, 0, seed=0) == []
+    found = variant_mentions(TRAIN + [("Infarction of the heart", "D001")], kb, 2, seed=0)
+    assert ("heart infarction", "D001") in found  # word order ("cancer of the breast" -> "breast cancer": a KB name)
+    assert all(kb.row_of_name(v) < 0 for v, _ in found) and not {v for v, _ in found} & {t for t, _ in TRAIN}
+    assert len({v for v, _ in found}) == len(found)  # the repeated mention gives its variants once
+    assert found == variant_mentions(TRAIN, kb, 2, seed=0)
+    # the same text annotated with two concepts: its variants could mean either, so none is kept
+    assert variant_mentions([("ovarian cysts", "D001"), ("ovarian cysts", "D002")], kb, 2, seed=0) == []
+    assert ("ovarian cyst", "D001") in variant_mentions([("ovarian cysts", "D001")], kb, 2, seed=0)
+
+
+def test_training_on_mention_like_variants_records_and_flags_them(linker_parts, tiny_bert_path, tmp_path):
+    from spacy_sapbert.rerank.examples import candidate_recall, pseudo_mentions, read_groups, variant_mentions
+    from spacy_sapbert.rerank.train import RUN_FILE, _check_run, _identity
+
+    kb, _, encoder = linker_parts
+    summary = train(linker_parts, tiny_bert_path, tmp_path / "run", epochs=1, mention_like=2, pseudo_mentions=2)
+    groups, meta = read_groups(tmp_path / "run")
+    variants = [g for g in groups if g.variant]
+    assert summary["variant_groups"] == len(variants) > 0 and not any(g.pseudo for g in variants)
+    assert meta["settings"]["mention_like"] == 2 and meta["settings"]["variants"] >= len(variants)
+    made = variant_mentions(TRAIN + [(n, c) for n, c, _ in pseudo_mentions(kb, 2, seed=7)], kb, 2, seed=7)
+    assert {g.mention for g in variants} <= {v for v, _ in made}  # the run's seed (7)
+    assert all(kb.row_of_name(g.names[0]) >= 0 and kb.row_of_name(g.mention) < 0 for g in variants)
+    annotated = [g for g in groups if not (g.pseudo or g.variant)]
+    assert candidate_recall(groups) == sum(g.gold_in_top_k for g in annotated) / len(annotated)
+    recorded = json.loads((tmp_path / "run" / RUN_FILE).read_text())
+    assert recorded["settings"]["mention_like"] == 2
+    # a run folder written before the setting existed resumes as a run without variants, and only as one
+    del recorded["settings"]["mention_like"]
+    (tmp_path / "run" / RUN_FILE).write_text(json.dumps(recorded))
+    _check_run(tmp_path / "run", _identity(settings(epochs=1, pseudo_mentions=2), str(tiny_bert_path), kb, encoder),
+               resume=True)
+    with pytest.raises(ConfigError, match="SB-E806.*mention_like"):
+        _check_run(tmp_path / "run", _identity(settings(epochs=1, pseudo_mentions=2, mention_like=2),
+                                               str(tiny_bert_path), kb, encoder), resume=True)
 
 
 def test_int8_graph_scores_like_torch_and_files_are_checked(linker_parts, tiny_bert_path, tmp_path):
@@ -200,7 +248,7 @@ def test_meta_errors(tmp_path, linker_parts):
 
 
 @pytest.mark.parametrize("bad", [dict(k=1), dict(lr=float("nan")), dict(lr=0.0), dict(epochs=True),
-                                 dict(warmup=1.5), dict(max_length=4)])
+                                 dict(warmup=1.5), dict(max_length=4), dict(mention_like=-1), dict(mention_like=101)])
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ConfigError, match="SB-E808"):
         settings(**bad).check()
@@ -318,6 +366,11 @@ def test_train_reranker_command(linker_parts, tiny_bert_path, tmp_path):
     assert (tmp_path / "run" / "model" / "sapbert_reranker.json").is_file()
     bad = CliRunner().invoke(app, ["train-reranker"] + args[:-9] + ["--lr", "nan", "--device", "cpu"])
     assert bad.exit_code != 0 and "SB-E808" in str(bad.exception)
+    args[args.index("--output") + 1] = str(tmp_path / "run2")
+    result = CliRunner().invoke(app, ["train-reranker"] + args + ["--mention-like", "2"])
+    assert result.exit_code == 0, result.output
+    assert "of mention-like variants)" in result.output
+    assert json.loads((tmp_path / "run2" / "run.json").read_text())["settings"]["mention_like"] == 2
 
 
 @pytest.fixture(scope="module")
@@ -493,3 +546,47 @@ def test_the_linker_re_ranks_the_top_four_candidates_by_default(linker_parts, ti
     for ent, plain in zip(linked(nlp, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents, dense.ents):
         assert len(ent._.kb_ents) == DEFAULT_RERANK_K
         assert {c for c, _ in ent._.kb_ents} == {c for c, _ in plain._.kb_ents[:DEFAULT_RERANK_K]}
+
+
+def test_mention_like_ablation_trains_both_runs_alike_and_writes_both(bench_scripts, tmp_path, monkeypatch):
+    """benchmarks/reranker_unseen.py --mention-like N: per set, the run without variants and the run with N,
+    the second for the first's number of steps, both from the --trained-on set's train split; both evaluated and
+    written to one table per set, the name encoder's row once."""
+    from types import SimpleNamespace
+
+    bench = bench_scripts.load("reranker_unseen")
+    monkeypatch.setattr(bench, "split_docs", lambda key, *_: ([f"{key}-train"], [f"{key}-tune"]))
+    trained = []
+
+    def fake_train(key, docs, kb, index, encoder, model, args, mention_like=0, max_steps=None):
+        trained.append((key, tuple(docs), mention_like, max_steps))
+        folder = tmp_path / bench.run_name(key, args, mention_like, max_steps) / "model"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "sapbert_reranker.json").write_text(json.dumps({"trained": {"steps": 945}}))
+        (folder.parent / "examples.json").write_text(json.dumps({"n_groups": 10 + mention_like, "settings": {}}))
+        return folder, None
+
+    def fake_evaluate(key, kb, index, encoder, folder, tune_docs, test_path, types, args, rerank_k):
+        assert tune_docs == [f"{key}-tune"] and rerank_k == 4
+        hit = 50.0 + ("_ml" in folder.parent.name)
+        return ([["name encoder (dense top-1)", 9] + [40.0] * 12,
+                 [f"re-ranked top {rerank_k}: linker defaults", 9] + [hit] * 12]), {"dense_weight": 30.0, "grid": []}
+
+    monkeypatch.setattr(bench, "train", fake_train)
+    monkeypatch.setattr(bench, "evaluate_set", fake_evaluate)
+    args = SimpleNamespace(sets=["ncbi", "bc5cdr"], trained_on="ncbi", mention_like=2, rerank_k=[4], k=16, epochs=3,
+                           max_steps=0, pseudo_mentions=1000, lr=4e-5, batch_mentions=8, no_write=False)
+    bench.mention_like_ablation(args, None, None, None, "model")
+    # each set evaluates the NCBI runs: without variants at --max-steps, with them at the first's 945 steps
+    assert trained == [("ncbi", ("ncbi-train",), 0, None), ("ncbi", ("ncbi-train",), 2, 945)] * 2
+    doc = json.loads((bench_scripts.results / "reranker_mention_like.json").read_text())
+    tables = list(doc["tables"])
+    assert len(tables) == 2 and "trained on NCBI-disease train" in tables[1] and "trained on" not in tables[0]
+    rows = doc["tables"][tables[0]]["rows"]
+    assert [r[0] for r in rows] == ["name encoder (dense top-1)", "annotated + KB synonyms: linker defaults",
+                                    "+ mention-like variants (at most 2 each): linker defaults"]
+    assert [r[2] for r in rows] == [40.0, 50.0, 51.0]
+    figures = doc["figures"]["bc5cdr"]
+    assert figures["trained_on"] == "ncbi train split"
+    assert figures["+ mention-like variants (at most 2 each)"]["groups"] == 12
+    assert figures["annotated + KB synonyms"]["run"] == bench.run_name("ncbi", args)

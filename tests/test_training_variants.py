@@ -16,7 +16,7 @@ from spacy_sapbert.training.config import MentionLikeSettings, load_config
 from spacy_sapbert.training.mention_like import finetune_mentions, pretrain_pairs
 from spacy_sapbert.training.pairs import PairSet
 from spacy_sapbert.training.run import finetune, pretrain
-from spacy_sapbert.training.variants import (GENERATORS, generic_head, kb_variants, name_variants, number,
+from spacy_sapbert.kb.variants import (GENERATORS, generic_head, kb_variants, name_variants, number,
                                              punctuation, typo, word_order)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

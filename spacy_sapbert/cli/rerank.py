@@ -35,6 +35,10 @@ def train_reranker_command(
                                           "use the linker's reranker_k."),
     pseudo_mentions: int = typer.Option(0, "--pseudo-mentions", help="KB synonyms used as extra training "
                                                                      "mentions (0: none)."),
+    mention_like: int = typer.Option(0, "--mention-like", help="Mention-like variants (word order, number, a "
+                                                              "dropped generic head, punctuation, a typo) of each "
+                                                              "mention and pseudo-mention, as extra training "
+                                                              "mentions: at most this many each (0: none)."),
     epochs: int = typer.Option(1, "--epochs", help="Passes over the groups."),
     batch_mentions: int = typer.Option(8, "--batch-mentions", help="Groups per step (k pairs each)."),
     lr: float = typer.Option(3e-5, "--lr", help="Peak learning rate (AdamW, linear warm-up and decay)."),
@@ -48,9 +52,9 @@ def train_reranker_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
 ) -> None:
     """Train a cross-encoder that re-orders the linker's best candidates (mention and name read together)."""
-    settings = RerankerSettings(k=k, pseudo_mentions=pseudo_mentions, epochs=epochs, batch_mentions=batch_mentions,
-                                lr=lr, max_length=pair_length, seed=seed, max_steps=max_steps,
-                                checkpoint_every=checkpoint_every).check()
+    settings = RerankerSettings(k=k, pseudo_mentions=pseudo_mentions, mention_like=mention_like, epochs=epochs,
+                                batch_mentions=batch_mentions, lr=lr, max_length=pair_length, seed=seed,
+                                max_steps=max_steps, checkpoint_every=checkpoint_every).check()
     check_parent(output / "model")
     kb = KnowledgeBase.from_disk(kb_dir)
     index = ConceptIndex.from_disk(index_dir, kb)
@@ -60,7 +64,8 @@ def train_reranker_command(
                              device=device, onnx=onnx)
     recall = summary["candidate_recall"]
     steps = summary["steps"]
+    variants = f", {summary['variant_groups']:,} of mention-like variants" if summary["variant_groups"] else ""
     typer.echo(f"Trained {steps} step{'' if steps == 1 else 's'} on {summary['groups']:,} groups ({summary['pseudo_groups']:,} of "
-               f"KB synonyms) in {summary['seconds'] / 60:.1f} min; final loss {summary['final_loss']:.4f}; gold in "
+               f"KB synonyms{variants}) in {summary['seconds'] / 60:.1f} min; final loss {summary['final_loss']:.4f}; gold in "
                f"the top {k}: {'–' if recall is None else f'{100 * recall:.1f} %'} of the annotated mentions")
     typer.echo(f"Re-ranker: {summary['model']}")

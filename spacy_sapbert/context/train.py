@@ -125,6 +125,21 @@ def prepare_base(model: str, folder: PathLike, *, pooling: str, max_length: int)
     return folder
 
 
+RUN_ENTRIES = ("base", "run", "prototypes", "dev_weights.json")  # what train-context writes into its OUTPUT
+
+
+def check_run_folder(output: Path, run: Path) -> None:
+    """E208 when ``output`` holds no run yet (no ``run/run.json``) but something this command does not write (a
+    folder of the user's: its ``base/`` would be taken as the starting model, its ``prototypes/`` replaced);
+    what an interrupted start leaves (``base/``, ``run/pairs``, hidden temporary folders) is allowed."""
+    if (run / "run.json").is_file() or not output.is_dir():
+        return
+    foreign = sorted(p.name for p in output.iterdir() if p.name not in RUN_ENTRIES and not p.name.startswith("."))
+    if foreign:
+        raise ConfigError(Errors.E208.format(path=output, field="content", theirs=f"{foreign[0]} (not a train-context "
+                                             "run: no run/run.json)", ours="an empty folder or a train-context run"))
+
+
 def train_context(docs: Sequence[Any], kb: Any, base_model: str, output: PathLike, *,
                   config: Optional[TrainConfig] = None, source: str = "both", names_per_mention: int = 1,
                   contexts_per_mention: int = 0, mask_probability: float = 0.0, min_chars: int = 3,
@@ -140,6 +155,7 @@ def train_context(docs: Sequence[Any], kb: Any, base_model: str, output: PathLik
     run = output / "run"
     if (run / "run.json").is_file() and not resume:
         raise ConfigError(Errors.E209.format(path=run))
+    check_run_folder(output, run)
     base = prepare_base(base_model, output / "base", pooling=config.model.pooling,
                         max_length=config.model.max_length)
     folder = run / "pairs"

@@ -1,7 +1,7 @@
 """Query-side mention variants: what a dictionary might write for a mention, used at link time to widen
 the candidate stage (``sapbert_linker``'s ``query_variants``; :func:`~.hybrid.gather`'s ``variants``).
 
-The training generators (:mod:`spacy_sapbert.training.variants`) turn dictionary names into what text
+The training generators (:mod:`spacy_sapbert.kb.variants`) turn dictionary names into what text
 writes; these go the other way, from a normalised mention (:func:`~spacy_sapbert.kb.concept.normalize_name`)
 to spellings a dictionary uses. Each kind is a small function ``text -> candidates``:
 

@@ -1,6 +1,6 @@
 """Spelling changes of a normalised name or mention (:func:`~spacy_sapbert.kb.concept.normalize_name`) that keep
 its meaning: a word's number, and punctuation. Shared by the training generators that turn dictionary names
-into what text writes (:mod:`spacy_sapbert.training.variants`) and the query-side variants that go the other
+into what text writes (:mod:`spacy_sapbert.kb.variants`) and the query-side variants that go the other
 way (:mod:`spacy_sapbert.index.query_variants`)."""
 from __future__ import annotations
 

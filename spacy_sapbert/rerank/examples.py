@@ -3,9 +3,11 @@ bi-encoder's other top candidates (hard negatives: what the re-ranker must learn
 
 Mentions come from annotated documents (``(text, gold id)``) and, optionally, from the KB itself: a synonym of
 a concept with two or more names serves as a *pseudo-mention* of it, its own name row excluded from the
-candidate names, so the pair is never a copy. Groups are written once into the run folder
-(``examples.jsonl`` + ``examples.json`` with their count, settings and sha256) and read back on resume, so a
-resumed run trains on the very same groups.
+candidate names, so the pair is never a copy; and, optionally, *mention-like variants* of both
+(:func:`variant_mentions`: "carcinoma of the breast" → "breast carcinoma", a plural, a dropped generic head, a
+hyphen, a typo), which read like what text writes rather than like a dictionary name. Groups are written once
+into the run folder (``examples.jsonl`` + ``examples.json`` with their count, settings and sha256) and read back
+on resume, so a resumed run trains on the very same groups.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import numpy
 
 from ..errors import DataFormatError, EmptyResultError, Errors
 from ..kb.concept import normalize_name
+from ..kb.variants import GENERATORS, name_variants
 from ..base.util import atomic_write
 from .candidates import nearest_names, split_gold
 
@@ -33,6 +36,7 @@ class Group:
     names: Tuple[str, ...]
     gold_in_top_k: bool
     pseudo: bool
+    variant: bool = False  # the mention is a mention-like variant of an annotated mention or a pseudo-mention
 
 
 def gold_mentions(docs: Iterable[Any], kb: Any) -> Tuple[List[Tuple[str, str]], Dict[str, int]]:
@@ -82,13 +86,34 @@ def pseudo_mentions(kb: Any, n: int, seed: int) -> List[Tuple[str, str, int]]:
     return out
 
 
+def variant_mentions(mentions: Sequence[Tuple[str, str]], kb: Any, per_mention: int,
+                     seed: int) -> List[Tuple[str, str]]:
+    """Up to ``per_mention`` mention-like variants (every generator of ``pretrain``'s ``[pairs.mention_like]`` at its
+    default: :func:`~spacy_sapbert.kb.variants.name_variants`) of each distinct ``(text, concept id)`` of
+    ``mentions``, as ``(variant, concept id)``: never a KB name (a name is not a new way to write a concept), never
+    one of ``mentions``' texts, and a variant made for two concepts is left out (which one it means is unknown)."""
+    if per_mention <= 0:
+        return []
+    given = {normalize_name(t) for t, _ in mentions}
+    found: Dict[str, List[str]] = {}  # variant -> the concepts it was made for, in first-seen order
+    for text, cid in dict.fromkeys((normalize_name(t), c) for t, c in mentions):
+        for variant, _kind in name_variants(text, tuple(GENERATORS), is_taken=lambda v: kb.row_of_name(v) >= 0,
+                                            seed=seed, max_per_name=per_mention):
+            if variant not in given and cid not in found.setdefault(variant, []):
+                found[variant].append(cid)
+    return [(v, cids[0]) for v, cids in found.items() if len(cids) == 1]
+
+
 def make_groups(annotated: Sequence[Tuple[str, str]], pseudo: Sequence[Tuple[str, str, int]], kb: Any, index: Any,
-                encoder: Any, *, k: int, batch_size: int = 128, show_progress: bool = False) -> List[Group]:
-    """The groups of ``annotated`` mentions and ``pseudo`` mentions: the bi-encoder's top ``k`` concepts of each,
-    the gold one first (added when the bi-encoder missed it), names from :func:`nearest_names`."""
-    texts = [t for t, _ in annotated] + [t for t, _, _ in pseudo]
-    golds = [c for _, c in annotated] + [c for _, c, _ in pseudo]
-    exclude = [-1] * len(annotated) + [r for _, _, r in pseudo]
+                encoder: Any, *, k: int, variants: Sequence[Tuple[str, str]] = (), batch_size: int = 128,
+                show_progress: bool = False) -> List[Group]:
+    """The groups of ``annotated`` mentions, ``pseudo`` mentions and mention-like ``variants`` (``(text, concept
+    id)``, :func:`variant_mentions`): the bi-encoder's top ``k`` concepts of each, the gold one first (added when
+    the bi-encoder missed it), names from :func:`nearest_names`."""
+    texts = [t for t, _ in annotated] + [t for t, _, _ in pseudo] + [t for t, _ in variants]
+    golds = [c for _, c in annotated] + [c for _, c, _ in pseudo] + [c for _, c in variants]
+    exclude = [-1] * len(annotated) + [r for _, _, r in pseudo] + [-1] * len(variants)
+    first_variant = len(annotated) + len(pseudo)
     if not texts:
         raise EmptyResultError(Errors.E809.format(what="no mention with a gold concept of the KB"))
     vectors = encoder.encode(texts, batch_size=batch_size, show_progress=show_progress)
@@ -104,7 +129,8 @@ def make_groups(annotated: Sequence[Tuple[str, str]], pseudo: Sequence[Tuple[str
                 continue  # a pseudo-mention's concept left without another name
             negatives = tuple(n for n in row_names[1:] if n is not None and n != row_names[0])
             if negatives:
-                groups.append(Group(texts[i], (row_names[0],) + negatives, found, i >= len(annotated)))
+                groups.append(Group(texts[i], (row_names[0],) + negatives, found, len(annotated) <= i < first_variant,
+                                    i >= first_variant))
     if not groups:
         raise EmptyResultError(Errors.E809.format(what="no mention has a negative candidate (the KB is too small)"))
     return groups
@@ -118,8 +144,8 @@ def _digest(lines: Sequence[str]) -> str:
 
 
 def write_groups(folder: Path, groups: Sequence[Group], settings: Dict[str, Any]) -> None:
-    lines = [json.dumps({"m": g.mention, "n": list(g.names), "hit": g.gold_in_top_k, "pseudo": g.pseudo},
-                        ensure_ascii=False) for g in groups]
+    lines = [json.dumps({"m": g.mention, "n": list(g.names), "hit": g.gold_in_top_k, "pseudo": g.pseudo,
+                         **({"variant": True} if g.variant else {})}, ensure_ascii=False) for g in groups]
     with atomic_write(folder / EXAMPLES_FILE) as fh:
         fh.write("".join(line + "\n" for line in lines))
     with atomic_write(folder / EXAMPLES_META) as fh:
@@ -141,15 +167,16 @@ def read_groups(folder: Path) -> Tuple[List[Group], Dict[str, Any]]:
     groups = []
     for line in lines:
         row = json.loads(line)
-        groups.append(Group(row["m"], tuple(row["n"]), bool(row["hit"]), bool(row["pseudo"])))
+        groups.append(Group(row["m"], tuple(row["n"]), bool(row["hit"]), bool(row["pseudo"]),
+                            bool(row.get("variant", False))))
     return groups, meta
 
 
 def candidate_recall(groups: Sequence[Group], *, annotated_only: bool = True) -> Optional[float]:
     """Share of (annotated) groups whose gold concept was in the bi-encoder's top k."""
-    chosen = [g for g in groups if not (annotated_only and g.pseudo)]
+    chosen = [g for g in groups if not (annotated_only and (g.pseudo or g.variant))]
     return (sum(g.gold_in_top_k for g in chosen) / len(chosen)) if chosen else None
 
 
-__all__ = ["Group", "gold_mentions", "pseudo_mentions", "make_groups", "write_groups", "read_groups",
+__all__ = ["Group", "gold_mentions", "pseudo_mentions", "variant_mentions", "make_groups", "write_groups", "read_groups",
            "candidate_recall", "EXAMPLES_FILE", "EXAMPLES_META"]

@@ -28,7 +28,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import ConfigError, Errors
 from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
-from .examples import Group, candidate_recall, gold_mentions, make_groups, pseudo_mentions, read_groups, write_groups
+from .examples import (Group, candidate_recall, gold_mentions, make_groups, pseudo_mentions, read_groups,
+                       variant_mentions, write_groups)
 from .model import DEFAULT_MAX_LENGTH, CrossEncoder, export_int8
 
 logger = get_logger("rerank.train")
@@ -42,6 +43,7 @@ class RerankerSettings:
     """What a re-ranker run is made of (``run.json``); every field is checked by :meth:`check`."""
     k: int = 16  # candidates per group: the gold one + k - 1 of the bi-encoder's best others
     pseudo_mentions: int = 0  # KB synonyms used as extra mentions (0: none)
+    mention_like: int = 0  # mention-like variants of each mention and pseudo-mention, extra groups (0: none)
     epochs: int = 1
     batch_mentions: int = 8
     lr: float = 3e-5
@@ -55,8 +57,8 @@ class RerankerSettings:
     max_steps: int = 0  # 0: epochs decide
 
     def check(self) -> "RerankerSettings":
-        bounds = {"k": (2, 1024), "pseudo_mentions": (0, 10_000_000), "epochs": (1, 1000), "batch_mentions": (1, 4096),
-                  "max_length": (8, 512), "checkpoint_every": (1, 10 ** 9), "keep_checkpoints": (1, 1000),
+        bounds = {"k": (2, 1024), "pseudo_mentions": (0, 10_000_000), "mention_like": (0, 100), "epochs": (1, 1000),
+                  "batch_mentions": (1, 4096), "max_length": (8, 512), "checkpoint_every": (1, 10 ** 9), "keep_checkpoints": (1, 1000),
                   "log_every": (1, 10 ** 9), "max_steps": (0, 10 ** 9), "seed": (0, 2 ** 32 - 1)}
         for name, (low, high) in bounds.items():
             value = getattr(self, name)
@@ -83,6 +85,9 @@ def _identity(settings: RerankerSettings, base: str, kb: Any, encoder: Any) -> D
 def _check_run(output: Path, identity: Dict[str, Any], resume: bool) -> None:
     path = output / RUN_FILE
     if not path.is_file():
+        if output.is_dir() and any(output.iterdir()):  # someone's folder: its model/ would be replaced
+            raise ConfigError(Errors.E806.format(path=output, field=RUN_FILE, theirs="missing (the folder is not empty)",
+                                                 ours=RUN_FILE))
         return
     if not resume:
         raise ConfigError(Errors.E807.format(path=output))
@@ -93,7 +98,8 @@ def _check_run(output: Path, identity: Dict[str, Any], resume: bool) -> None:
     for key in ("base", "kb_checksum", "encoder_fingerprint"):
         if recorded.get(key) != identity[key]:
             raise ConfigError(Errors.E806.format(path=output, field=key, theirs=recorded.get(key), ours=identity[key]))
-    theirs = dict(recorded.get("settings") or {})
+    # a setting added since the run started reads as its default (a run of before mention_like resumes)
+    theirs = {**asdict(RerankerSettings()), **dict(recorded.get("settings") or {})}
     for key, ours in identity["settings"].items():
         if key not in _RESUMABLE and theirs.get(key) != ours:
             raise ConfigError(Errors.E806.format(path=output, field=f"settings.{key}", theirs=theirs.get(key), ours=ours))
@@ -155,7 +161,8 @@ def train_reranker(docs: Sequence[Any], kb: Any, index: Any, encoder: Any, outpu
                    base: Optional[str] = None, settings: Optional[RerankerSettings] = None, resume: bool = False,
                    device: str = "auto", onnx: bool = True, show_progress: bool = True) -> Dict[str, Any]:
     """Train a re-ranker for the bi-encoder (``encoder`` + ``index`` over ``kb``) on the annotated mentions of
-    ``docs`` (never a test set) and ``settings.pseudo_mentions`` KB synonyms; starts from ``base`` (default: the
+    ``docs`` (never a test set), ``settings.pseudo_mentions`` KB synonyms and up to ``settings.mention_like``
+    mention-like variants of each (:func:`~.examples.variant_mentions`); starts from ``base`` (default: the
     encoder's own folder). Returns a summary (groups, steps, final loss, candidate recall, model folder)."""
     import torch  # lazy: torch
     from transformers import get_linear_schedule_with_warmup  # lazy: transformers
@@ -175,9 +182,13 @@ def train_reranker(docs: Sequence[Any], kb: Any, index: Any, encoder: Any, outpu
         annotated, counts = gold_mentions(docs, kb)
         logger.info("annotated mentions: %s", counts)
         pseudo = pseudo_mentions(kb, settings.pseudo_mentions, settings.seed)
-        groups = make_groups(annotated, pseudo, kb, index, encoder, k=settings.k, show_progress=show_progress)
+        variants = variant_mentions(annotated + [(n, c) for n, c, _ in pseudo], kb, settings.mention_like,
+                                    settings.seed)
+        groups = make_groups(annotated, pseudo, kb, index, encoder, k=settings.k, variants=variants,
+                             show_progress=show_progress)
         write_groups(output, groups, {"k": settings.k, "pseudo_mentions": settings.pseudo_mentions,
-                                      "annotated": len(annotated), "counts": counts})
+                                      "mention_like": settings.mention_like, "annotated": len(annotated),
+                                      "variants": len(variants), "counts": counts})
     torch.manual_seed(settings.seed)
     model = CrossEncoder.start(base, max_length=settings.max_length, device=device)
     steps = _schedule(len(groups), settings)
@@ -224,7 +235,8 @@ def train_reranker(docs: Sequence[Any], kb: Any, index: Any, encoder: Any, outpu
         if onnx:
             export_int8(model, tmp)
     shutil.rmtree(output / "checkpoints", ignore_errors=True)
-    return {"groups": len(groups), "pseudo_groups": sum(g.pseudo for g in groups), "steps": len(steps),
+    return {"groups": len(groups), "pseudo_groups": sum(g.pseudo for g in groups),
+            "variant_groups": sum(g.variant for g in groups), "steps": len(steps),
             "final_loss": last_loss, "candidate_recall": candidate_recall(groups), "model": str(output / "model"),
             "seconds": round(time.perf_counter() - started, 1)}
 

@@ -24,7 +24,7 @@ from ..errors import ConfigError, Errors, SapbertError, Warnings
 from ..kb.concept import normalize_name
 from ..mentions.abbreviations import long_forms, make_detector
 from ..mentions.datasets import read_pubtator
-from .variants import number, punctuation
+from ..kb.variants import number, punctuation
 
 logger = get_logger("training.abbreviation_pairs")
 

@@ -20,6 +20,7 @@ from ..base.defaults import MAX_LENGTH
 from ..base.util import PathLike
 from ..errors import ConfigError, Errors, MissingInputError, Warnings
 from ..kb.languages import language_codes
+from ..kb.variants import DEFAULT_GENERIC_HEADS, GENERATORS
 from .dev_eval import DEV_CANDIDATES
 from .schedule import parse_every
 
@@ -41,20 +42,19 @@ class ModelSettings:
     max_length: int = MAX_LENGTH
 
 
-MENTION_LIKE_GENERATORS = ("word_order", "number", "generic_head", "punctuation", "typo")
+MENTION_LIKE_GENERATORS = tuple(GENERATORS)  # "word_order", "number", "generic_head", "punctuation", "typo"
 
 
 @dataclass
 class MentionLikeSettings:
     """``[pairs.mention_like]``: pairs of a name (or training mention) and a variant of it that looks like
-    running text (:mod:`~spacy_sapbert.training.variants`), and of abbreviations mined from raw text."""
+    running text (:mod:`~spacy_sapbert.kb.variants`), and of abbreviations mined from raw text."""
 
     enabled: bool = False
     generators: List[str] = field(default_factory=lambda: list(MENTION_LIKE_GENERATORS))
     max_per_name: int = 2  # variants kept per name (seeded sample)
     typo_rate: float = 0.1  # share of the names that get a typo variant
-    generic_heads: List[str] = field(default_factory=lambda: ["disease", "diseases", "syndrome", "syndromes",
-                                                              "disorder", "disorders", "deficiency of"])
+    generic_heads: List[str] = field(default_factory=lambda: list(DEFAULT_GENERIC_HEADS))
     raw_text: List[str] = field(default_factory=list)  # PubTator files: short/long forms (training text only)
 
 

@@ -19,7 +19,7 @@ from ..kb.concept import normalize_name
 from ..base.util import get_logger
 from .abbreviation_pairs import raw_text_pairs
 from .config import MentionLikeSettings
-from .variants import kb_variants, name_variants
+from ..kb.variants import kb_variants, name_variants
 
 logger = get_logger("training.mention_like")
 

@@ -28,8 +28,8 @@ import random
 import re
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from ..kb.concept import normalize_name
-from ..kb.spellings import WORD as _WORD, punctuation_variants, toggle_number
+from .concept import normalize_name
+from .spellings import WORD as _WORD, punctuation_variants, toggle_number
 
 Generator = Callable[[str, random.Random], List[str]]
 
