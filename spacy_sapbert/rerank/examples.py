@@ -94,9 +94,10 @@ def variant_mentions(mentions: Sequence[Tuple[str, str]], kb: Any, per_mention: 
     one of ``mentions``' texts, and a variant made for two concepts is left out (which one it means is unknown)."""
     if per_mention <= 0:
         return []
-    given = {normalize_name(t) for t, _ in mentions}
+    normalized = [(normalize_name(t), c) for t, c in mentions]
+    given = {t for t, _ in normalized}
     found: Dict[str, List[str]] = {}  # variant -> the concepts it was made for, in first-seen order
-    for text, cid in dict.fromkeys((normalize_name(t), c) for t, c in mentions):
+    for text, cid in dict.fromkeys(normalized):
         for variant, _kind in name_variants(text, tuple(GENERATORS), is_taken=lambda v: kb.row_of_name(v) >= 0,
                                             seed=seed, max_per_name=per_mention):
             if variant not in given and cid not in found.setdefault(variant, []):
