@@ -24,6 +24,7 @@ gives, per K, the held-out data's acc@1 at the defaults and tuned, and the repor
     python benchmarks/reranker_unseen.py --together --use ncbi=RUN/model --cache CACHE   # all levers at once
     python benchmarks/reranker_unseen.py --speed --use ncbi=RUN/model --speed-kb KB --speed-index INDEX   # speed
     python benchmarks/reranker_unseen.py --mention-like 2 --epochs 3 --max-margin 0.2 --rerank-k 4   # ablation
+    python benchmarks/reranker_unseen.py --layers 3 2 --epochs 3 --max-margin 0.2 --rerank-k 4   # ablation
 
 ``--together`` (results ``reranker_together``): the levers at once through ``spacy-sapbert evaluate``'s systems, on
 both sets: name-only; hybrid (the weight benchmarks/hybrid_unseen.py tuned on the train split, candidates
@@ -38,7 +39,9 @@ hnswlib (before); a cProfile of where a hybrid + re-ranker pass spends its time.
 
 ``--mention-like N`` (results ``reranker_mention_like``): each set's re-ranker trained twice, the second time also on
 up to N mention-like variants of each training mention and pseudo-mention (``train-reranker --mention-like``), for the
-first's number of steps; both evaluated as above.
+first's number of steps; both evaluated as above. ``--layers N [N ...]`` (results ``reranker_layers``): the same
+with a re-ranker started from the base's first N transformer layers for each N (``train-reranker --layers``); their
+speed through the linker: ``--speed --speed-also RUN/model ...``.
 
 Work files (re-ranker runs, candidate logits) go to --output (default benchmarks/output/reranker_unseen/), name vectors
 to --cache; a rerun resumes unfinished training runs and reuses finished ones. ``--train-only`` stops after training.
@@ -98,17 +101,18 @@ def mentions_of(docs: Sequence[Any], kb: Any) -> List[Any]:
     return out
 
 
-def run_name(key: str, args: Any, mention_like: int = 0, max_steps: Optional[int] = None) -> str:
+def run_name(key: str, args: Any, mention_like: int = 0, max_steps: Optional[int] = None, layers: int = 0) -> str:
     steps = args.max_steps if max_steps is None else max_steps
     return (f"{key}_k{args.k}_e{args.epochs}_s{steps}_p{args.pseudo_mentions}_lr{args.lr:g}"
-            f"_b{args.batch_mentions}" + (f"_ml{mention_like}" if mention_like else ""))
+            f"_b{args.batch_mentions}" + (f"_ml{mention_like}" if mention_like else "")
+            + (f"_L{layers}" if layers else ""))
 
 
 def train(key: str, docs: Sequence[Any], kb: Any, index: Any, encoder: Any, model: str, args: Any,
-          mention_like: int = 0, max_steps: Optional[int] = None) -> Tuple[Path, Any]:
+          mention_like: int = 0, max_steps: Optional[int] = None, layers: int = 0) -> Tuple[Path, Any]:
     """The run folder's re-ranker, trained (or resumed) when it is not there yet; the training summary or None.
     ``mention_like``: the run's variants per mention (train-reranker --mention-like); ``max_steps``: instead of
-    ``--max-steps``."""
+    ``--max-steps``; ``layers``: the base's first layers kept (train-reranker --layers; 0: all)."""
     from spacy_sapbert.rerank import RerankerSettings, train_reranker
 
     given = dict(item.split("=", 1) for item in args.use)
@@ -123,11 +127,11 @@ def train(key: str, docs: Sequence[Any], kb: Any, index: Any, encoder: Any, mode
             export_int8(CrossEncoder.from_disk(target.with_name("model.tmp")), target.with_name("model.tmp"))
             target.with_name("model.tmp").rename(target)
         return target, None
-    run = args.output / run_name(key, args, mention_like, max_steps)
+    run = args.output / run_name(key, args, mention_like, max_steps, layers)
     if (run / "model" / "sapbert_reranker.json").is_file():
         return run / "model", None
     settings = RerankerSettings(k=args.k, pseudo_mentions=args.pseudo_mentions, mention_like=mention_like,
-                                epochs=args.epochs, batch_mentions=args.batch_mentions, lr=args.lr,
+                                layers=layers, epochs=args.epochs, batch_mentions=args.batch_mentions, lr=args.lr,
                                 max_steps=args.max_steps if max_steps is None else max_steps, checkpoint_every=25)
     summary = train_reranker(docs, kb, index, encoder, run, base=model, settings=settings,
                              resume=(run / "run.json").is_file(), device="cpu")
@@ -457,28 +461,54 @@ SPEED_PARTS = (("cross-encoder forward (ONNX Runtime, int8)", "onnxruntime_infer
                ("query encoding (name encoder)", "encoding/cached.py", "encode"))
 
 
-def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], weight: float) -> Dict[str, Any]:
+def layers_of(folder: Path) -> int:
+    """The transformer layers of a re-ranker folder (its config.json)."""
+    import json
+
+    return int(json.loads((folder / "config.json").read_text(encoding="utf8"))["num_hidden_layers"])
+
+
+def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], weight: float,
+                    also: Sequence[Path] = ()) -> Dict[str, Any]:
     """The linkers of ``--speed`` sharing one encoder and one index (loaded once): name-only, hybrid
     (``sparse_weight`` = ``weight``, the other hybrid keys at their defaults) and, with a ``reranker`` folder,
     name-only and hybrid each + the re-ranker at the linker's defaults (``reranker_k`` 4, margin 0.05, dense weight
-    30); abbreviations not resolved."""
+    30); for each folder of ``also``, name-only and hybrid + that re-ranker as well (``"... + re-ranker, N layers"``,
+    N from its config); abbreviations not resolved."""
     import spacy
+
+    from spacy_sapbert.rerank.stage import RerankStage
 
     cfg = {"model": minilm_path(), "pooling": "mean", "max_length": 25, "resolve_abbreviations": False}
     systems = SPEED_SYSTEMS if reranker is not None else SPEED_SYSTEMS[:2]
+    weights = dict(zip(SPEED_SYSTEMS, (0.0, weight, 0.0, weight)))
+    extra: Dict[str, Path] = {}  # system -> its re-ranker folder
+    for folder in also if reranker is not None else ():
+        for name, w in zip(SPEED_SYSTEMS[2:], (0.0, weight)):
+            label = f"{name}, {layers_of(folder)} layers"
+            if label in weights:
+                raise SystemExit(f"--speed-also: two re-rankers of {layers_of(folder)} layers ({folder})")
+            extra[label], weights[label] = folder, w
     nlps = {}
-    for name, w in zip(systems, (0.0, weight, 0.0, weight)):
+    for name in tuple(systems) + tuple(extra):
         nlp = spacy.blank("en")
-        nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": w})
+        nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": weights[name]})
         nlps[name] = nlp
-    loaded = nlps[systems[-1]].get_pipe("sapbert_linker")
-    loaded.initialize(nlp=nlps[systems[-1]], kb_path=str(kb_dir), index_path=str(index_dir),
+    first = SPEED_SYSTEMS[3] if reranker is not None else SPEED_SYSTEMS[1]
+    loaded = nlps[first].get_pipe("sapbert_linker")
+    loaded.initialize(nlp=nlps[first], kb_path=str(kb_dir), index_path=str(index_dir),
                       reranker_path=None if reranker is None else str(reranker), show_progress=False)
-    for name in systems[:-1]:
-        linker = nlps[name].get_pipe("sapbert_linker")
-        linker.set_resources(loaded.encoder, loaded.index, path=str(index_dir))
-        if name.endswith("+ re-ranker"):
-            linker.reranker = loaded.reranker  # the same re-ranker stage (one ONNX Runtime session)
+    stages = {folder: RerankStage(folder) for folder in set(extra.values())}
+    for stage in stages.values():
+        stage.check(loaded.index.kb, loaded.encoder)
+    for name, nlp in nlps.items():
+        linker = nlp.get_pipe("sapbert_linker")
+        if linker is not loaded:
+            linker.set_resources(loaded.encoder, loaded.index, path=str(index_dir))
+        if name in extra:
+            linker.reranker = stages[extra[name]]  # one re-ranker stage each (one ONNX Runtime session)
+        elif name.endswith("+ re-ranker"):
+            linker.reranker = loaded.reranker
     return nlps
 
 
@@ -593,8 +623,9 @@ def speed(args: Any) -> None:
     elif not reranker.is_dir():
         raise SystemExit(f"no re-ranker at {reranker}: train one (this script without --speed), give --use "
                          "ncbi=FOLDER, or time name-only and hybrid alone with --speed-no-reranker")
-    nlps = speed_pipelines(args.speed_kb, args.speed_index, reranker, weight)
+    nlps = speed_pipelines(args.speed_kb, args.speed_index, reranker, weight, args.speed_also)
     systems = list(nlps)
+    profiled = SPEED_SYSTEMS[-1] if reranker is not None else SPEED_SYSTEMS[1]
     docs = [(d.text, [(m.start, m.end) for m in d.mentions]) for d in read_pubtator(NCBI["test"])]
     n = sum(len(spans) for _, spans in docs)
     load = [os.getloadavg()[0]]
@@ -620,7 +651,7 @@ def speed(args: Any) -> None:
                      round(before / rate[f"{systems[0]}|hnswlib"], 2), round(now / before, 2)])
     scored: Dict[str, Any] = {"m": [], "n": [], "b": 64}
     if reranker is not None:
-        model = nlps[systems[-1]].get_pipe("sapbert_linker").reranker.model
+        model = nlps[profiled].get_pipe("sapbert_linker").reranker.model
 
         def capture(groups: Any, batch_size: int = 64) -> Any:  # the profiled pass's pairs, for the batching table
             scored.update(m=scored["m"] + [m for m, names in groups for _ in names],
@@ -629,14 +660,14 @@ def speed(args: Any) -> None:
 
         score_groups = model.score_groups
         model.score_groups = capture
-    profile = speed_profile(nlps[systems[-1]], docs)
+    profile = speed_profile(nlps[profiled], docs)
     if reranker is not None:
         model.score_groups = score_groups
     load.append(os.getloadavg()[0])
     tables = {"NCBI-disease test through sapbert_linker (gold spans, hnsw index): mentions/s, median of "
               f"{args.rounds} rounds": table(["system", "mentions/s", "x name-only", "mentions/s, hnswlib reads (before)",
                                               "x name-only (before)", "today / before"], rows),
-              f"where one {systems[-1]} pass spends its time (cProfile, stored vectors read from the file)":
+              f"where one {profiled} pass spends its time (cProfile, stored vectors read from the file)":
                   table(["part", "seconds", "% of the pass"], profile)}
     if reranker is not None:
         batching = speed_batching(reranker, scored["m"], scored["n"], scored["b"])
@@ -644,7 +675,9 @@ def speed(args: Any) -> None:
                "scores)"] = table(["batching", "seconds", "padded tokens", "max |logit - today's|",
                                    "mean |logit - float32|", "correlation with float32"], batching)
     figures = {"mentions": n, "docs": len(docs), "rounds": args.rounds, "sparse_weight": weight,
-               "reranker": None if reranker is None else reranker.parent.name, "load_average_1min": load,
+               "reranker": None if reranker is None else reranker.parent.name,
+               "reranker_also": [folder.parent.name for folder in args.speed_also] if reranker is not None else [],
+               "load_average_1min": load,
                "same_kb_ents": same, "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()}}
     print(json.dumps({"tables": tables, "figures": figures}, indent=1))
     if not args.no_write:
@@ -654,8 +687,10 @@ def speed(args: Any) -> None:
             f"with its sparse part (build-index --sparse); hybrid: sparse_weight {weight:g} (tuned on NCBI train, "
             "results hybrid_unseen), sparse_k and candidates at their defaults; "
             + ("re-ranker: the NCBI one of results reranker_unseen at the linker's defaults (reranker_k "
-               f"{DEFAULT_RERANK_K}, margin 0.05, dense weight 30, int8 ONNX Runtime). " if reranker is not None else
-               "no re-ranker in this run (--speed-no-reranker). ")
+               f"{DEFAULT_RERANK_K}, margin 0.05, dense weight 30, int8 ONNX Runtime)"
+               + ("; rows '..., N layers': the re-rankers given with --speed-also (figures.reranker_also, their "
+                  "configs' N transformer layers) at the same defaults. " if args.speed_also else ". ")
+               if reranker is not None else "no re-ranker in this run (--speed-no-reranker). ")
             + f"Every pass empties the encoder's cache; the rates are medians over the rounds, the {2 * len(systems)} "
             "passes of a round alternated; x name-only: over name-only read the same way.",
             "hnswlib reads (before): the index's stored name vectors copied through hnswlib's get_items, as every "
@@ -668,16 +703,42 @@ def speed(args: Any) -> None:
             "ratios within this run only."])
 
 
-def mention_like_ablation(args: Any, kb: Any, index: Any, encoder: Any, model: str) -> None:
-    """``--mention-like N`` (results ``reranker_mention_like``): each set's re-ranker trained twice with the same
-    settings, seed and number of steps, on the annotated mentions + KB synonyms (pseudo-mentions), and on those +
-    up to N mention-like variants of each (``train-reranker --mention-like N``); both evaluated like the sets'
-    tables (dense weight and margin tuned for each on the same held-out data)."""
+def ablation_runs(args: Any, model: str) -> Dict[str, Any]:
+    """What ``--mention-like N`` or ``--layers N [N ...]`` compares: the results name, the first run's label, the
+    other runs (the setting each changes, its label), the tables' words and a note on the other runs."""
+    if args.mention_like:
+        n = args.mention_like
+        return {"results": "reranker_mention_like", "figures": {"mention_like": n}, "base": "annotated + KB synonyms",
+                "runs": [({"mention_like": n}, f"+ mention-like variants (at most {n} each)")],
+                "title": "re-ranker trained with and without mention-like variants",
+                "note": f"the second also on up to {n} mention-like variants (word order, number, a dropped generic "
+                        "head, punctuation, a typo for a tenth) of each of those mentions, stopped after the first's "
+                        "number of steps (the same compute; figures.<set>.<run>.groups)"}
+    from spacy_sapbert.rerank.model import base_config
+
+    have = base_config(model).num_hidden_layers
+    for n in args.layers:
+        base_config(model, n)  # more layers than the base has: refused before any training
+    ns = " or ".join(str(n) for n in args.layers)
+    return {"results": "reranker_layers", "figures": {"layers": list(args.layers)}, "base": f"all {have} layers",
+            "runs": [({"layers": n}, f"first {n} of {have} layers") for n in args.layers],
+            "title": f"re-ranker from all the base's layers and from its first {ns}",
+            "note": f"the others start from the base's first {ns} transformer layers only (train-reranker --layers), "
+                    "on the same groups for the same steps (the linker's speed with each: --speed --speed-also)"}
+
+
+def ablation(args: Any, kb: Any, index: Any, encoder: Any, model: str) -> None:
+    """``--mention-like N`` (results ``reranker_mention_like``) or ``--layers N [N ...]`` (results
+    ``reranker_layers``): each set's re-ranker trained with the same settings, seed and number of steps, on the
+    annotated mentions + KB synonyms (pseudo-mentions), and again with up to N mention-like variants of each
+    (``train-reranker --mention-like N``) or from the base's first N layers (``train-reranker --layers N``, once per
+    N); all evaluated like the sets' tables (dense weight and margin tuned for each on the same held-out data)."""
     import json
 
+    runs = ablation_runs(args, model)
     rerank_k = (args.rerank_k or [args.k])[0]
     tables: Dict[str, Any] = {}
-    figures: Dict[str, Any] = {"mention_like": args.mention_like, "reranker_k": rerank_k}
+    figures: Dict[str, Any] = {**runs["figures"], "reranker_k": rerank_k}
     for key in args.sets:
         title, train_path, tune_path, test_path, types = SETS[key]
         train_docs, tune_docs = split_docs(key, train_path, tune_path, types)
@@ -686,14 +747,14 @@ def mention_like_ablation(args: Any, kb: Any, index: Any, encoder: Any, model: s
             train_docs, _ = split_docs(source, *[SETS[source][i] for i in (1, 2, 4)])
         base, base_summary = train(source, train_docs, kb, index, encoder, model, args)
         steps = json.loads((base / "sapbert_reranker.json").read_text(encoding="utf8"))["trained"]["steps"]
-        extra, extra_summary = train(source, train_docs, kb, index, encoder, model, args,
-                                     mention_like=args.mention_like, max_steps=steps)
+        folders = [(runs["base"], base, base_summary)]
+        for setting, label in runs["runs"]:
+            folders.append((label, *train(source, train_docs, kb, index, encoder, model, args, max_steps=steps,
+                                          **setting)))
         rows: List[List[Any]] = []
         figures[key] = {"tuned_on": "NCBI dev" if tune_path else f"every {HOLDOUT_EVERY}th BC5CDR train document",
                         "trained_on": f"{source} train split"}
-        for label, folder, summary in (("annotated + KB synonyms", base, base_summary),
-                                       (f"+ mention-like variants (at most {args.mention_like} each)", extra,
-                                        extra_summary)):
+        for label, folder, summary in folders:
             set_rows, chosen = evaluate_set(key, kb, index, encoder, folder, tune_docs, test_path, types, args,
                                             rerank_k)
             rows += set_rows[:1] if not rows else []
@@ -703,24 +764,21 @@ def mention_like_ablation(args: Any, kb: Any, index: Any, encoder: Any, model: s
                                    "groups": groups["n_groups"], "group_settings": groups["settings"],
                                    **({"training": summary} if summary else {})}
         trained = "" if source == key else f", trained on {SETS[source][0].split(' ')[0]} train"
-        tables[f"{title}: re-ranker trained with and without mention-like variants (top {rerank_k} re-ranked"
-               f"{trained})"] = table(COLUMNS, rows)
+        tables[f"{title}: {runs['title']} (top {rerank_k} re-ranked{trained})"] = table(COLUMNS, rows)
         for r in rows:
             print(title, r)
     if args.no_write:
         print(json.dumps({"tables": tables, "figures": figures}, indent=1))
         return
-    write_results("reranker_mention_like", tables, figures=figures, notes=[
+    write_results(runs["results"], tables, figures=figures, notes=[
         "strict acc@1 in %; columns as in reranker_unseen (classes after normalisation; neither = the refined subset; "
         "recall@k of the dense stage; mentions/s of dense + re-ranking, x name-only its ratio to the dense stage "
         "in the same run, noisy on the shared 2 cores).",
         f"Both re-rankers: base MiniLM, {args.epochs} epoch(s) of {args.batch_mentions} groups of {args.k} on the "
         f"annotated mentions of the train split and {args.pseudo_mentions} KB synonyms as pseudo-mentions, lr "
-        f"{args.lr:g}, seed 0 (figures.<set>.trained_on: the set's own train split, or --trained-on's); the second "
-        f"also on up to {args.mention_like} mention-like variants (word order, number, "
-        "a dropped generic head, punctuation, a typo for a tenth) of each of those mentions, stopped after the "
-        "first's number of steps (the same compute; figures.<set>.<run>.groups). Dense weight and margin tuned "
-        "for each on the held-out data (NCBI dev; every 10th BC5CDR train document), never the reported set."])
+        f"{args.lr:g}, seed 0 (figures.<set>.trained_on: the set's own train split, or --trained-on's); "
+        + runs["note"] + ". Dense weight and margin tuned for each on the held-out data (NCBI dev; every 10th BC5CDR "
+        "train document), never the reported set."])
 
 
 def main() -> None:
@@ -742,9 +800,12 @@ def main() -> None:
     parser.add_argument("--mention-like", type=int, default=0, metavar="N",
                         help="the ablation of train-reranker --mention-like N (results reranker_mention_like): each "
                              "set's re-ranker trained without and with up to N mention-like variants per mention")
+    parser.add_argument("--layers", type=int, nargs="+", default=[], metavar="N",
+                        help="the ablation of train-reranker --layers N (results reranker_layers): each set's "
+                             "re-ranker trained from all the base's layers and from its first N, for each N")
     parser.add_argument("--trained-on", choices=sorted(SETS), default=None,
-                        help="--mention-like: every set's re-rankers are the ones trained on this set's train split "
-                             "(default: each set's own)")
+                        help="--mention-like / --layers: every set's re-rankers are the ones trained on this set's "
+                             "train split (default: each set's own)")
     parser.add_argument("--use", nargs="*", default=[], metavar="SET=FOLDER",
                         help="evaluate a re-ranker trained before (its model folder) instead of training one")
     parser.add_argument("--output", type=Path, default=OUTPUT / "reranker_unseen")
@@ -759,10 +820,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="--speed: timed rounds")
     parser.add_argument("--speed-no-reranker", action="store_true",
                         help="--speed: time name-only and hybrid only (no re-ranker trained here)")
+    parser.add_argument("--speed-also", type=Path, nargs="+", default=[], metavar="FOLDER",
+                        help="--speed: also time name-only and hybrid + each of these re-rankers (e.g. ones trained "
+                             "with --layers), alternated with the others")
     parser.add_argument("--together", action="store_true",
                         help="the levers together through evaluate (results reranker_together): the NCBI re-ranker "
                              "(--use ncbi=FOLDER, else this script's NCBI run) on both sets")
     args = parser.parse_args()
+    if args.mention_like and args.layers:
+        parser.error("--mention-like and --layers are two ablations: run them one at a time")
     if args.together:
         together(args)
         return
@@ -786,8 +852,8 @@ def main() -> None:
     cache = VectorCache(args.cache or args.output / "cache", encoder_key(encoder), dim=encoder.dim)
     vectors = cache.get(encoder, list(kb.names), batch_size=256, show_progress=True)
     index = ConceptIndex.from_vectors(kb, vectors, encoder, kind="exact")
-    if args.mention_like:
-        mention_like_ablation(args, kb, index, encoder, model)
+    if args.mention_like or args.layers:
+        ablation(args, kb, index, encoder, model)
         return
     tables: Dict[str, Any] = {}
     figures: Dict[str, Any] = {}

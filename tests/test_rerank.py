@@ -128,6 +128,47 @@ def test_training_lowers_the_group_loss(linker_parts, tiny_bert_path, tmp_path):
     assert after < 0.8 * before
 
 
+def test_a_reranker_from_the_first_layers_of_its_base(linker_parts, tiny_bert_path, tmp_path):
+    """train-reranker --layers N: the cross-encoder starts from the base's first N transformer layers (their
+    weights, not fresh ones); the run records N, a resume with another N is refused, and more layers than the base
+    has is refused before any group is made."""
+    import torch
+    from safetensors.numpy import load_file
+
+    from spacy_sapbert.rerank import CrossEncoder
+    from spacy_sapbert.rerank.train import RUN_FILE, _check_run, _identity
+
+    base = load_file(str(tiny_bert_path / "model.safetensors"))
+    cut = CrossEncoder.start(str(tiny_bert_path), max_length=24, layers=1)
+    assert cut.model.config.num_hidden_layers == 1 and len(cut.model.base_model.encoder.layer) == 1
+    ours = {k.split("encoder.", 1)[1]: v.detach().numpy() for k, v in cut.model.state_dict().items()
+            if "encoder.layer." in k}
+    theirs = {k.split("encoder.", 1)[1]: v for k, v in base.items() if "encoder.layer." in k}
+    assert ours and set(ours) == {k for k in theirs if k.startswith("layer.0.")}  # layer 1 is not there
+    assert all(numpy.array_equal(ours[k], theirs[k]) for k in ours)
+    full = CrossEncoder.start(str(tiny_bert_path), max_length=24)
+    assert full.model.config.num_hidden_layers == 2
+    with pytest.raises(ConfigError, match="SB-E808.*layers.*from 0 to 2"):
+        CrossEncoder.start(str(tiny_bert_path), max_length=24, layers=3)
+    with pytest.raises(ConfigError, match="SB-E808.*layers"):
+        train(linker_parts, tiny_bert_path, tmp_path / "too_many", epochs=1, layers=3)
+    assert not (tmp_path / "too_many" / "examples.json").exists()
+
+    summary = train(linker_parts, tiny_bert_path, tmp_path / "run", epochs=1, layers=1, onnx=True)
+    model = tmp_path / "run" / "model"
+    assert json.loads((model / "config.json").read_text())["num_hidden_layers"] == 1
+    assert not any(".layer.1." in k for k in weights(model))
+    meta = json.loads((model / "sapbert_reranker.json").read_text())
+    assert meta["trained"]["layers"] == 1 and summary["steps"] == 3
+    loaded = CrossEncoder.from_disk(model)
+    with torch.no_grad():
+        assert loaded.logits(["heart infarct"], ["heart attack"]).shape == (1,)
+    kb, _, encoder = linker_parts
+    assert json.loads((tmp_path / "run" / RUN_FILE).read_text())["settings"]["layers"] == 1
+    with pytest.raises(ConfigError, match="SB-E806.*settings.layers"):
+        _check_run(tmp_path / "run", _identity(settings(epochs=1), str(tiny_bert_path), kb, encoder), resume=True)
+
+
 def test_resume_after_an_interruption_gives_the_uninterrupted_weights(linker_parts, tiny_bert_path, tmp_path,
                                                                       monkeypatch):
     import spacy_sapbert.rerank.train as train_module
@@ -248,7 +289,8 @@ def test_meta_errors(tmp_path, linker_parts):
 
 
 @pytest.mark.parametrize("bad", [dict(k=1), dict(lr=float("nan")), dict(lr=0.0), dict(epochs=True),
-                                 dict(warmup=1.5), dict(max_length=4), dict(mention_like=-1), dict(mention_like=101)])
+                                 dict(warmup=1.5), dict(max_length=4), dict(mention_like=-1), dict(mention_like=101),
+                                 dict(layers=-1), dict(layers=1001), dict(layers=1.5)])
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ConfigError, match="SB-E808"):
         settings(**bad).check()
@@ -371,6 +413,11 @@ def test_train_reranker_command(linker_parts, tiny_bert_path, tmp_path):
     assert result.exit_code == 0, result.output
     assert "of mention-like variants)" in result.output
     assert json.loads((tmp_path / "run2" / "run.json").read_text())["settings"]["mention_like"] == 2
+    args[args.index("--output") + 1] = str(tmp_path / "run3")
+    result = CliRunner().invoke(app, ["train-reranker"] + args + ["--layers", "1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "run3" / "run.json").read_text())["settings"]["layers"] == 1
+    assert json.loads((tmp_path / "run3" / "model" / "config.json").read_text())["num_hidden_layers"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -548,19 +595,20 @@ def test_the_linker_re_ranks_the_top_four_candidates_by_default(linker_parts, ti
         assert {c for c, _ in ent._.kb_ents} == {c for c, _ in plain._.kb_ents[:DEFAULT_RERANK_K]}
 
 
-def test_mention_like_ablation_trains_both_runs_alike_and_writes_both(bench_scripts, tmp_path, monkeypatch):
-    """benchmarks/reranker_unseen.py --mention-like N: per set, the run without variants and the run with N,
-    the second for the first's number of steps, both from the --trained-on set's train split; both evaluated and
-    written to one table per set, the name encoder's row once."""
+@pytest.mark.parametrize("kind", ["mention_like", "layers"])
+def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert_path, tmp_path, monkeypatch, kind):
+    """benchmarks/reranker_unseen.py --mention-like N / --layers N [N ...]: per set, the run without the setting and
+    a run with each N for the first's number of steps, all from the --trained-on set's train split; all evaluated
+    and written to one table per set, the name encoder's row once."""
     from types import SimpleNamespace
 
     bench = bench_scripts.load("reranker_unseen")
     monkeypatch.setattr(bench, "split_docs", lambda key, *_: ([f"{key}-train"], [f"{key}-tune"]))
     trained = []
 
-    def fake_train(key, docs, kb, index, encoder, model, args, mention_like=0, max_steps=None):
-        trained.append((key, tuple(docs), mention_like, max_steps))
-        folder = tmp_path / bench.run_name(key, args, mention_like, max_steps) / "model"
+    def fake_train(key, docs, kb, index, encoder, model, args, mention_like=0, max_steps=None, layers=0):
+        trained.append((key, tuple(docs), mention_like, layers, max_steps))
+        folder = tmp_path / bench.run_name(key, args, mention_like, max_steps, layers) / "model"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "sapbert_reranker.json").write_text(json.dumps({"trained": {"steps": 945}}))
         (folder.parent / "examples.json").write_text(json.dumps({"n_groups": 10 + mention_like, "settings": {}}))
@@ -568,25 +616,31 @@ def test_mention_like_ablation_trains_both_runs_alike_and_writes_both(bench_scri
 
     def fake_evaluate(key, kb, index, encoder, folder, tune_docs, test_path, types, args, rerank_k):
         assert tune_docs == [f"{key}-tune"] and rerank_k == 4
-        hit = 50.0 + ("_ml" in folder.parent.name)
+        hit = 50.0 + ("_ml" in folder.parent.name or "_L" in folder.parent.name)
         return ([["name encoder (dense top-1)", 9] + [40.0] * 12,
                  [f"re-ranked top {rerank_k}: linker defaults", 9] + [hit] * 12]), {"dense_weight": 30.0, "grid": []}
 
     monkeypatch.setattr(bench, "train", fake_train)
     monkeypatch.setattr(bench, "evaluate_set", fake_evaluate)
-    args = SimpleNamespace(sets=["ncbi", "bc5cdr"], trained_on="ncbi", mention_like=2, rerank_k=[4], k=16, epochs=3,
-                           max_steps=0, pseudo_mentions=1000, lr=4e-5, batch_mentions=8, no_write=False)
-    bench.mention_like_ablation(args, None, None, None, "model")
-    # each set evaluates the NCBI runs: without variants at --max-steps, with them at the first's 945 steps
-    assert trained == [("ncbi", ("ncbi-train",), 0, None), ("ncbi", ("ncbi-train",), 2, 945)] * 2
-    doc = json.loads((bench_scripts.results / "reranker_mention_like.json").read_text())
+    args = SimpleNamespace(sets=["ncbi", "bc5cdr"], trained_on="ncbi", mention_like=2 if kind == "mention_like" else 0,
+                           layers=[1, 2] if kind == "layers" else [], rerank_k=[4], k=16, epochs=3, max_steps=0,
+                           pseudo_mentions=1000, lr=4e-5, batch_mentions=8, no_write=False)
+    bench.ablation(args, None, None, None, str(tiny_bert_path))
+    # each set evaluates the NCBI runs: without the setting at --max-steps, with it (each value) at the first's steps
+    others = [(2, 0)] if kind == "mention_like" else [(0, 1), (0, 2)]
+    assert trained == [("ncbi", ("ncbi-train",), 0, 0, None)] + [("ncbi", ("ncbi-train",), *o, 945) for o in others]\
+        + [("ncbi", ("ncbi-train",), 0, 0, None)] + [("ncbi", ("ncbi-train",), *o, 945) for o in others]
+    name = "reranker_mention_like" if kind == "mention_like" else "reranker_layers"
+    doc = json.loads((bench_scripts.results / f"{name}.json").read_text())
     tables = list(doc["tables"])
     assert len(tables) == 2 and "trained on NCBI-disease train" in tables[1] and "trained on" not in tables[0]
     rows = doc["tables"][tables[0]]["rows"]
-    assert [r[0] for r in rows] == ["name encoder (dense top-1)", "annotated + KB synonyms: linker defaults",
-                                    "+ mention-like variants (at most 2 each): linker defaults"]
-    assert [r[2] for r in rows] == [40.0, 50.0, 51.0]
+    labels = ["annotated + KB synonyms", "+ mention-like variants (at most 2 each)"] if kind == "mention_like" else \
+        ["all 2 layers", "first 1 of 2 layers", "first 2 of 2 layers"]  # the tiny base model's 2 layers
+    assert [r[0] for r in rows] == ["name encoder (dense top-1)"] + [f"{label}: linker defaults" for label in labels]
+    assert [r[2] for r in rows] == [40.0, 50.0] + [51.0] * len(others)
     figures = doc["figures"]["bc5cdr"]
     assert figures["trained_on"] == "ncbi train split"
-    assert figures["+ mention-like variants (at most 2 each)"]["groups"] == 12
-    assert figures["annotated + KB synonyms"]["run"] == bench.run_name("ncbi", args)
+    assert figures[labels[1]]["groups"] == (12 if kind == "mention_like" else 10)
+    assert figures[labels[0]]["run"] == bench.run_name("ncbi", args)
+    assert figures[labels[1]]["run"].endswith("_ml2" if kind == "mention_like" else "_L1")

@@ -30,7 +30,7 @@ from ..errors import ConfigError, Errors
 from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
 from .examples import (Group, candidate_recall, gold_mentions, make_groups, pseudo_mentions, read_groups,
                        variant_mentions, write_groups)
-from .model import DEFAULT_MAX_LENGTH, CrossEncoder, export_int8
+from .model import DEFAULT_MAX_LENGTH, CrossEncoder, base_config, export_int8
 
 logger = get_logger("rerank.train")
 
@@ -50,6 +50,7 @@ class RerankerSettings:
     warmup: float = 0.1
     weight_decay: float = 0.01
     max_length: int = DEFAULT_MAX_LENGTH
+    layers: int = 0  # transformer layers kept from the base, its first ones (0: all; fewer: a faster re-ranker)
     seed: int = 0
     checkpoint_every: int = 200
     keep_checkpoints: int = 2
@@ -58,7 +59,8 @@ class RerankerSettings:
 
     def check(self) -> "RerankerSettings":
         bounds = {"k": (2, 1024), "pseudo_mentions": (0, 10_000_000), "mention_like": (0, 100), "epochs": (1, 1000),
-                  "batch_mentions": (1, 4096), "max_length": (8, 512), "checkpoint_every": (1, 10 ** 9), "keep_checkpoints": (1, 1000),
+                  "batch_mentions": (1, 4096), "max_length": (8, 512), "layers": (0, 1000),
+                  "checkpoint_every": (1, 10 ** 9), "keep_checkpoints": (1, 1000),
                   "log_every": (1, 10 ** 9), "max_steps": (0, 10 ** 9), "seed": (0, 2 ** 32 - 1)}
         for name, (low, high) in bounds.items():
             value = getattr(self, name)
@@ -163,7 +165,8 @@ def train_reranker(docs: Sequence[Any], kb: Any, index: Any, encoder: Any, outpu
     """Train a re-ranker for the bi-encoder (``encoder`` + ``index`` over ``kb``) on the annotated mentions of
     ``docs`` (never a test set), ``settings.pseudo_mentions`` KB synonyms and up to ``settings.mention_like``
     mention-like variants of each (:func:`~.examples.variant_mentions`); starts from ``base`` (default: the
-    encoder's own folder). Returns a summary (groups, steps, final loss, candidate recall, model folder)."""
+    encoder's own folder; only its first ``settings.layers`` transformer layers when that is not 0). Returns a
+    summary (groups, steps, final loss, candidate recall, model folder)."""
     import torch  # lazy: torch
     from transformers import get_linear_schedule_with_warmup  # lazy: transformers
 
@@ -173,6 +176,7 @@ def train_reranker(docs: Sequence[Any], kb: Any, index: Any, encoder: Any, outpu
     identity = _identity(settings, base, kb, encoder)
     _check_run(output, identity, resume)
     index.check_compatible(encoder)
+    base_config(base, settings.layers)  # a base it cannot start from: refused before the groups are made
     output.mkdir(parents=True, exist_ok=True)
     with atomic_write(output / RUN_FILE) as fh:
         json.dump(identity, fh, indent=2, sort_keys=True)
@@ -190,7 +194,7 @@ def train_reranker(docs: Sequence[Any], kb: Any, index: Any, encoder: Any, outpu
                                       "mention_like": settings.mention_like, "annotated": len(annotated),
                                       "variants": len(variants), "counts": counts})
     torch.manual_seed(settings.seed)
-    model = CrossEncoder.start(base, max_length=settings.max_length, device=device)
+    model = CrossEncoder.start(base, max_length=settings.max_length, layers=settings.layers, device=device)
     steps = _schedule(len(groups), settings)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
     params = [{"params": [p for n, p in model.model.named_parameters() if not any(s in n for s in no_decay)],
