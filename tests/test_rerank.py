@@ -108,6 +108,13 @@ def test_training_is_deterministic_and_writes_records(linker_parts, tiny_bert_pa
     with pytest.raises(ConfigError, match="SB-E806.*run.json.*not empty"):
         train(linker_parts, tiny_bert_path, mine, epochs=1)
     assert (mine / "model" / "weights.bin").read_bytes() == b"theirs" and sorted(mine.iterdir()) == [mine / "model"]
+    killed = tmp_path / "killed"  # a first run stopped while it wrote run.json: only atomic_write's temporary file
+    killed.mkdir()
+    (killed / ".run.json.x1y2.tmp").write_text("{")
+    assert train(linker_parts, tiny_bert_path, killed, epochs=1)["steps"] == 3
+    (mine / ".run.json.x1y2.tmp").write_text("{")  # beside someone's files it changes nothing
+    with pytest.raises(ConfigError, match="SB-E806.*run.json.*not empty"):
+        train(linker_parts, tiny_bert_path, mine, epochs=1)
 
 
 def test_training_lowers_the_group_loss(linker_parts, tiny_bert_path, tmp_path):

@@ -87,7 +87,10 @@ def _identity(settings: RerankerSettings, base: str, kb: Any, encoder: Any) -> D
 def _check_run(output: Path, identity: Dict[str, Any], resume: bool) -> None:
     path = output / RUN_FILE
     if not path.is_file():
-        if output.is_dir() and any(output.iterdir()):  # someone's folder: its model/ would be replaced
+        # someone's folder: its model/ would be replaced (what a kill during the first write of run.json leaves,
+        # atomic_write's hidden temporary file, is not someone's)
+        if output.is_dir() and any(not (p.name.startswith(f".{RUN_FILE}.") and p.name.endswith(".tmp"))
+                                   for p in output.iterdir()):
             raise ConfigError(Errors.E806.format(path=output, field=RUN_FILE, theirs="missing (the folder is not empty)",
                                                  ours=RUN_FILE))
         return
