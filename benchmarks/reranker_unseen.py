@@ -40,8 +40,9 @@ hnswlib (before); a cProfile of where a hybrid + re-ranker pass spends its time.
 ``--mention-like N`` (results ``reranker_mention_like``): each set's re-ranker trained twice, the second time also on
 up to N mention-like variants of each training mention and pseudo-mention (``train-reranker --mention-like``), for the
 first's number of steps; both evaluated as above. ``--layers N [N ...]`` (results ``reranker_layers``): the same
-with a re-ranker started from the base's first N transformer layers for each N (``train-reranker --layers``); their
-speed through the linker: ``--speed --speed-also RUN/model ...``.
+with a re-ranker started from the base's first N transformer layers for each N (``train-reranker --layers``), at
+``--layers-lr`` when given (results ``reranker_layers_lrLR``); their speed through the linker: ``--speed
+--speed-also RUN/model ...``.
 
 Work files (re-ranker runs, candidate logits) go to --output (default benchmarks/output/reranker_unseen/), name vectors
 to --cache; a rerun resumes unfinished training runs and reuses finished ones. ``--train-only`` stops after training.
@@ -101,18 +102,21 @@ def mentions_of(docs: Sequence[Any], kb: Any) -> List[Any]:
     return out
 
 
-def run_name(key: str, args: Any, mention_like: int = 0, max_steps: Optional[int] = None, layers: int = 0) -> str:
+def run_name(key: str, args: Any, mention_like: int = 0, max_steps: Optional[int] = None, layers: int = 0,
+             lr: Optional[float] = None) -> str:
     steps = args.max_steps if max_steps is None else max_steps
-    return (f"{key}_k{args.k}_e{args.epochs}_s{steps}_p{args.pseudo_mentions}_lr{args.lr:g}"
+    return (f"{key}_k{args.k}_e{args.epochs}_s{steps}_p{args.pseudo_mentions}_lr{lr or args.lr:g}"
             f"_b{args.batch_mentions}" + (f"_ml{mention_like}" if mention_like else "")
             + (f"_L{layers}" if layers else ""))
 
 
 def train(key: str, docs: Sequence[Any], kb: Any, index: Any, encoder: Any, model: str, args: Any,
-          mention_like: int = 0, max_steps: Optional[int] = None, layers: int = 0) -> Tuple[Path, Any]:
+          mention_like: int = 0, max_steps: Optional[int] = None, layers: int = 0,
+          lr: Optional[float] = None) -> Tuple[Path, Any]:
     """The run folder's re-ranker, trained (or resumed) when it is not there yet; the training summary or None.
     ``mention_like``: the run's variants per mention (train-reranker --mention-like); ``max_steps``: instead of
-    ``--max-steps``; ``layers``: the base's first layers kept (train-reranker --layers; 0: all)."""
+    ``--max-steps``; ``layers``: the base's first layers kept (train-reranker --layers; 0: all); ``lr``: instead of
+    ``--lr``."""
     from spacy_sapbert.rerank import RerankerSettings, train_reranker
 
     given = dict(item.split("=", 1) for item in args.use)
@@ -127,11 +131,11 @@ def train(key: str, docs: Sequence[Any], kb: Any, index: Any, encoder: Any, mode
             export_int8(CrossEncoder.from_disk(target.with_name("model.tmp")), target.with_name("model.tmp"))
             target.with_name("model.tmp").rename(target)
         return target, None
-    run = args.output / run_name(key, args, mention_like, max_steps, layers)
+    run = args.output / run_name(key, args, mention_like, max_steps, layers, lr)
     if (run / "model" / "sapbert_reranker.json").is_file():
         return run / "model", None
     settings = RerankerSettings(k=args.k, pseudo_mentions=args.pseudo_mentions, mention_like=mention_like,
-                                layers=layers, epochs=args.epochs, batch_mentions=args.batch_mentions, lr=args.lr,
+                                layers=layers, epochs=args.epochs, batch_mentions=args.batch_mentions, lr=lr or args.lr,
                                 max_steps=args.max_steps if max_steps is None else max_steps, checkpoint_every=25)
     summary = train_reranker(docs, kb, index, encoder, run, base=model, settings=settings,
                              resume=(run / "run.json").is_file(), device="cpu")
@@ -720,11 +724,16 @@ def ablation_runs(args: Any, model: str) -> Dict[str, Any]:
     for n in args.layers:
         base_config(model, n)  # more layers than the base has: refused before any training
     ns = " or ".join(str(n) for n in args.layers)
-    return {"results": "reranker_layers", "figures": {"layers": list(args.layers)}, "base": f"all {have} layers",
-            "runs": [({"layers": n}, f"first {n} of {have} layers") for n in args.layers],
-            "title": f"re-ranker from all the base's layers and from its first {ns}",
-            "note": f"the others start from the base's first {ns} transformer layers only (train-reranker --layers), "
-                    "on the same groups for the same steps (the linker's speed with each: --speed --speed-also)"}
+    lr = getattr(args, "layers_lr", None)  # the shallower runs' learning rate (default: --lr, the first run's)
+    at = f", lr {lr:g}" if lr else ""
+    return {"results": "reranker_layers" + (f"_lr{lr:g}" if lr else ""),
+            "figures": {"layers": list(args.layers), "layers_lr": lr or args.lr}, "base": f"all {have} layers",
+            "runs": [({"layers": n, **({"lr": lr} if lr else {})}, f"first {n} of {have} layers{at}")
+                     for n in args.layers],
+            "title": f"re-ranker from all the base's layers and from its first {ns}{at}",
+            "note": f"the others start from the base's first {ns} transformer layers only (train-reranker --layers)"
+                    + (f" at lr {lr:g}" if lr else "") + ", on the same groups for the same steps (the linker's "
+                    "speed with each: --speed --speed-also)"}
 
 
 def ablation(args: Any, kb: Any, index: Any, encoder: Any, model: str) -> None:
@@ -803,6 +812,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, nargs="+", default=[], metavar="N",
                         help="the ablation of train-reranker --layers N (results reranker_layers): each set's "
                              "re-ranker trained from all the base's layers and from its first N, for each N")
+    parser.add_argument("--layers-lr", type=float, default=None, metavar="LR",
+                        help="--layers: the shallower re-rankers' learning rate (default: --lr; results "
+                             "reranker_layers_lrLR)")
     parser.add_argument("--trained-on", choices=sorted(SETS), default=None,
                         help="--mention-like / --layers: every set's re-rankers are the ones trained on this set's "
                              "train split (default: each set's own)")
@@ -829,6 +841,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.mention_like and args.layers:
         parser.error("--mention-like and --layers are two ablations: run them one at a time")
+    if args.layers_lr is not None and not args.layers:
+        parser.error("--layers-lr is the learning rate of --layers' runs: give --layers N")
     if args.together:
         together(args)
         return

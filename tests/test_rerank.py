@@ -602,7 +602,7 @@ def test_the_linker_re_ranks_the_top_four_candidates_by_default(linker_parts, ti
         assert {c for c, _ in ent._.kb_ents} == {c for c, _ in plain._.kb_ents[:DEFAULT_RERANK_K]}
 
 
-@pytest.mark.parametrize("kind", ["mention_like", "layers"])
+@pytest.mark.parametrize("kind", ["mention_like", "layers", "layers_lr"])
 def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert_path, tmp_path, monkeypatch, kind):
     """benchmarks/reranker_unseen.py --mention-like N / --layers N [N ...]: per set, the run without the setting and
     a run with each N for the first's number of steps, all from the --trained-on set's train split; all evaluated
@@ -613,9 +613,9 @@ def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert
     monkeypatch.setattr(bench, "split_docs", lambda key, *_: ([f"{key}-train"], [f"{key}-tune"]))
     trained = []
 
-    def fake_train(key, docs, kb, index, encoder, model, args, mention_like=0, max_steps=None, layers=0):
-        trained.append((key, tuple(docs), mention_like, layers, max_steps))
-        folder = tmp_path / bench.run_name(key, args, mention_like, max_steps, layers) / "model"
+    def fake_train(key, docs, kb, index, encoder, model, args, mention_like=0, max_steps=None, layers=0, lr=None):
+        trained.append((key, tuple(docs), mention_like, layers, max_steps) + ((lr,) if lr else ()))
+        folder = tmp_path / bench.run_name(key, args, mention_like, max_steps, layers, lr) / "model"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "sapbert_reranker.json").write_text(json.dumps({"trained": {"steps": 945}}))
         (folder.parent / "examples.json").write_text(json.dumps({"n_groups": 10 + mention_like, "settings": {}}))
@@ -630,20 +630,26 @@ def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert
     monkeypatch.setattr(bench, "train", fake_train)
     monkeypatch.setattr(bench, "evaluate_set", fake_evaluate)
     args = SimpleNamespace(sets=["ncbi", "bc5cdr"], trained_on="ncbi", mention_like=2 if kind == "mention_like" else 0,
-                           layers=[1, 2] if kind == "layers" else [], rerank_k=[4], k=16, epochs=3, max_steps=0,
-                           pseudo_mentions=1000, lr=4e-5, batch_mentions=8, no_write=False)
+                           layers=[1, 2] if kind.startswith("layers") else [], rerank_k=[4], k=16, epochs=3,
+                           max_steps=0, pseudo_mentions=1000, lr=4e-5, batch_mentions=8, no_write=False,
+                           layers_lr=1e-4 if kind == "layers_lr" else None)
     bench.ablation(args, None, None, None, str(tiny_bert_path))
     # each set evaluates the NCBI runs: without the setting at --max-steps, with it (each value) at the first's steps
     others = [(2, 0)] if kind == "mention_like" else [(0, 1), (0, 2)]
-    assert trained == [("ncbi", ("ncbi-train",), 0, 0, None)] + [("ncbi", ("ncbi-train",), *o, 945) for o in others]\
-        + [("ncbi", ("ncbi-train",), 0, 0, None)] + [("ncbi", ("ncbi-train",), *o, 945) for o in others]
-    name = "reranker_mention_like" if kind == "mention_like" else "reranker_layers"
+    if kind == "layers_lr":  # the shallower runs at their own learning rate
+        others = [o + (945, 1e-4) for o in others]
+    else:
+        others = [o + (945,) for o in others]
+    assert trained == ([("ncbi", ("ncbi-train",), 0, 0, None)] + [("ncbi", ("ncbi-train",), *o) for o in others]) * 2
+    name = {"mention_like": "reranker_mention_like", "layers": "reranker_layers",
+            "layers_lr": "reranker_layers_lr0.0001"}[kind]
     doc = json.loads((bench_scripts.results / f"{name}.json").read_text())
     tables = list(doc["tables"])
     assert len(tables) == 2 and "trained on NCBI-disease train" in tables[1] and "trained on" not in tables[0]
     rows = doc["tables"][tables[0]]["rows"]
+    at = ", lr 0.0001" if kind == "layers_lr" else ""
     labels = ["annotated + KB synonyms", "+ mention-like variants (at most 2 each)"] if kind == "mention_like" else \
-        ["all 2 layers", "first 1 of 2 layers", "first 2 of 2 layers"]  # the tiny base model's 2 layers
+        ["all 2 layers", f"first 1 of 2 layers{at}", f"first 2 of 2 layers{at}"]  # the tiny base model's 2 layers
     assert [r[0] for r in rows] == ["name encoder (dense top-1)"] + [f"{label}: linker defaults" for label in labels]
     assert [r[2] for r in rows] == [40.0, 50.0] + [51.0] * len(others)
     figures = doc["figures"]["bc5cdr"]
@@ -651,3 +657,4 @@ def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert
     assert figures[labels[1]]["groups"] == (12 if kind == "mention_like" else 10)
     assert figures[labels[0]]["run"] == bench.run_name("ncbi", args)
     assert figures[labels[1]]["run"].endswith("_ml2" if kind == "mention_like" else "_L1")
+    assert ("_lr0.0001_" in figures[labels[1]]["run"]) == (kind == "layers_lr")
