@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from common import BC5CDR, MEDIC, NCBI, OUTPUT, minilm_path
+from common import BC5CDR, MEDIC, NCBI, OUTPUT, ROOT, minilm_path
 from results_io import table, write_results
 
 # title, training file, tuning file (None: a held-out tenth of the training documents), test file, entity types
@@ -139,6 +139,7 @@ def train(key: str, docs: Sequence[Any], kb: Any, index: Any, encoder: Any, mode
                                 max_steps=args.max_steps if max_steps is None else max_steps, checkpoint_every=25)
     summary = train_reranker(docs, kb, index, encoder, run, base=model, settings=settings,
                              resume=(run / "run.json").is_file(), device="cpu")
+    summary["model"] = str(Path(summary["model"]).resolve().relative_to(ROOT))  # no path of this machine in results
     return run / "model", summary
 
 
@@ -488,10 +489,11 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
     weights = dict(zip(SPEED_SYSTEMS, (0.0, weight, 0.0, weight)))
     extra: Dict[str, Path] = {}  # system -> its re-ranker folder
     for folder in also if reranker is not None else ():
+        layers = layers_of(folder)
         for name, w in zip(SPEED_SYSTEMS[2:], (0.0, weight)):
-            label = f"{name}, {layers_of(folder)} layers"
+            label = f"{name}, {layers} layers"
             if label in weights:
-                raise SystemExit(f"--speed-also: two re-rankers of {layers_of(folder)} layers ({folder})")
+                raise SystemExit(f"--speed-also: two re-rankers of {layers} layers ({folder})")
             extra[label], weights[label] = folder, w
     nlps = {}
     for name in tuple(systems) + tuple(extra):
