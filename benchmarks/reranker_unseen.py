@@ -25,6 +25,7 @@ gives, per K, the held-out data's acc@1 at the defaults and tuned, and the repor
     python benchmarks/reranker_unseen.py --speed --use ncbi=RUN/model --speed-kb KB --speed-index INDEX   # speed
     python benchmarks/reranker_unseen.py --mention-like 2 --epochs 3 --max-margin 0.2 --rerank-k 4   # ablation
     python benchmarks/reranker_unseen.py --layers 3 2 --epochs 3 --max-margin 0.2 --rerank-k 4   # ablation
+    python benchmarks/reranker_unseen.py --layers 2 --layers-lr 1e-4 --distill 0.5 --epochs 3 ...   # distilled
 
 ``--together`` (results ``reranker_together``): the levers at once through ``spacy-sapbert evaluate``'s systems, on
 both sets: name-only; hybrid (the weight benchmarks/hybrid_unseen.py tuned on the train split, candidates
@@ -42,7 +43,8 @@ up to N mention-like variants of each training mention and pseudo-mention (``tra
 first's number of steps; both evaluated as above. ``--layers N [N ...]`` (results ``reranker_layers``): the same
 with a re-ranker started from the base's first N transformer layers for each N (``train-reranker --layers``), at
 ``--layers-lr`` when given (results ``reranker_layers_lrLR``); their speed through the linker: ``--speed
---speed-also RUN/model ...``.
+--speed-also RUN/model ...``. With ``--distill W`` each shallower re-ranker is distilled from the full-depth one
+trained first (``train-reranker --teacher FOLDER --distill W``; results ``reranker_layers[_lrLR]_distillW``).
 
 Work files (re-ranker runs, candidate logits) go to --output (default benchmarks/output/reranker_unseen/), name vectors
 to --cache; a rerun resumes unfinished training runs and reuses finished ones. ``--train-only`` stops after training.
@@ -103,20 +105,20 @@ def mentions_of(docs: Sequence[Any], kb: Any) -> List[Any]:
 
 
 def run_name(key: str, args: Any, mention_like: int = 0, max_steps: Optional[int] = None, layers: int = 0,
-             lr: Optional[float] = None) -> str:
+             lr: Optional[float] = None, distill: float = 0.0) -> str:
     steps = args.max_steps if max_steps is None else max_steps
     return (f"{key}_k{args.k}_e{args.epochs}_s{steps}_p{args.pseudo_mentions}_lr{lr or args.lr:g}"
             f"_b{args.batch_mentions}" + (f"_ml{mention_like}" if mention_like else "")
-            + (f"_L{layers}" if layers else ""))
+            + (f"_L{layers}" if layers else "") + (f"_d{distill:g}" if distill else ""))
 
 
 def train(key: str, docs: Sequence[Any], kb: Any, index: Any, encoder: Any, model: str, args: Any,
           mention_like: int = 0, max_steps: Optional[int] = None, layers: int = 0,
-          lr: Optional[float] = None) -> Tuple[Path, Any]:
+          lr: Optional[float] = None, distill: float = 0.0, teacher: Optional[Path] = None) -> Tuple[Path, Any]:
     """The run folder's re-ranker, trained (or resumed) when it is not there yet; the training summary or None.
     ``mention_like``: the run's variants per mention (train-reranker --mention-like); ``max_steps``: instead of
     ``--max-steps``; ``layers``: the base's first layers kept (train-reranker --layers; 0: all); ``lr``: instead of
-    ``--lr``."""
+    ``--lr``; ``distill`` and ``teacher``: distilled from that re-ranker folder (train-reranker --teacher --distill)."""
     from spacy_sapbert.rerank import RerankerSettings, train_reranker
 
     given = dict(item.split("=", 1) for item in args.use)
@@ -131,14 +133,15 @@ def train(key: str, docs: Sequence[Any], kb: Any, index: Any, encoder: Any, mode
             export_int8(CrossEncoder.from_disk(target.with_name("model.tmp")), target.with_name("model.tmp"))
             target.with_name("model.tmp").rename(target)
         return target, None
-    run = args.output / run_name(key, args, mention_like, max_steps, layers, lr)
+    run = args.output / run_name(key, args, mention_like, max_steps, layers, lr, distill)
     if (run / "model" / "sapbert_reranker.json").is_file():
         return run / "model", None
     settings = RerankerSettings(k=args.k, pseudo_mentions=args.pseudo_mentions, mention_like=mention_like,
                                 layers=layers, epochs=args.epochs, batch_mentions=args.batch_mentions, lr=lr or args.lr,
-                                max_steps=args.max_steps if max_steps is None else max_steps, checkpoint_every=25)
+                                max_steps=args.max_steps if max_steps is None else max_steps, checkpoint_every=25,
+                                distill=distill)
     summary = train_reranker(docs, kb, index, encoder, run, base=model, settings=settings,
-                             resume=(run / "run.json").is_file(), device="cpu")
+                             resume=(run / "run.json").is_file(), device="cpu", teacher=teacher)
     summary["model"] = str(Path(summary["model"]).resolve().relative_to(ROOT))  # no path of this machine in results
     return run / "model", summary
 
@@ -727,15 +730,20 @@ def ablation_runs(args: Any, model: str) -> Dict[str, Any]:
         base_config(model, n)  # more layers than the base has: refused before any training
     ns = " or ".join(str(n) for n in args.layers)
     lr = getattr(args, "layers_lr", None)  # the shallower runs' learning rate (default: --lr, the first run's)
-    at = f", lr {lr:g}" if lr else ""
-    return {"results": "reranker_layers" + (f"_lr{lr:g}" if lr else ""),
-            "figures": {"layers": list(args.layers), "layers_lr": lr or args.lr}, "base": f"all {have} layers",
-            "runs": [({"layers": n, **({"lr": lr} if lr else {})}, f"first {n} of {have} layers{at}")
-                     for n in args.layers],
+    distill = getattr(args, "distill", None) or 0.0  # the shallower runs distilled from the first, with this weight
+    at = (f", lr {lr:g}" if lr else "") + (f", distilled ({distill:g})" if distill else "")
+    return {"results": "reranker_layers" + (f"_lr{lr:g}" if lr else "") + (f"_distill{distill:g}" if distill else ""),
+            "figures": {"layers": list(args.layers), "layers_lr": lr or args.lr, "distill": distill},
+            "base": f"all {have} layers",
+            "runs": [({"layers": n, **({"lr": lr} if lr else {}), **({"distill": distill} if distill else {})},
+                      f"first {n} of {have} layers{at}") for n in args.layers],
             "title": f"re-ranker from all the base's layers and from its first {ns}{at}",
             "note": f"the others start from the base's first {ns} transformer layers only (train-reranker --layers)"
-                    + (f" at lr {lr:g}" if lr else "") + ", on the same groups for the same steps (the linker's "
-                    "speed with each: --speed --speed-also)"}
+                    + (f" at lr {lr:g}" if lr else "")
+                    + (f", distilled from the first (train-reranker --teacher FIRST --distill {distill:g}: loss = "
+                       f"{1 - distill:g} x the gold name's cross-entropy + {distill:g} x the KL divergence from the "
+                       "first's softmax over each group)" if distill else "")
+                    + ", on the same groups for the same steps (the linker's speed with each: --speed --speed-also)"}
 
 
 def ablation(args: Any, kb: Any, index: Any, encoder: Any, model: str) -> None:
@@ -760,8 +768,9 @@ def ablation(args: Any, kb: Any, index: Any, encoder: Any, model: str) -> None:
         steps = json.loads((base / "sapbert_reranker.json").read_text(encoding="utf8"))["trained"]["steps"]
         folders = [(runs["base"], base, base_summary)]
         for setting, label in runs["runs"]:
+            teacher = {"teacher": base} if setting.get("distill") else {}  # distilled from the first run's model
             folders.append((label, *train(source, train_docs, kb, index, encoder, model, args, max_steps=steps,
-                                          **setting)))
+                                          **setting, **teacher)))
         rows: List[List[Any]] = []
         figures[key] = {"tuned_on": "NCBI dev" if tune_path else f"every {HOLDOUT_EVERY}th BC5CDR train document",
                         "trained_on": f"{source} train split"}
@@ -817,6 +826,9 @@ def main() -> None:
     parser.add_argument("--layers-lr", type=float, default=None, metavar="LR",
                         help="--layers: the shallower re-rankers' learning rate (default: --lr; results "
                              "reranker_layers_lrLR)")
+    parser.add_argument("--distill", type=float, default=None, metavar="W",
+                        help="--layers: distil each shallower re-ranker from the full-depth one with this weight of "
+                             "its soft targets (train-reranker --teacher --distill; results ..._distillW)")
     parser.add_argument("--trained-on", choices=sorted(SETS), default=None,
                         help="--mention-like / --layers: every set's re-rankers are the ones trained on this set's "
                              "train split (default: each set's own)")
@@ -845,6 +857,8 @@ def main() -> None:
         parser.error("--mention-like and --layers are two ablations: run them one at a time")
     if args.layers_lr is not None and not args.layers:
         parser.error("--layers-lr is the learning rate of --layers' runs: give --layers N")
+    if args.distill is not None and (not args.layers or not 0 < args.distill <= 1):
+        parser.error("--distill W distils --layers' runs from the full-depth one: give --layers N and W in (0, 1]")
     if args.together:
         together(args)
         return

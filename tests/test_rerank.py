@@ -3,6 +3,7 @@ checks, the int8 graph, re-ordering, and the command."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy
 import pytest
@@ -176,6 +177,93 @@ def test_a_reranker_from_the_first_layers_of_its_base(linker_parts, tiny_bert_pa
         _check_run(tmp_path / "run", _identity(settings(epochs=1), str(tiny_bert_path), kb, encoder), resume=True)
 
 
+def test_group_loss_with_a_teacher_adds_the_kl_to_its_softmax(linker_parts, tiny_bert_path):
+    """distill 0: the gold name's cross-entropy, whatever the targets; a teacher whose logits are the student's own
+    adds nothing (KL 0), so the loss is (1 - distill) x the cross-entropy; another teacher adds its KL."""
+    import torch
+
+    from spacy_sapbert.rerank import CrossEncoder
+    from spacy_sapbert.rerank.examples import Group
+    from spacy_sapbert.rerank.train import group_loss
+
+    model = CrossEncoder.start(str(tiny_bert_path), max_length=24)
+    model.model.eval()  # no dropout: the same logits every call
+    groups = [Group("heart infarct", ("heart attack", "fever", "flu"), True, False),
+              Group("high fever", ("fever", "influenza"), True, False)]
+    with torch.no_grad():
+        own = [model.score_groups([(g.mention, g.names)])[0] for g in groups]
+        ce = float(group_loss(model, groups))
+        assert float(group_loss(model, groups, [numpy.zeros(3), numpy.zeros(2)], 0.0)) == pytest.approx(ce)
+        assert float(group_loss(model, groups, own, 0.5)) == pytest.approx(0.5 * ce, abs=1e-5)
+        other = [numpy.array([0.0, 5.0, 0.0]), numpy.array([-3.0, 3.0])]
+        logp = [torch.log_softmax(torch.tensor(o), 0) for o in own]
+        logq = [torch.log_softmax(torch.tensor(o), 0) for o in other]
+        kl = numpy.mean([float(torch.sum(q.exp() * (q - p))) for p, q in zip(logp, logq)])
+        assert float(group_loss(model, groups, other, 1.0)) == pytest.approx(kl, abs=1e-5)
+        assert kl > 0.5
+
+
+def test_distillation_scores_the_groups_with_the_teacher_once_and_records_it(linker_parts, tiny_bert_path, tmp_path):
+    """A student from one layer distilled from a two-layer teacher: the teacher's logits of every group's pairs are
+    written once (one per pair, what the teacher scores), the student differs from one trained without them, the
+    run and the model record the teacher; a damaged logits file is scored again; a teacher without a weight, a
+    weight without a teacher, another teacher on resume and a teacher of another KB are refused."""
+    from spacy_sapbert.rerank import CrossEncoder
+    from spacy_sapbert.rerank.examples import read_groups
+    from spacy_sapbert.rerank.train import TEACHER_FILE, teacher_checksum, train_reranker
+
+    train(linker_parts, tiny_bert_path, tmp_path / "teacher", epochs=1)
+    teacher = tmp_path / "teacher" / "model"
+    plain = train(linker_parts, tiny_bert_path, tmp_path / "plain", epochs=1, layers=1)
+    kb, index, encoder = linker_parts
+
+    def student(out, **kw):
+        given = kw.pop("teacher", teacher)
+        return train_reranker(docs_of(TRAIN), kb, index, encoder, out, base=str(tiny_bert_path),
+                              settings=settings(**{"epochs": 1, "layers": 1, "distill": 0.5, **kw}), device="cpu",
+                              onnx=False, show_progress=False, teacher=given)
+
+    summary = student(tmp_path / "student")
+    assert summary["steps"] == plain["steps"]
+    run = tmp_path / "student"
+    flat = numpy.load(run / TEACHER_FILE, allow_pickle=False)
+    groups, _ = read_groups(run)
+    scored = CrossEncoder.from_disk(teacher).score_groups([(g.mention, g.names) for g in groups], batch_size=16)
+    assert flat.shape == (sum(len(g.names) for g in groups),)
+    numpy.testing.assert_allclose(flat, numpy.concatenate(scored), atol=1e-5)
+    assert any(not numpy.array_equal(a, b) for a, b in zip(weights(run / "model").values(),
+                                                            weights(tmp_path / "plain" / "model").values()))
+    meta = json.loads((run / "model" / "sapbert_reranker.json").read_text())
+    checksum = teacher_checksum(json.loads((teacher / "sapbert_reranker.json").read_text()))
+    assert meta["trained"]["distill"] == 0.5 and meta["trained"]["teacher"] == checksum
+    assert json.loads((run / "run.json").read_text())["teacher"] == checksum
+
+    numpy.save(tmp_path / "short.npy", flat[:-1])
+    (run / "model" / "sapbert_reranker.json").unlink()  # the run not finished: it resumes and reads the file
+    (tmp_path / "short.npy").replace(run / TEACHER_FILE)
+    train_reranker(docs_of(TRAIN), kb, index, encoder, run, base=str(tiny_bert_path),
+                   settings=settings(epochs=1, layers=1, distill=0.5), device="cpu", onnx=False, show_progress=False,
+                   teacher=teacher, resume=True)
+    numpy.testing.assert_array_equal(numpy.load(run / TEACHER_FILE, allow_pickle=False), flat)  # scored again
+
+    with pytest.raises(ConfigError, match="SB-E816.*no teacher"):
+        student(tmp_path / "no_teacher", teacher=None)
+    with pytest.raises(ConfigError, match="SB-E816.*distill = 0"):
+        student(tmp_path / "no_weight", distill=0.0)
+    train(linker_parts, tiny_bert_path, tmp_path / "teacher2", epochs=1, lr=2e-3)
+    with pytest.raises(ConfigError, match="SB-E806.*teacher"):
+        train_reranker(docs_of(TRAIN), kb, index, encoder, run, base=str(tiny_bert_path),
+                       settings=settings(epochs=1, layers=1, distill=0.5), device="cpu", onnx=False,
+                       show_progress=False, teacher=tmp_path / "teacher2" / "model", resume=True)
+    other = tmp_path / "other_kb"
+    shutil.copytree(teacher, other)
+    doc = json.loads((other / "sapbert_reranker.json").read_text())
+    (other / "sapbert_reranker.json").write_text(json.dumps({**doc, "kb_checksum": "other"}))
+    with pytest.raises(IncompatibleError, match="SB-E811.*KB \\(other\\) than this run's"):
+        student(tmp_path / "other_student", teacher=other)
+    assert not (tmp_path / "other_student").exists() and not (tmp_path / "no_teacher").exists()
+
+
 def test_resume_after_an_interruption_gives_the_uninterrupted_weights(linker_parts, tiny_bert_path, tmp_path,
                                                                       monkeypatch):
     import spacy_sapbert.rerank.train as train_module
@@ -183,11 +271,11 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_weights(linker_par
     whole = train(linker_parts, tiny_bert_path, tmp_path / "whole")
     real, calls = train_module.group_loss, []
 
-    def interrupted(model, groups):
+    def interrupted(model, groups, *teacher):
         calls.append(1)
         if len(calls) == 4:  # during step 4: the checkpoint of step 2 exists
             raise KeyboardInterrupt
-        return real(model, groups)
+        return real(model, groups, *teacher)
 
     monkeypatch.setattr(train_module, "group_loss", interrupted)
     with pytest.raises(KeyboardInterrupt):
@@ -425,6 +513,16 @@ def test_train_reranker_command(linker_parts, tiny_bert_path, tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "run3" / "run.json").read_text())["settings"]["layers"] == 1
     assert json.loads((tmp_path / "run3" / "model" / "config.json").read_text())["num_hidden_layers"] == 1
+    args[args.index("--output") + 1] = str(tmp_path / "run4")
+    result = CliRunner().invoke(app, ["train-reranker"] + args + ["--layers", "1", "--teacher",
+                                                                  str(tmp_path / "run" / "model")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "run4" / "model" / "sapbert_reranker.json").read_text())["trained"]["distill"] == 0.5
+    assert (tmp_path / "run4" / "teacher_logits.npy").is_file()
+    args[args.index("--output") + 1] = str(tmp_path / "run5")
+    bad = CliRunner().invoke(app, ["train-reranker"] + args + ["--distill", "0.3"])  # no teacher
+    assert bad.exit_code != 0 and "SB-E816" in str(bad.exception)
+    assert not (tmp_path / "run5").exists()
 
 
 @pytest.fixture(scope="module")
@@ -602,20 +700,24 @@ def test_the_linker_re_ranks_the_top_four_candidates_by_default(linker_parts, ti
         assert {c for c, _ in ent._.kb_ents} == {c for c, _ in plain._.kb_ents[:DEFAULT_RERANK_K]}
 
 
-@pytest.mark.parametrize("kind", ["mention_like", "layers", "layers_lr"])
+@pytest.mark.parametrize("kind", ["mention_like", "layers", "layers_lr", "distill"])
 def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert_path, tmp_path, monkeypatch, kind):
     """benchmarks/reranker_unseen.py --mention-like N / --layers N [N ...]: per set, the run without the setting and
-    a run with each N for the first's number of steps, all from the --trained-on set's train split; all evaluated
-    and written to one table per set, the name encoder's row once."""
+    a run with each N for the first's number of steps, all from the --trained-on set's train split (--distill: the
+    shallower runs distilled from the first's model); all evaluated and written to one table per set, the name
+    encoder's row once."""
     from types import SimpleNamespace
 
     bench = bench_scripts.load("reranker_unseen")
     monkeypatch.setattr(bench, "split_docs", lambda key, *_: ([f"{key}-train"], [f"{key}-tune"]))
     trained = []
 
-    def fake_train(key, docs, kb, index, encoder, model, args, mention_like=0, max_steps=None, layers=0, lr=None):
-        trained.append((key, tuple(docs), mention_like, layers, max_steps) + ((lr,) if lr else ()))
-        folder = tmp_path / bench.run_name(key, args, mention_like, max_steps, layers, lr) / "model"
+    def fake_train(key, docs, kb, index, encoder, model, args, mention_like=0, max_steps=None, layers=0, lr=None,
+                   distill=0.0, teacher=None):
+        assert (teacher == tmp_path / bench.run_name(key, args) / "model") if distill else teacher is None
+        trained.append((key, tuple(docs), mention_like, layers, max_steps) + ((lr,) if lr else ())
+                       + ((distill,) if distill else ()))
+        folder = tmp_path / bench.run_name(key, args, mention_like, max_steps, layers, lr, distill) / "model"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "sapbert_reranker.json").write_text(json.dumps({"trained": {"steps": 945}}))
         (folder.parent / "examples.json").write_text(json.dumps({"n_groups": 10 + mention_like, "settings": {}}))
@@ -630,24 +732,27 @@ def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert
     monkeypatch.setattr(bench, "train", fake_train)
     monkeypatch.setattr(bench, "evaluate_set", fake_evaluate)
     args = SimpleNamespace(sets=["ncbi", "bc5cdr"], trained_on="ncbi", mention_like=2 if kind == "mention_like" else 0,
-                           layers=[1, 2] if kind.startswith("layers") else [], rerank_k=[4], k=16, epochs=3,
+                           layers=[] if kind == "mention_like" else [1, 2], rerank_k=[4], k=16, epochs=3,
                            max_steps=0, pseudo_mentions=1000, lr=4e-5, batch_mentions=8, no_write=False,
-                           layers_lr=1e-4 if kind == "layers_lr" else None)
+                           layers_lr=1e-4 if kind in ("layers_lr", "distill") else None,
+                           distill=0.5 if kind == "distill" else None)
     bench.ablation(args, None, None, None, str(tiny_bert_path))
     # each set evaluates the NCBI runs: without the setting at --max-steps, with it (each value) at the first's steps
     others = [(2, 0)] if kind == "mention_like" else [(0, 1), (0, 2)]
     if kind == "layers_lr":  # the shallower runs at their own learning rate
         others = [o + (945, 1e-4) for o in others]
+    elif kind == "distill":  # ... and distilled from the first run
+        others = [o + (945, 1e-4, 0.5) for o in others]
     else:
         others = [o + (945,) for o in others]
     assert trained == ([("ncbi", ("ncbi-train",), 0, 0, None)] + [("ncbi", ("ncbi-train",), *o) for o in others]) * 2
     name = {"mention_like": "reranker_mention_like", "layers": "reranker_layers",
-            "layers_lr": "reranker_layers_lr0.0001"}[kind]
+            "layers_lr": "reranker_layers_lr0.0001", "distill": "reranker_layers_lr0.0001_distill0.5"}[kind]
     doc = json.loads((bench_scripts.results / f"{name}.json").read_text())
     tables = list(doc["tables"])
     assert len(tables) == 2 and "trained on NCBI-disease train" in tables[1] and "trained on" not in tables[0]
     rows = doc["tables"][tables[0]]["rows"]
-    at = ", lr 0.0001" if kind == "layers_lr" else ""
+    at = {"layers_lr": ", lr 0.0001", "distill": ", lr 0.0001, distilled (0.5)"}.get(kind, "")
     labels = ["annotated + KB synonyms", "+ mention-like variants (at most 2 each)"] if kind == "mention_like" else \
         ["all 2 layers", f"first 1 of 2 layers{at}", f"first 2 of 2 layers{at}"]  # the tiny base model's 2 layers
     assert [r[0] for r in rows] == ["name encoder (dense top-1)"] + [f"{label}: linker defaults" for label in labels]
@@ -656,5 +761,5 @@ def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert
     assert figures["trained_on"] == "ncbi train split"
     assert figures[labels[1]]["groups"] == (12 if kind == "mention_like" else 10)
     assert figures[labels[0]]["run"] == bench.run_name("ncbi", args)
-    assert figures[labels[1]]["run"].endswith("_ml2" if kind == "mention_like" else "_L1")
-    assert ("_lr0.0001_" in figures[labels[1]]["run"]) == (kind == "layers_lr")
+    assert figures[labels[1]]["run"].endswith({"mention_like": "_ml2", "distill": "_L1_d0.5"}.get(kind, "_L1"))
+    assert ("_lr0.0001_" in figures[labels[1]]["run"]) == (kind in ("layers_lr", "distill"))

@@ -45,6 +45,12 @@ def train_reranker_command(
     pair_length: int = typer.Option(48, "--pair-length", help="Word pieces per (mention, name) pair."),
     layers: int = typer.Option(0, "--layers", help="Keep only the base's first N transformer layers (0: all): a "
                                                    "re-ranker that links faster, in about N / all of the time."),
+    teacher: Optional[Path] = typer.Option(None, "--teacher", help="A trained re-ranker (its model/ folder, for the "
+                                                                   "same KB and name encoder) to distil from: "
+                                                                   "typically a deeper one, with --layers here."),
+    distill: Optional[float] = typer.Option(None, "--distill", help="With --teacher: the teacher's share of the loss "
+                                                                    "(KL to its softmax over each group; the rest is "
+                                                                    "the gold name's cross-entropy). Default 0.5."),
     seed: int = typer.Option(0, "--seed", help="Seed of the groups' order, the pseudo-mentions and dropout."),
     max_steps: int = typer.Option(0, "--max-steps", help="Stop after this many steps (0: the epochs decide)."),
     checkpoint_every: int = typer.Option(200, "--checkpoint-every", help="Steps between checkpoints (--resume)."),
@@ -56,14 +62,16 @@ def train_reranker_command(
     """Train a cross-encoder that re-orders the linker's best candidates (mention and name read together)."""
     settings = RerankerSettings(k=k, pseudo_mentions=pseudo_mentions, mention_like=mention_like, epochs=epochs,
                                 batch_mentions=batch_mentions, lr=lr, max_length=pair_length, layers=layers, seed=seed,
-                                max_steps=max_steps, checkpoint_every=checkpoint_every).check()
+                                max_steps=max_steps, checkpoint_every=checkpoint_every,
+                                distill=(0.5 if distill is None else distill) if teacher is not None else
+                                (distill or 0.0)).check()
     check_parent(output / "model")
     kb = KnowledgeBase.from_disk(kb_dir)
     index = ConceptIndex.from_disk(index_dir, kb)
     encoder = Encoder.load(model, pooling=pooling, max_length=max_length, device=device)
     docs = [d for path in documents for d in read_dataset(path, types=types or None)]
     summary = train_reranker(docs, kb, index, encoder, output, base=base or model, settings=settings, resume=resume,
-                             device=device, onnx=onnx)
+                             device=device, onnx=onnx, teacher=teacher)
     recall = summary["candidate_recall"]
     steps = summary["steps"]
     variants = f", {summary['variant_groups']:,} of mention-like variants" if summary["variant_groups"] else ""

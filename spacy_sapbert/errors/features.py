@@ -174,6 +174,8 @@ class FeatureErrors:
     E814 = ("[evaluate.systems] {key} = {value!r} in {path} cannot be used: it must be {allowed}. Fix the key "
             "(configs/evaluate.cfg lists every key with its meaning; docs/evaluation.md, 'Levers together').")
     E815 = ("[evaluate.systems] {key} in {path} needs {what}. {fix}")
+    E816 = ("Re-ranker distillation needs a teacher and a distill weight together: {what}. Give both (`train-reranker "
+            "--teacher FOLDER --distill W`, W in (0, 1]: the teacher's share of the loss), or neither.")
     # ---- E820–E822: the lean runtime and its extras ----
     E820 = ("{what} needs {packages}, which the runtime install (no extras) leaves out ({reason}). Install the "
             "extra: `pip install \"spacy-sapbert[{extra}]\"`.")
