@@ -63,8 +63,7 @@ def train_reranker_command(
     settings = RerankerSettings(k=k, pseudo_mentions=pseudo_mentions, mention_like=mention_like, epochs=epochs,
                                 batch_mentions=batch_mentions, lr=lr, max_length=pair_length, layers=layers, seed=seed,
                                 max_steps=max_steps, checkpoint_every=checkpoint_every,
-                                distill=(0.5 if distill is None else distill) if teacher is not None else
-                                (distill or 0.0)).check()
+                                distill=(0.5 if teacher is not None else 0.0) if distill is None else distill).check()
     check_parent(output / "model")
     kb = KnowledgeBase.from_disk(kb_dir)
     index = ConceptIndex.from_disk(index_dir, kb)

@@ -233,8 +233,9 @@ def teacher_logits(output: Path, groups: Sequence[Group], teacher: PathLike, *, 
         chunks: List[Any] = []
         with tqdm(total=len(pairs), desc="teacher", unit="group", disable=not show_progress) as bar:
             for start in range(0, len(pairs), 256):
-                chunks += model.score_groups(pairs[start:start + 256], batch_size=max(sizes, default=1))
-                bar.update(len(pairs[start:start + 256]))
+                chunk = pairs[start:start + 256]
+                chunks += model.score_groups(chunk, batch_size=max(sizes, default=1))
+                bar.update(len(chunk))
         flat = numpy.concatenate(chunks).astype(numpy.float32) if chunks else numpy.zeros(0, numpy.float32)
         with atomic_write(path, "wb") as fh:
             numpy.save(fh, flat, allow_pickle=False)
