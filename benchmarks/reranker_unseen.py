@@ -36,7 +36,9 @@ mentions as written, and with abbreviations resolved from the same document (the
 ``--speed`` (results ``reranker_speed``): mentions/s of name-only, hybrid, and each + the NCBI re-ranker at the
 linker's defaults through ``sapbert_linker`` on NCBI test (gold spans, an hnsw index built with ``build-index
 --sparse``), alternated in one process, with the index's stored vectors read from its file (today) and through
-hnswlib (before); a cProfile of where a hybrid + re-ranker pass spends its time.
+hnswlib (before); a cProfile of where a hybrid + re-ranker pass spends its time. ``--speed-margins M ...`` (results
+``reranker_speed_margins``): the re-ranker rows also at each ``reranker_margin`` M, with the texts and pairs it
+scores a pass.
 
 ``--mention-like N`` (results ``reranker_mention_like``): each set's re-ranker trained twice, the second time also on
 up to N mention-like variants of each training mention and pseudo-mention (``train-reranker --mention-like``), for the
@@ -69,7 +71,7 @@ RECALL_KS = (1, 5, 16, 64)
 COLUMNS = ["system", "n", "overall", "dictionary name", "train mention", "neither", "seen in train",
            "unseen in train", "recall@1", "recall@5", "recall@16", "recall@64", "mentions/s", "x name-only"]
 DENSE_WEIGHTS = (0.0, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 50.0, 75.0, 100.0)
-MARGINS = (0.01, 0.02, 0.05, 0.1, 0.2, 1.0)
+MARGINS = (0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 1.0)
 
 
 def _pct(value: Any) -> Any:
@@ -287,12 +289,23 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
         lists, share = apply(parts, weight, margin)
         rows.append(row(f"re-ranked top {rerank_k}: {label}", lists, share))
         chosen.setdefault("share_reranked", {})[label] = round(100 * share, 1)
+    frontier = []  # the margin at the linker's dense weight: held-out and reported acc@1, share re-ranked
+    for margin in [m for m in MARGINS if m <= args.max_margin]:
+        held, held_share = apply(tune_parts, DEFAULT_DENSE_WEIGHT, margin)
+        lists, share = apply(parts, DEFAULT_DENSE_WEIGHT, margin)
+        cells = row("", lists, share)
+        frontier.append([margin, _pct(accuracy(held, [g for _, g in tuning])), _pct(held_share)]
+                        + [cells[COLUMNS.index(c)] for c in ("overall", "neither", "unseen in train", "seen in train")]
+                        + [_pct(share)])
+    chosen["margins"] = frontier
     chosen["seconds_per_pair"] = round(per_pair, 5)
     chosen["reranker_k"] = rerank_k
     chosen["class_counts"] = classes.counts()
     return rows, chosen
 
 
+MARGIN_COLUMNS = ["reranker_margin", "held-out: acc@1", "held-out: % re-ranked", "overall", "neither (refined)",
+                  "unseen in train", "seen in train", "% re-ranked"]
 SWEEP_COLUMNS = ["set", "reranker_k", "held-out: acc@1 at the defaults", "held-out: acc@1 tuned",
                  "tuned dense weight / margin", "defaults: overall", "defaults: neither (refined)",
                  "defaults: unseen in train", "defaults: x name-only", "tuned: overall", "tuned: neither (refined)",
@@ -477,12 +490,13 @@ def layers_of(folder: Path) -> int:
 
 
 def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], weight: float,
-                    also: Sequence[Path] = ()) -> Dict[str, Any]:
+                    also: Sequence[Path] = (), margins: Sequence[float] = ()) -> Dict[str, Any]:
     """The linkers of ``--speed`` sharing one encoder and one index (loaded once): name-only, hybrid
     (``sparse_weight`` = ``weight``, the other hybrid keys at their defaults) and, with a ``reranker`` folder,
     name-only and hybrid each + the re-ranker at the linker's defaults (``reranker_k`` 4, margin 0.05, dense weight
     30); for each folder of ``also``, name-only and hybrid + that re-ranker as well (``"... + re-ranker, N layers"``,
-    N from its config); abbreviations not resolved."""
+    N from its config); for each of ``margins``, name-only and hybrid + the re-ranker at that ``reranker_margin``
+    (``"... + re-ranker, margin M"``); abbreviations not resolved."""
     import spacy
 
     from spacy_sapbert.rerank.stage import RerankStage
@@ -498,10 +512,16 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
             if label in weights:
                 raise SystemExit(f"--speed-also: two re-rankers of {layers} layers ({folder})")
             extra[label], weights[label] = folder, w
+    margin_of: Dict[str, float] = {}  # system -> its reranker_margin (the linker's default otherwise)
+    for margin in margins if reranker is not None else ():
+        for name, w in zip(SPEED_SYSTEMS[2:], (0.0, weight)):
+            label = f"{name}, margin {margin:g}"
+            margin_of[label], weights[label] = float(margin), w
     nlps = {}
-    for name in tuple(systems) + tuple(extra):
+    for name in tuple(systems) + tuple(extra) + tuple(margin_of):
         nlp = spacy.blank("en")
-        nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": weights[name]})
+        margin = {"reranker_margin": margin_of[name]} if name in margin_of else {}
+        nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": weights[name], **margin})
         nlps[name] = nlp
     first = SPEED_SYSTEMS[3] if reranker is not None else SPEED_SYSTEMS[1]
     loaded = nlps[first].get_pipe("sapbert_linker")
@@ -516,7 +536,7 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
             linker.set_resources(loaded.encoder, loaded.index, path=str(index_dir))
         if name in extra:
             linker.reranker = stages[extra[name]]  # one re-ranker stage each (one ONNX Runtime session)
-        elif name.endswith("+ re-ranker"):
+        elif name.endswith("+ re-ranker") or name in margin_of:
             linker.reranker = loaded.reranker
     return nlps
 
@@ -632,7 +652,7 @@ def speed(args: Any) -> None:
     elif not reranker.is_dir():
         raise SystemExit(f"no re-ranker at {reranker}: train one (this script without --speed), give --use "
                          "ncbi=FOLDER, or time name-only and hybrid alone with --speed-no-reranker")
-    nlps = speed_pipelines(args.speed_kb, args.speed_index, reranker, weight, args.speed_also)
+    nlps = speed_pipelines(args.speed_kb, args.speed_index, reranker, weight, args.speed_also, args.speed_margins)
     systems = list(nlps)
     profiled = SPEED_SYSTEMS[-1] if reranker is not None else SPEED_SYSTEMS[1]
     docs = [(d.text, [(m.start, m.end) for m in d.mentions]) for d in read_pubtator(NCBI["test"])]
@@ -640,7 +660,20 @@ def speed(args: Any) -> None:
     load = [os.getloadavg()[0]]
     times: Dict[str, List[float]] = {f"{name}|{reads}": [] for name in systems for reads in ("file", "hnswlib")}
     same: Dict[str, Any] = {}
+    scored_per_pass: Dict[str, List[int]] = {}  # system -> [mentions re-ranked, pairs scored] in one pass
     for name in systems:  # warm-up, and the two reads' kb_ents side by side
+        stage = nlps[name].get_pipe("sapbert_linker").reranker
+        if stage is not None:
+            counts = scored_per_pass[name] = [0, 0]
+            real = stage.model.score_groups
+
+            def counting(groups: Any, batch_size: int = 64, real: Any = real, counts: List[int] = counts) -> Any:
+                counts[0], counts[1] = counts[0] + len(groups), counts[1] + sum(len(ns) for _, ns in groups)
+                return real(groups, batch_size=batch_size)
+
+            stage.model.score_groups = counting
+            speed_pass(nlps[name], docs, True)
+            del stage.model.score_groups  # the model's own method again
         lists = {reads: speed_pass(nlps[name], docs, reads == "file")[1] for reads in ("file", "hnswlib")}
         ids_equal = [[c for c, _ in a] for a in lists["file"]] == [[c for c, _ in b] for b in lists["hnswlib"]]
         worst = max((abs(x - y) for a, b in zip(lists["file"], lists["hnswlib"]) for (_, x), (_, y) in zip(a, b)),
@@ -657,7 +690,8 @@ def speed(args: Any) -> None:
     for name in systems:
         now, before = rate[f"{name}|file"], rate[f"{name}|hnswlib"]
         rows.append([name, round(now, 1), round(now / rate[f"{systems[0]}|file"], 2), round(before, 1),
-                     round(before / rate[f"{systems[0]}|hnswlib"], 2), round(now / before, 2)])
+                     round(before / rate[f"{systems[0]}|hnswlib"], 2), round(now / before, 2),
+                     *scored_per_pass.get(name, [0, 0])])
     scored: Dict[str, Any] = {"m": [], "n": [], "b": 64}
     if reranker is not None:
         model = nlps[profiled].get_pipe("sapbert_linker").reranker.model
@@ -675,10 +709,11 @@ def speed(args: Any) -> None:
     load.append(os.getloadavg()[0])
     tables = {"NCBI-disease test through sapbert_linker (gold spans, hnsw index): mentions/s, median of "
               f"{args.rounds} rounds": table(["system", "mentions/s", "x name-only", "mentions/s, hnswlib reads (before)",
-                                              "x name-only (before)", "today / before"], rows),
+                                              "x name-only (before)", "today / before",
+                                              "texts re-ranked a pass", "pairs scored a pass"], rows),
               f"where one {profiled} pass spends its time (cProfile, stored vectors read from the file)":
                   table(["part", "seconds", "% of the pass"], profile)}
-    if reranker is not None:
+    if reranker is not None and not args.speed_margins:  # the batching table: reranker_speed's
         batching = speed_batching(reranker, scored["m"], scored["n"], scored["b"])
         tables[f"the re-ranker's forward pass over those {len(scored['m']):,} pairs batched otherwise (changes "
                "scores)"] = table(["batching", "seconds", "padded tokens", "max |logit - today's|",
@@ -686,20 +721,30 @@ def speed(args: Any) -> None:
     figures = {"mentions": n, "docs": len(docs), "rounds": args.rounds, "sparse_weight": weight,
                "reranker": None if reranker is None else reranker.parent.name,
                "reranker_also": [folder.parent.name for folder in args.speed_also] if reranker is not None else [],
+               "reranker_margins": list(args.speed_margins) if reranker is not None else [],
+               "reranker_trained": None if reranker is None else json.loads(
+                   (reranker / "sapbert_reranker.json").read_text(encoding="utf8")).get("trained"),
                "load_average_1min": load,
                "same_kb_ents": same, "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()}}
     print(json.dumps({"tables": tables, "figures": figures}, indent=1))
     if not args.no_write:
-        write_results("reranker_speed", tables, figures=figures, notes=[
+        write_results("reranker_speed_margins" if args.speed_margins else "reranker_speed", tables, figures=figures,
+                      notes=[
             "sapbert_linker.pipe over the 100 NCBI-disease test abstracts with the gold spans set (960 mentions, "
             "abbreviations not resolved), MEDIC 2012, the base all-MiniLM-L6-v2 (mean pooling) over an hnsw index "
             f"with its sparse part (build-index --sparse); hybrid: sparse_weight {weight:g} (tuned on NCBI train, "
             "results hybrid_unseen), sparse_k and candidates at their defaults; "
-            + ("re-ranker: the NCBI one of results reranker_unseen at the linker's defaults (reranker_k "
+            + ("re-ranker: the model given with --use ncbi= (figures.reranker: its run folder; "
+               "figures.reranker_trained: how it was trained; a pass's cost does not depend on its weights) at the "
+               "linker's defaults (reranker_k "
                f"{DEFAULT_RERANK_K}, margin 0.05, dense weight 30, int8 ONNX Runtime)"
                + ("; rows '..., N layers': the re-rankers given with --speed-also (figures.reranker_also, their "
-                  "configs' N transformer layers) at the same defaults. " if args.speed_also else ". ")
+                  "configs' N transformer layers) at the same defaults" if args.speed_also else "")
+               + ("; rows '..., margin M': the same re-ranker at reranker_margin M (--speed-margins), the other "
+                  "keys at the defaults. " if args.speed_margins else ". ")
                if reranker is not None else "no re-ranker in this run (--speed-no-reranker). ")
+            + "Texts re-ranked / pairs scored a pass: the distinct mention texts the re-ranker read in one pass "
+            "(the linker encodes and ranks each distinct text of a batch once) and their (mention, name) pairs. "
             + f"Every pass empties the encoder's cache; the rates are medians over the rounds, the {2 * len(systems)} "
             "passes of a round alternated; x name-only: over name-only read the same way.",
             "hnswlib reads (before): the index's stored name vectors copied through hnswlib's get_items, as every "
@@ -707,7 +752,7 @@ def speed(args: Any) -> None:
             "unchanged index file. figures.same_kb_ents: both give the same kb_ents (ids, scores).",
             *(["Batching table: the int8 graph quantizes activations per batch, so a pair's logit depends on its "
                "batch; float32 = the re-ranker's PyTorch model (safetensors) over the same pairs, batches of "
-               "batch_size sorted by characters."] if reranker is not None else []),
+               "batch_size sorted by characters."] if reranker is not None and not args.speed_margins else []),
             "Shared 2-core machine: figures.load_average_1min (before, after each round, at the end); compare "
             "ratios within this run only."])
 
@@ -837,6 +882,9 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=OUTPUT / "reranker_unseen")
     parser.add_argument("--cache", type=Path, default=None, help="name-vector cache folder (default: under --output)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--results", default="reranker_unseen",
+                        help="the results file of a run that trains or is given re-rankers (e.g. reranker_margins for "
+                             "a run with other re-rankers than the published table's)")
     parser.add_argument("--speed", action="store_true",
                         help="mentions/s of name-only, hybrid and each + the NCBI re-ranker through the linker on "
                              "NCBI test (results reranker_speed); needs --speed-kb and --speed-index")
@@ -849,6 +897,9 @@ def main() -> None:
     parser.add_argument("--speed-also", type=Path, nargs="+", default=[], metavar="FOLDER",
                         help="--speed: also time name-only and hybrid + each of these re-rankers (e.g. ones trained "
                              "with --layers), alternated with the others")
+    parser.add_argument("--speed-margins", type=float, nargs="+", default=[], metavar="M",
+                        help="--speed: also time name-only and hybrid + the re-ranker at each of these "
+                             "reranker_margin values (results reranker_speed_margins)")
     parser.add_argument("--together", action="store_true",
                         help="the levers together through evaluate (results reranker_together): the NCBI re-ranker "
                              "(--use ncbi=FOLDER, else this script's NCBI run) on both sets")
@@ -912,13 +963,15 @@ def main() -> None:
         for r in rows:
             print(title, r)
         print(key, {k: v for k, v in chosen.items() if k != "grid"})
+        tables[f"{title}: reranker_margin at the linker's dense weight (top {rerank_ks[0]})"] = \
+            table(MARGIN_COLUMNS, chosen["margins"])
     if sweep:
         tables["re-ranked candidates (reranker_k): held-out tuning data and the reported set"] = \
             table(SWEEP_COLUMNS, sweep)
         for r in sweep:
             print(r)
     if not args.no_write and not args.train_only:
-        write_results("reranker_unseen", tables, figures=figures, notes=[
+        write_results(args.results, tables, figures=figures, notes=[
             "strict acc@1 in %; classes after normalisation (NFKC, lowercase, whitespace folded); unseen in train = "
             "not a train mention; neither = the refined subset; recall@k of the dense stage; mentions/s of dense + "
             "re-ranking with everything each encodes or scores, x name-only = its ratio to the dense stage alone "

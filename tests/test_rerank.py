@@ -506,7 +506,7 @@ def test_train_reranker_command(linker_parts, tiny_bert_path, tmp_path):
     args[args.index("--output") + 1] = str(tmp_path / "run2")
     result = CliRunner().invoke(app, ["train-reranker"] + args + ["--mention-like", "2"])
     assert result.exit_code == 0, result.output
-    assert "of mention-like variants)" in result.output
+    assert "of mention-like variants)" in result.output and "distilled" not in result.output
     assert json.loads((tmp_path / "run2" / "run.json").read_text())["settings"]["mention_like"] == 2
     args[args.index("--output") + 1] = str(tmp_path / "run3")
     result = CliRunner().invoke(app, ["train-reranker"] + args + ["--layers", "1"])
@@ -518,6 +518,7 @@ def test_train_reranker_command(linker_parts, tiny_bert_path, tmp_path):
                                                                   str(tmp_path / "run" / "model")])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "run4" / "model" / "sapbert_reranker.json").read_text())["trained"]["distill"] == 0.5
+    assert "distilled from" in result.output and "(weight 0.5)" in result.output  # the summary says so
     assert (tmp_path / "run4" / "teacher_logits.npy").is_file()
     args[args.index("--output") + 1] = str(tmp_path / "run5")
     bad = CliRunner().invoke(app, ["train-reranker"] + args + ["--distill", "0.3"])  # no teacher

@@ -74,7 +74,9 @@ def train_reranker_command(
     recall = summary["candidate_recall"]
     steps = summary["steps"]
     variants = f", {summary['variant_groups']:,} of mention-like variants" if summary["variant_groups"] else ""
+    distilled = f", distilled from {teacher} (weight {settings.distill:g})" if teacher is not None else ""
     typer.echo(f"Trained {steps} step{'' if steps == 1 else 's'} on {summary['groups']:,} groups ({summary['pseudo_groups']:,} of "
-               f"KB synonyms{variants}) in {summary['seconds'] / 60:.1f} min; final loss {summary['final_loss']:.4f}; gold in "
+               f"KB synonyms{variants}){distilled} in {summary['seconds'] / 60:.1f} min; final loss "
+               f"{summary['final_loss']:.4f}; gold in "
                f"the top {k}: {'–' if recall is None else f'{100 * recall:.1f} %'} of the annotated mentions")
     typer.echo(f"Re-ranker: {summary['model']}")
