@@ -55,8 +55,9 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from common import BC5CDR, MEDIC, NCBI, OUTPUT, ROOT, minilm_path
 from results_io import table, write_results
@@ -243,11 +244,12 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     reranker = OnnxCrossEncoder(folder, threads=args.threads)
     tag = f"{folder.parent.name}_k{rerank_k}"
     tuning = mentions_of(tune_docs, kb)
+    tune_golds = [g for _, g in tuning]
     tune_parts = logits_for(reranker, index, encoder, tuning, rerank_k, args.max_margin,
                             args.output / f"{key}_{tag}_tune.npz")
-    chosen = tune(tune_parts, [g for _, g in tuning])
+    chosen = tune(tune_parts, tune_golds)
     at_defaults, _ = apply(tune_parts, DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN)
-    chosen["tuning_acc_defaults"] = round(100 * accuracy(at_defaults, [g for _, g in tuning]), 1)
+    chosen["tuning_acc_defaults"] = round(100 * accuracy(at_defaults, tune_golds), 1)
     test = mentions_of(read_dataset(test_path, types=types), kb)
     golds = [g for _, g in test]
     parts = logits_for(reranker, index, encoder, test, rerank_k, args.max_margin, args.output / f"{key}_{tag}_test.npz")
@@ -294,7 +296,7 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
         held, held_share = apply(tune_parts, DEFAULT_DENSE_WEIGHT, margin)
         lists, share = apply(parts, DEFAULT_DENSE_WEIGHT, margin)
         cells = row("", lists, share)
-        frontier.append([margin, _pct(accuracy(held, [g for _, g in tuning])), _pct(held_share)]
+        frontier.append([margin, _pct(accuracy(held, tune_golds)), _pct(held_share)]
                         + [cells[COLUMNS.index(c)] for c in ("overall", "neither", "unseen in train", "seen in train")]
                         + [_pct(share)])
     chosen["margins"] = frontier
@@ -564,6 +566,28 @@ def speed_pass(nlp: Any, docs: Sequence[Tuple[str, List[Tuple[int, int]]]], file
     return seconds, [list(ent._.kb_ents) for doc in made for ent in doc.ents]
 
 
+@contextmanager
+def scoring_calls(stage: Any) -> Iterator[List[Tuple[Any, int]]]:
+    """The ``(groups, batch_size)`` of every ``score_groups`` call of a re-ranker stage's model inside the block
+    (none when ``stage`` is None): the method wrapped on the model instance, its own again after the block."""
+    calls: List[Tuple[Any, int]] = []
+    if stage is None:
+        yield calls
+        return
+    model = stage.model
+    real = model.score_groups
+
+    def recording(groups: Any, batch_size: int = 64) -> Any:
+        calls.append((groups, batch_size))
+        return real(groups, batch_size=batch_size)
+
+    model.score_groups = recording
+    try:
+        yield calls
+    finally:
+        del model.score_groups
+
+
 def speed_profile(nlp: Any, docs: Sequence[Any]) -> List[List[Any]]:
     """Seconds and share of one pass of ``nlp`` (the slowest system) in each of :data:`SPEED_PARTS` (cProfile)."""
     import cProfile
@@ -663,18 +687,11 @@ def speed(args: Any) -> None:
     scored_per_pass: Dict[str, List[int]] = {}  # system -> [mentions re-ranked, pairs scored] in one pass
     for name in systems:  # warm-up, and the two reads' kb_ents side by side
         stage = nlps[name].get_pipe("sapbert_linker").reranker
+        with scoring_calls(stage) as calls:
+            file_lists = speed_pass(nlps[name], docs, True)[1]
         if stage is not None:
-            counts = scored_per_pass[name] = [0, 0]
-            real = stage.model.score_groups
-
-            def counting(groups: Any, batch_size: int = 64, real: Any = real, counts: List[int] = counts) -> Any:
-                counts[0], counts[1] = counts[0] + len(groups), counts[1] + sum(len(ns) for _, ns in groups)
-                return real(groups, batch_size=batch_size)
-
-            stage.model.score_groups = counting
-            speed_pass(nlps[name], docs, True)
-            del stage.model.score_groups  # the model's own method again
-        lists = {reads: speed_pass(nlps[name], docs, reads == "file")[1] for reads in ("file", "hnswlib")}
+            scored_per_pass[name] = [sum(len(g) for g, _ in calls), sum(len(ns) for g, _ in calls for _, ns in g)]
+        lists = {"file": file_lists, "hnswlib": speed_pass(nlps[name], docs, False)[1]}
         ids_equal = [[c for c, _ in a] for a in lists["file"]] == [[c for c, _ in b] for b in lists["hnswlib"]]
         worst = max((abs(x - y) for a, b in zip(lists["file"], lists["hnswlib"]) for (_, x), (_, y) in zip(a, b)),
                     default=0.0)
@@ -692,20 +709,11 @@ def speed(args: Any) -> None:
         rows.append([name, round(now, 1), round(now / rate[f"{systems[0]}|file"], 2), round(before, 1),
                      round(before / rate[f"{systems[0]}|hnswlib"], 2), round(now / before, 2),
                      *scored_per_pass.get(name, [0, 0])])
-    scored: Dict[str, Any] = {"m": [], "n": [], "b": 64}
-    if reranker is not None:
-        model = nlps[profiled].get_pipe("sapbert_linker").reranker.model
-
-        def capture(groups: Any, batch_size: int = 64) -> Any:  # the profiled pass's pairs, for the batching table
-            scored.update(m=scored["m"] + [m for m, names in groups for _ in names],
-                          n=scored["n"] + [n for _, names in groups for n in names], b=batch_size)
-            return score_groups(groups, batch_size=batch_size)
-
-        score_groups = model.score_groups
-        model.score_groups = capture
-    profile = speed_profile(nlps[profiled], docs)
-    if reranker is not None:
-        model.score_groups = score_groups
+    with scoring_calls(nlps[profiled].get_pipe("sapbert_linker").reranker) as calls:
+        profile = speed_profile(nlps[profiled], docs)
+    scored = {"m": [m for g, _ in calls for m, names in g for _ in names],  # the profiled pass's pairs, for the
+              "n": [n for g, _ in calls for _, names in g for n in names],  # batching table
+              "b": calls[-1][1] if calls else 64}
     load.append(os.getloadavg()[0])
     tables = {"NCBI-disease test through sapbert_linker (gold spans, hnsw index): mentions/s, median of "
               f"{args.rounds} rounds": table(["system", "mentions/s", "x name-only", "mentions/s, hnswlib reads (before)",
