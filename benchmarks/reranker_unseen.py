@@ -39,6 +39,8 @@ linker's defaults through ``sapbert_linker`` on NCBI test (gold spans, an hnsw i
 hnswlib (before); a cProfile of where a hybrid + re-ranker pass spends its time. ``--speed-margins M ...`` (results
 ``reranker_speed_margins``): the re-ranker rows also at each ``reranker_margin`` M, with the texts and pairs it
 scores a pass.
+``--speed-corpus`` (results ``reranker_cache``): name-only + the re-ranker over all 793 NCBI documents in ``nlp.pipe``
+batches of 128 and 16, the re-ranker's cache of logits on and off (texts and pairs scored, mentions/s, same kb_ents).
 
 ``--mention-like N`` (results ``reranker_mention_like``): each set's re-ranker trained twice, the second time also on
 up to N mention-like variants of each training mention and pseudo-mention (``train-reranker --mention-like``), for the
@@ -193,14 +195,17 @@ def logits_for(reranker: Any, index: Any, encoder: Any, mentions: Sequence[Any],
             "pair_s": pair_s, "max_margin": max_margin}
 
 
-def apply(parts: Dict[str, Any], dense_weight: float, margin: float) -> Tuple[List[Any], float]:
+def apply(parts: Dict[str, Any], dense_weight: float, margin: float,
+          skip: Optional[Sequence[bool]] = None) -> Tuple[List[Any], float]:
     """The lists after re-ranking at ``dense_weight`` / ``margin`` (as the linker does), and the share of mentions
-    re-ranked."""
+    re-ranked; ``skip[q]`` True: mention ``q`` keeps its dense list (the trigger study)."""
     from spacy_sapbert.rerank import combine, needs_rerank
 
     out, done = [], 0
     for q, r in enumerate(parts["ranked"]):
-        if needs_rerank(r, margin) and parts["scored"][q] and parts["scored"][q][0]:
+        if skip is not None and skip[q]:
+            out.append(r)
+        elif needs_rerank(r, margin) and parts["scored"][q] and parts["scored"][q][0]:
             cids, dense, logits = parts["scored"][q]
             out.append(combine(cids, dense, logits, dense_weight))
             done += 1
@@ -300,12 +305,49 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
                         + [cells[COLUMNS.index(c)] for c in ("overall", "neither", "unseen in train", "seen in train")]
                         + [_pct(share)])
     chosen["margins"] = frontier
+    chosen["triggers"] = trigger_rows(kb, tune_parts, parts, tune_golds, row, args.max_margin)
     chosen["seconds_per_pair"] = round(per_pair, 5)
     chosen["reranker_k"] = rerank_k
     chosen["class_counts"] = classes.counts()
     return rows, chosen
 
 
+# which close calls are re-ranked, besides the margin alone: the mentions that are a KB name left out (the top
+# concept has the name: only a concept whose nearest name is another could be put above it), or only the
+# mentions whose best name score is below a bar (within the largest margin scored)
+TOP_SCORE_BARS = (0.7, 0.8, 0.9, 0.95)
+
+
+def trigger_rows(kb: Any, tune_parts: Dict[str, Any], parts: Dict[str, Any], tune_golds: Sequence[Any], row: Any,
+                 max_margin: float) -> List[List[Any]]:
+    """Rows of the trigger study at the linker's dense weight: each rule's held-out acc@1 and share re-ranked, and
+    the reported set's by class (``row``: :func:`evaluate_set`'s row maker)."""
+    from spacy_sapbert.rerank.apply import DEFAULT_DENSE_WEIGHT
+
+    def flags(p: Dict[str, Any], rule: Any) -> List[bool]:
+        return [rule(t, r) for t, r in zip(p["texts"], p["ranked"])]
+
+    rules: List[Tuple[str, float, Any]] = []
+    for margin in [m for m in MARGINS if m <= max_margin]:
+        rules.append((f"margin {margin:g}", margin, None))
+        rules.append((f"margin {margin:g}, not a KB name", margin, lambda t, r: kb.row_of_name(t) >= 0))
+    for bar in TOP_SCORE_BARS:
+        rules.append((f"margin {max_margin:g}, best name score below {bar:g}", max_margin,
+                      lambda t, r, bar=bar: not r or r[0][1] >= bar))
+    out = []
+    for label, margin, rule in rules:
+        held, held_share = apply(tune_parts, DEFAULT_DENSE_WEIGHT, margin,
+                                 None if rule is None else flags(tune_parts, rule))
+        lists, share = apply(parts, DEFAULT_DENSE_WEIGHT, margin, None if rule is None else flags(parts, rule))
+        cells = row("", lists, share)
+        out.append([label, _pct(accuracy(held, tune_golds)), _pct(held_share)]
+                   + [cells[COLUMNS.index(c)] for c in ("overall", "neither", "unseen in train", "seen in train")]
+                   + [_pct(share)])
+    return out
+
+
+TRIGGER_COLUMNS = ["re-ranked mentions", "held-out: acc@1", "held-out: % re-ranked", "overall", "neither (refined)",
+                   "unseen in train", "seen in train", "% re-ranked"]
 MARGIN_COLUMNS = ["reranker_margin", "held-out: acc@1", "held-out: % re-ranked", "overall", "neither (refined)",
                   "unseen in train", "seen in train", "% re-ranked"]
 SWEEP_COLUMNS = ["set", "reranker_k", "held-out: acc@1 at the defaults", "held-out: acc@1 tuned",
@@ -543,8 +585,9 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
     return nlps
 
 
-def speed_pass(nlp: Any, docs: Sequence[Tuple[str, List[Tuple[int, int]]]], file_reads: bool) -> Tuple[float, List[Any]]:
-    """Seconds of one ``linker.pipe`` over ``docs`` (gold spans set before the clock starts, the encoder's cache
+def speed_pass(nlp: Any, docs: Sequence[Tuple[str, List[Tuple[int, int]]]], file_reads: bool,
+               batch_size: int = 128) -> Tuple[float, List[Any]]:
+    """Seconds of one ``linker.pipe`` over ``docs`` (gold spans set before the clock starts, the linker's caches
     emptied) and every mention's kb_ents. ``file_reads`` False: the index's stored vectors come from hnswlib's
     ``get_items`` (what an index not read from a file does, and every hnsw index did before 2026-11-28)."""
     import spacy
@@ -553,7 +596,7 @@ def speed_pass(nlp: Any, docs: Sequence[Tuple[str, List[Tuple[int, int]]]], file
     backend = linker.index._backend
     backend._stored = None if file_reads else (backend._source, None)  # (source, None): hnswlib's copy
     backend._stored_vectors()  # the file's reader made (its label map read) before the clock starts
-    linker.encoder.clear_cache()
+    linker.clear_cache()  # the name encoder's vectors and the re-ranker's logits
     made = []
     for text, spans in docs:
         doc = nlp.make_doc(text)
@@ -561,7 +604,7 @@ def speed_pass(nlp: Any, docs: Sequence[Tuple[str, List[Tuple[int, int]]]], file
         doc.ents = spacy.util.filter_spans([span for span in found if span is not None])
         made.append(doc)
     started = time.perf_counter()
-    made = list(linker.pipe(made, batch_size=128))
+    made = list(linker.pipe(made, batch_size=batch_size))
     seconds = time.perf_counter() - started
     return seconds, [list(ent._.kb_ents) for doc in made for ent in doc.ents]
 
@@ -609,7 +652,8 @@ def speed_profile(nlp: Any, docs: Sequence[Any]) -> List[List[Any]]:
 def speed_batching(folder: Path, mentions: Sequence[str], names: Sequence[str], batch_size: int) -> List[List[Any]]:
     """The re-ranker's int8 forward pass over one pass's (mention, name) pairs batched four ways (all but the first
     change scores): seconds, padded tokens, the largest logit change against today's batching (one batch per mention,
-    since 2026-11-29), and the distance to the PyTorch float32 model's logits."""
+    since 2026-11-29; a name two of its candidates share read once, since 2026-12-02), and the distance to the
+    PyTorch float32 model's logits."""
     import numpy
     from transformers import AutoTokenizer
 
@@ -626,10 +670,10 @@ def speed_batching(folder: Path, mentions: Sequence[str], names: Sequence[str], 
     by_chars = sorted(range(len(pairs)), key=lambda i: (len(mentions[i]) + len(names[i]), i))
     by_tokens = sorted(range(len(pairs)), key=lambda i: (lengths[i], i))
     distinct = sorted(set(first.values()), key=lambda i: (lengths[i], i))
-    of_mention: Dict[str, List[int]] = {}
-    for i, mention in enumerate(mentions):
-        of_mention.setdefault(mention, []).append(i)
-    plans = {"today: one batch per mention (its k pairs)": None,
+    of_mention: Dict[str, List[int]] = {}  # today: one batch per mention of its distinct pairs
+    for i in sorted(set(first.values())):
+        of_mention.setdefault(mentions[i], []).append(i)
+    plans = {"today: one batch per mention (its distinct pairs)": None,
              "until 2026-11-29: sorted by characters, batches of batch_size": by_chars, "sorted by tokens": by_tokens,
              "sorted by tokens, each distinct pair once": distinct}
     reference = CrossEncoder.from_disk(folder).score(mentions, names, batch_size=batch_size)
@@ -646,7 +690,7 @@ def speed_batching(folder: Path, mentions: Sequence[str], names: Sequence[str], 
             padded += int(feed["input_ids"].size)
             logits[chunk] = enc._sessions.get().run(None, feed)[0]
         seconds = time.perf_counter() - started
-        if order is distinct:  # each pair's logit from its first copy
+        if order is None or order is distinct:  # each pair's logit from its first copy
             logits = logits[[first[pair] for pair in pairs]]
         today = logits if today is None else today
         rows.append([label, round(seconds, 2), padded, round(float(numpy.abs(logits - today).max()), 3),
@@ -690,7 +734,9 @@ def speed(args: Any) -> None:
         with scoring_calls(stage) as calls:
             file_lists = speed_pass(nlps[name], docs, True)[1]
         if stage is not None:
-            scored_per_pass[name] = [sum(len(g) for g, _ in calls), sum(len(ns) for g, _ in calls for _, ns in g)]
+            # pairs: the forward rows, a name two candidates share read once (model.group_batches)
+            scored_per_pass[name] = [sum(len(g) for g, _ in calls),
+                                     sum(len(set(ns)) for g, _ in calls for _, ns in g)]
         lists = {"file": file_lists, "hnswlib": speed_pass(nlps[name], docs, False)[1]}
         ids_equal = [[c for c, _ in a] for a in lists["file"]] == [[c for c, _ in b] for b in lists["hnswlib"]]
         worst = max((abs(x - y) for a, b in zip(lists["file"], lists["hnswlib"]) for (_, x), (_, y) in zip(a, b)),
@@ -736,7 +782,9 @@ def speed(args: Any) -> None:
                "same_kb_ents": same, "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()}}
     print(json.dumps({"tables": tables, "figures": figures}, indent=1))
     if not args.no_write:
-        write_results("reranker_speed_margins" if args.speed_margins else "reranker_speed", tables, figures=figures,
+        name = args.results if args.results != "reranker_unseen" else \
+            "reranker_speed_margins" if args.speed_margins else "reranker_speed"
+        write_results(name, tables, figures=figures,
                       notes=[
             "sapbert_linker.pipe over the 100 NCBI-disease test abstracts with the gold spans set (960 mentions, "
             "abbreviations not resolved), MEDIC 2012, the base all-MiniLM-L6-v2 (mean pooling) over an hnsw index "
@@ -745,16 +793,19 @@ def speed(args: Any) -> None:
             + ("re-ranker: the model given with --use ncbi= (figures.reranker: its run folder; "
                "figures.reranker_trained: how it was trained; a pass's cost does not depend on its weights) at the "
                "linker's defaults (reranker_k "
-               f"{DEFAULT_RERANK_K}, margin 0.05, dense weight 30, int8 ONNX Runtime)"
+               f"{DEFAULT_RERANK_K}, margin 0.05, dense weight 30, mentions that are a KB name not re-ranked "
+               "(reranker_skip_names, since 2026-12-02), int8 ONNX Runtime)"
                + ("; rows '..., N layers': the re-rankers given with --speed-also (figures.reranker_also, their "
                   "configs' N transformer layers) at the same defaults" if args.speed_also else "")
                + ("; rows '..., margin M': the same re-ranker at reranker_margin M (--speed-margins), the other "
                   "keys at the defaults. " if args.speed_margins else ". ")
                if reranker is not None else "no re-ranker in this run (--speed-no-reranker). ")
             + "Texts re-ranked / pairs scored a pass: the distinct mention texts the re-ranker read in one pass "
-            "(the linker encodes and ranks each distinct text of a batch once) and their (mention, name) pairs. "
-            + f"Every pass empties the encoder's cache; the rates are medians over the rounds, the {2 * len(systems)} "
-            "passes of a round alternated; x name-only: over name-only read the same way.",
+            "(the linker encodes and ranks each distinct text of a batch once) and their distinct (mention, name) "
+            "pairs (a name two candidates share is read once). "
+            + "Every pass empties the linker's caches (the name encoder's vectors, the re-ranker's logits); the rates "
+            f"are medians over the rounds, the {2 * len(systems)} passes of a round alternated; x name-only: over "
+            "name-only read the same way.",
             "hnswlib reads (before): the index's stored name vectors copied through hnswlib's get_items, as every "
             "hnsw index did before 2026-11-28 (and an index never saved still does); today they are read from the "
             "unchanged index file. figures.same_kb_ents: both give the same kb_ents (ids, scores).",
@@ -763,6 +814,70 @@ def speed(args: Any) -> None:
                "batch_size sorted by characters."] if reranker is not None and not args.speed_margins else []),
             "Shared 2-core machine: figures.load_average_1min (before, after each round, at the end); compare "
             "ratios within this run only."])
+
+
+def speed_corpus(args: Any) -> None:
+    """``--speed-corpus`` (results ``reranker_cache``): name-only + the re-ranker at the linker's defaults over all
+    793 NCBI-disease documents (train, dev, test; gold spans) in ``nlp.pipe`` batches of 128 and 16, with the
+    re-ranker stage's cache of logits on (the default) and off (``cache_size`` 0): mentions/s, the texts and
+    distinct pairs the cross-encoder read in a pass, and whether both give the same kb_ents."""
+    import json
+    import os
+    import statistics
+
+    from spacy_sapbert.mentions.datasets import read_pubtator
+    from spacy_sapbert.rerank.apply import DEFAULT_RERANK_K
+
+    given = dict(item.split("=", 1) for item in args.use)
+    reranker = Path(given.get("ncbi") or args.output / run_name("ncbi", args) / "model")
+    if not reranker.is_dir():
+        raise SystemExit(f"no re-ranker at {reranker}: give --use ncbi=FOLDER")
+    nlp = speed_pipelines(args.speed_kb, args.speed_index, reranker, 0.0)["name-only + re-ranker"]
+    stage = nlp.get_pipe("sapbert_linker").reranker
+    size = stage.cache_size
+    docs = [(d.text, [(m.start, m.end) for m in d.mentions]) for split in ("train", "dev", "test")
+            for d in read_pubtator(NCBI[split])]
+    n = sum(len(spans) for _, spans in docs)
+    systems = [(batch, cache) for batch in (128, 16) for cache in (True, False)]
+    times: Dict[Tuple[int, bool], List[float]] = {s: [] for s in systems}
+    counts: Dict[Tuple[int, bool], List[int]] = {}
+    lists: Dict[Tuple[int, bool], List[Any]] = {}
+    load = [os.getloadavg()[0]]
+    for r in range(args.rounds):
+        for batch, cache in (systems if r % 2 == 0 else systems[::-1]):
+            stage.cache_size = size if cache else 0
+            with scoring_calls(stage) as calls:
+                seconds, found = speed_pass(nlp, docs, True, batch_size=batch)
+            times[(batch, cache)].append(seconds)
+            counts[(batch, cache)] = [sum(len(g) for g, _ in calls), sum(len(set(ns)) for g, _ in calls for _, ns in g)]
+            lists[(batch, cache)] = found
+        load.append(os.getloadavg()[0])
+        print("round", r, {f"{b}|{c}": round(v[-1], 2) for (b, c), v in times.items()}, "load", load[-1], flush=True)
+    stage.cache_size = size
+    rows = []
+    for batch, cache in systems:
+        rate = n / statistics.median(times[(batch, cache)])
+        off = n / statistics.median(times[(batch, False)])
+        rows.append([batch, "on" if cache else "off (cache_size 0)", round(rate, 1), round(rate / off, 2),
+                     *counts[(batch, cache)], lists[(batch, cache)] == lists[(batch, False)]])
+    tables = {f"NCBI-disease train + dev + test through sapbert_linker + re-ranker (gold spans, {n:,} mentions): "
+              f"the re-ranker's cache of logits, median of {args.rounds} rounds":
+              table(["docs per nlp.pipe batch", "re-ranker cache", "mentions/s", "x cache off",
+                     "texts re-ranked a pass", "pairs scored a pass", "same kb_ents as cache off"], rows)}
+    figures = {"mentions": n, "docs": len(docs), "rounds": args.rounds, "cache_size": size,
+               "reranker": reranker.parent.name, "load_average_1min": load,
+               "seconds": {f"{b}|{'on' if c else 'off'}": [round(x, 3) for x in v] for (b, c), v in times.items()}}
+    print(json.dumps({"tables": tables, "figures": figures}, indent=1))
+    if not args.no_write:
+        write_results("reranker_cache", tables, figures=figures, notes=[
+            "sapbert_linker.pipe over the 793 NCBI-disease abstracts (train, dev, test) with the gold spans set "
+            "(abbreviations not resolved), MEDIC 2012, the base all-MiniLM-L6-v2 (mean pooling) over an hnsw index; "
+            f"the re-ranker given with --use ncbi= at the linker's defaults (reranker_k {DEFAULT_RERANK_K}, margin "
+            "0.05, dense weight 30, KB names not re-ranked, int8 ONNX Runtime). Cache on: the stage remembers the logits of the last "
+            f"{size:,} groups (a mention and its candidates' names) it scored, so a text of a later batch is not "
+            "scored again; off: cache_size 0. Every pass starts with both caches of the linker empty; the name "
+            "encoder's cache is on in both. Texts / pairs: what the cross-encoder read in one pass.",
+            "Shared 2-core machine: figures.load_average_1min; compare ratios within this run only."])
 
 
 def ablation_runs(args: Any, model: str) -> Dict[str, Any]:
@@ -892,7 +1007,8 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--results", default="reranker_unseen",
                         help="the results file of a run that trains or is given re-rankers (e.g. reranker_margins for "
-                             "a run with other re-rankers than the published table's)")
+                             "a run with other re-rankers than the published table's), or of a --speed run (default "
+                             "reranker_speed / reranker_speed_margins)")
     parser.add_argument("--speed", action="store_true",
                         help="mentions/s of name-only, hybrid and each + the NCBI re-ranker through the linker on "
                              "NCBI test (results reranker_speed); needs --speed-kb and --speed-index")
@@ -908,6 +1024,9 @@ def main() -> None:
     parser.add_argument("--speed-margins", type=float, nargs="+", default=[], metavar="M",
                         help="--speed: also time name-only and hybrid + the re-ranker at each of these "
                              "reranker_margin values (results reranker_speed_margins)")
+    parser.add_argument("--speed-corpus", action="store_true",
+                        help="the re-ranker's cache of logits on and off over all NCBI documents (results "
+                             "reranker_cache); needs --speed-kb and --speed-index")
     parser.add_argument("--together", action="store_true",
                         help="the levers together through evaluate (results reranker_together): the NCBI re-ranker "
                              "(--use ncbi=FOLDER, else this script's NCBI run) on both sets")
@@ -921,10 +1040,10 @@ def main() -> None:
     if args.together:
         together(args)
         return
-    if args.speed:
+    if args.speed or args.speed_corpus:
         if args.speed_kb is None or args.speed_index is None:
-            parser.error("--speed needs --speed-kb and --speed-index")
-        speed(args)
+            parser.error("--speed and --speed-corpus need --speed-kb and --speed-index")
+        (speed_corpus if args.speed_corpus else speed)(args)
         return
 
     import torch
@@ -973,6 +1092,8 @@ def main() -> None:
         print(key, {k: v for k, v in chosen.items() if k != "grid"})
         tables[f"{title}: reranker_margin at the linker's dense weight (top {rerank_ks[0]})"] = \
             table(MARGIN_COLUMNS, chosen["margins"])
+        tables[f"{title}: which close calls are re-ranked, at the linker's dense weight (top {rerank_ks[0]})"] = \
+            table(TRIGGER_COLUMNS, chosen["triggers"])
     if sweep:
         tables["re-ranked candidates (reranker_k): held-out tuning data and the reported set"] = \
             table(SWEEP_COLUMNS, sweep)

@@ -118,17 +118,26 @@ def test_candidate_keys_rank_as_the_linker_does(fixtures_dir, tmp_path, tiny_ber
 def test_reranker_keys_rank_as_the_linker_does(fixtures_dir, tmp_path, tiny_bert_path, fixture_kb_path,
                                                fixture_reranker, hybrid):
     extra = {**HYBRID, "candidates": "interleave"} if hybrid else {}
-    settings = _settings(fixtures_dir, tmp_path, base_encoder=str(tiny_bert_path), reranker=str(fixture_reranker),
-                         reranker_k=3, reranker_margin=1.0, reranker_dense_weight=2.5, **extra)
-    systems, _ = _systems(settings)
     name = "base encoder + hybrid + re-ranker" if hybrid else "base encoder + re-ranker"
-    system = systems[name]
-    ours = [r.concepts for r in system.rank(QUERIES, 3)]
-    assert all(abs(sum(s for _, s in r) - 1.0) < 1e-6 for r in ours if len(r) == 3)  # the softmax over the top 3
     linker_cfg = {**({"sparse_weight": 0.3, "sparse_k": 3, "candidates": "interleave"} if hybrid else {})}
-    nlp = linker_nlp(tiny_bert_path, fixture_kb_path, reranker_path=fixture_reranker, k=3, max_entities_per_mention=3,
-                     reranker_k=3, reranker_margin=1.0, reranker_dense_weight=2.5, **linker_cfg)
-    _same(ours, _linker_lists(nlp, QUERIES, 3))
+    for skip in (False, True):  # reranker_skip_names: a query that is a KB name keeps its stage list in both
+        settings = _settings(fixtures_dir, tmp_path, base_encoder=str(tiny_bert_path), reranker=str(fixture_reranker),
+                             reranker_k=3, reranker_margin=1.0, reranker_dense_weight=2.5, reranker_skip_names=skip,
+                             **extra)
+        systems, _ = _systems(settings)
+        system = systems[name]
+        ours = [r.concepts for r in system.rank(QUERIES, 3)]
+        if not skip:
+            assert all(abs(sum(s for _, s in r) - 1.0) < 1e-6 for r in ours if len(r) == 3)  # softmax over the top 3
+        nlp = linker_nlp(tiny_bert_path, fixture_kb_path, reranker_path=fixture_reranker, k=3,
+                         max_entities_per_mention=3, reranker_k=3, reranker_margin=1.0, reranker_dense_weight=2.5,
+                         reranker_skip_names=skip, **linker_cfg)
+        _same(ours, _linker_lists(nlp, QUERIES, 3))
+    settings = _settings(fixtures_dir, tmp_path, base_encoder=str(tiny_bert_path), reranker=str(fixture_reranker),
+                         reranker_k=3, reranker_margin=1.0, reranker_dense_weight=2.5, reranker_skip_names=False,
+                         **extra)
+    system = _systems(settings)[0][name]
+    ours = [r.concepts for r in system.rank(QUERIES, 3)]
     stage = [r.concepts for r in system.candidate_stage.rank(QUERIES, 3)]
     assert ours != stage  # re-ordered and re-scored
     # a margin of 0 re-ranks only exact ties: (nearly) every list stays the stage's

@@ -764,3 +764,162 @@ def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert
     assert figures[labels[0]]["run"] == bench.run_name("ncbi", args)
     assert figures[labels[1]]["run"].endswith({"mention_like": "_ml2", "distill": "_L1_d0.5"}.get(kind, "_L1"))
     assert ("_lr0.0001_" in figures[labels[1]]["run"]) == (kind in ("layers_lr", "distill"))
+
+
+def test_a_name_two_candidates_share_is_read_once_with_the_same_logits(trained_reranker):
+    """group_batches runs each group's distinct names only and gives a shared name's logit to every candidate that
+    reads it; for the int8 graph that is the logit the repeated row got, bit for bit (the batch's extremes and its
+    padded length do not change)."""
+    from spacy_sapbert.rerank.model import OnnxCrossEncoder, group_batches
+
+    runs = []
+
+    def run(mentions, names):
+        runs.append(list(names))
+        return numpy.array([len(n) + 0.5 for n in names], dtype=numpy.float32)
+
+    out = group_batches([("m", ["bb", "a", "bb", "ccc", "a"]), ("n", ["x"])], 2, run)
+    assert runs == [["bb", "a"], ["ccc"], ["x"]]  # distinct names, in batches of 2, per group
+    assert [o.tolist() for o in out] == [[2.5, 1.5, 2.5, 3.5, 1.5], [1.5]]
+    model = OnnxCrossEncoder(trained_reranker)
+    session = model._sessions.get()
+    for mention, names in [("heart infarct", ["heart attack", "fever", "heart attack", "flu"]),
+                           ("high fever", ["fever", "fever", "pyrexia"])]:
+        every_row = session.run(None, model._pairs([mention] * len(names), names))[0]
+        assert model.score_groups([(mention, names)])[0].tolist() == every_row.tolist()
+
+
+def test_the_stage_remembers_the_groups_it_scored_with_the_same_logits(trained_reranker):
+    """RerankStage.score_groups: a group scored before comes from its LRU cache (the model is not run), equal to
+    scoring it again; the arrays are the caller's; cache_size bounds it, 0 turns it off; clear_cache empties it;
+    a group split into other batches (more distinct names than batch_size) is scored, not served."""
+    from spacy_sapbert.rerank.stage import DEFAULT_CACHE_SIZE, RerankStage
+
+    stage = RerankStage(trained_reranker)
+    assert stage.cache_size == DEFAULT_CACHE_SIZE
+    real, scored = stage.model.score_groups, []
+
+    def counting(groups, batch_size=64):
+        scored.extend(m for m, _ in groups)
+        return real(groups, batch_size=batch_size)
+
+    stage.model.score_groups = counting
+    groups = [("heart infarct", ["heart attack", "fever", "flu"]), ("high fever", ["fever", "pyrexia"]),
+              ("heart infarct", ["heart attack", "fever", "flu"])]
+    first = stage.score_groups(groups)
+    assert scored == ["heart infarct", "high fever"]  # the repeated group once
+    first[0][:] = 99.0  # the caller's copy
+    again = stage.score_groups(groups[:2])
+    assert scored == ["heart infarct", "high fever"]  # nothing run: both remembered
+    assert [a.tolist() for a in again] == [g.tolist() for g in real(groups[:2])]
+    stage.score_groups([("heart infarct", ["heart attack", "fever", "flu"])], batch_size=2)  # two batches: its own
+    assert scored[-1] == "heart infarct" and len(scored) == 3
+    stage.clear_cache()
+    stage.score_groups(groups[:1])
+    assert len(scored) == 4
+    stage.cache_size = 1
+    stage.score_groups(groups[1:2])  # scored, and evicts the least recently used group ...
+    stage.score_groups(groups[:1])  # ... which is scored again
+    assert len(scored) == 6 and list(stage._cache)[0][0] == "heart infarct" and len(stage._cache) == 1
+    stage.cache_size = 0
+    stage.clear_cache()
+    stage.score_groups(groups[:1])
+    stage.score_groups(groups[:1])
+    assert len(scored) == 8 and not stage._cache
+
+
+def test_the_linker_scores_a_text_of_a_later_batch_from_the_cache_and_clear_cache_empties_both(
+        linker_parts, tiny_bert_path, trained_reranker, tmp_path):
+    """The same text in two nlp.pipe batches: re-ranked once, the same kb_ents both times and as a cold pipeline
+    gives; SapbertLinker.clear_cache forgets the encoder's vectors and the re-ranker's logits."""
+    kb, _, _ = linker_parts
+    kb.to_disk(tmp_path / "kb")
+    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker, reranker_margin=1.0)
+    linker = nlp.get_pipe("sapbert_linker")
+    real, scored = linker.reranker.model.score_groups, []
+
+    def counting(groups, batch_size=64):
+        scored.extend(m for m, _ in groups)
+        return real(groups, batch_size=batch_size)
+
+    linker.reranker.model.score_groups = counting
+
+    def docs():
+        from spacy.tokens import Span
+
+        made = []
+        for text, spans in [("a heart infarct and high fever", [(1, 3), (4, 6)]), ("heart infarct", [(0, 2)])]:
+            doc = nlp.make_doc(text)
+            doc.ents = [Span(doc, s, e, label="Disease") for s, e in spans]
+            made.append(doc)
+        return made
+
+    out = [[e._.kb_ents for e in doc.ents] for doc in nlp.get_pipe("sapbert_linker").pipe(docs(), batch_size=1)]
+    assert sorted(scored) == ["heart infarct", "high fever"]  # the second doc's mention served from the cache
+    # the same list up to the dense scores' last bits (the exact search's product depends on the queries batched)
+    assert [c for c, _ in out[1][0]] == [c for c, _ in out[0][0]]
+    assert [s for _, s in out[1][0]] == pytest.approx([s for _, s in out[0][0]], abs=1e-5)
+    cold = linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker, reranker_margin=1.0)
+    assert [[e._.kb_ents for e in doc.ents] for doc in cold.get_pipe("sapbert_linker").pipe(docs(), batch_size=1)] \
+        == out
+    assert linker.encoder._cache and linker.reranker._cache
+    linker.clear_cache()
+    assert not linker.encoder._cache and not linker.reranker._cache
+    assert [[e._.kb_ents for e in doc.ents] for doc in linker.pipe(docs(), batch_size=1)] == out
+    assert len(scored) == 4
+
+
+def test_the_trigger_study_re_ranks_only_the_mentions_each_rule_picks(bench_scripts):
+    """reranker_unseen.trigger_rows: 'margin M' re-ranks the close calls; '..., not a KB name' leaves a mention that
+    is a KB name as the dense stage ranked it; '..., best name score below B' only those under the bar."""
+    bench = bench_scripts.load("reranker_unseen")
+
+    class Names:
+        def row_of_name(self, text):
+            return 0 if text == "kb name" else -1
+
+    # three mentions, each a close call whose logits put the second candidate first
+    ranked = [[("A", 1.0), ("B", 0.99)], [("A", 0.85), ("B", 0.84)], [("A", 0.6), ("B", 0.595)]]
+    scored = [(["A", "B"], [a[1], b[1]], [0.0, 5.0]) for a, b in ranked]
+    parts = {"texts": ["kb name", "close", "far"], "ranked": ranked, "scored": scored, "max_margin": 0.2}
+    golds = [{"B"}, {"B"}, {"B"}]
+    seen = []
+
+    def row(name, lists, share):
+        seen.append([r[0][0] for r in lists])
+        cells = [None] * len(bench.COLUMNS)
+        cells[bench.COLUMNS.index("overall")] = share
+        return cells
+
+    rows = {r[0]: r for r in bench.trigger_rows(Names(), parts, parts, golds, row, 0.2)}
+    assert rows["margin 0.05"][1] == 100.0 and rows["margin 0.05"][2] == 100.0  # every one re-ranked, all right
+    assert rows["margin 0.05, not a KB name"][1] == pytest.approx(66.7) and \
+        rows["margin 0.05, not a KB name"][2] == pytest.approx(66.7)
+    assert rows["margin 0.2, best name score below 0.8"][1] == pytest.approx(33.3)
+    assert rows["margin 0.2, best name score below 0.9"][2] == pytest.approx(66.7)
+    assert "margin 1" not in rows and len(rows) == 2 * 6 + 4  # margins up to --max-margin, each with and without
+    order = [r[0] for r in bench.trigger_rows(Names(), parts, parts, golds, row, 0.2)]
+    assert seen[order.index("margin 0.05, not a KB name")] == ["A", "B", "B"]
+
+
+def test_reranker_skip_names_leaves_a_mention_that_is_a_kb_name_as_ranked(linker_parts, tiny_bert_path,
+                                                                          trained_reranker, tmp_path):
+    """reranker_skip_names (the default): 'pyrexia' (a KB name) keeps the name-only list, 'heart infarct' is
+    re-ranked as with the key off, where both are."""
+    kb, _, _ = linker_parts
+    kb.to_disk(tmp_path / "kb")
+    spans = [(0, 2), (3, 4)]
+    text = "heart infarct and pyrexia"
+    plain = [e._.kb_ents for e in linked(linker_nlp(tiny_bert_path, tmp_path / "kb", k=4), text, spans).ents]
+    every = [e._.kb_ents for e in linked(linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker,
+                                                    reranker_margin=1.0, reranker_skip_names=False), text, spans).ents]
+    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker, reranker_margin=1.0,
+                     reranker_skip_names=True)
+    assert nlp.get_pipe("sapbert_linker").cfg["reranker_skip_names"] is True
+    skipped = [e._.kb_ents for e in linked(nlp, text, spans).ents]
+    assert every[1] != plain[1]  # re-ranked: the softmax's probabilities
+    assert skipped == [every[0], plain[1]]
+    from confection import ConfigValidationError
+
+    with pytest.raises(ConfigValidationError, match="reranker_skip_names"):
+        linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_skip_names="yes")

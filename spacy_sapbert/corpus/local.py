@@ -3,10 +3,11 @@ in one process (this one, or one of ``--n-process`` forked workers: :mod:`.worke
 soon as it is complete.
 
 Every back-end links a shard the same way (all its documents, in order, in batches of ``batch_size``, in a
-pipeline whose encoder cache is off), so a shard's rows do not depend on the back-end, the worker count or
-what a process linked before. Scores still depend on ``batch_size`` in their last float bits (a mention's
-vector depends on how many others share its encoder batch) and, with the PyTorch runtime, on the thread
-count: docs/scale-out.md says what is equal across which settings.
+pipeline whose encoder cache is off; a re-ranker's cache of logits stays on, as it gives what scoring again
+would), so a shard's rows do not depend on the back-end, the worker count or what a process linked before.
+Scores still depend on ``batch_size`` in their last float bits (a mention's vector depends on how many others
+share its encoder batch) and, with the PyTorch runtime, on the thread count: docs/scale-out.md says what is
+equal across which settings.
 """
 from __future__ import annotations
 

@@ -107,8 +107,8 @@ def link_speed(n: int, seconds: float) -> Dict[str, object]:
 
 
 def cold(*encoders: object) -> None:
-    """Empty the LRU string caches of ``encoders`` (those that have one) so that a timed call encodes what
-    it links (the dictionary encoding fills the name encoder's cache)."""
+    """Empty the LRU caches of ``encoders`` (those that have one: name encoders, a re-ranker stage's logits) so
+    that a timed call encodes and scores what it links (the dictionary encoding fills the name encoder's cache)."""
     for encoder in encoders:
         clear = getattr(encoder, "clear_cache", None)
         if callable(clear):

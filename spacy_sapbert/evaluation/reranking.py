@@ -49,8 +49,9 @@ class RerankSystem(System):
     module docstring)."""
 
     def __init__(self, stage: Any, reranker: RerankStage, *, k: int, margin: float, dense_weight: float,
-                 name: str, batch_size: int = 64) -> None:
+                 name: str, batch_size: int = 64, skip_names: bool = True) -> None:
         check_rerank_settings(k, margin, dense_weight)
+        self.skip_names = bool(skip_names)  # a mention that is a KB name keeps its list (the linker's key)
         self.candidate_stage, self.reranker, self.name = stage, reranker, name
         self.k, self.margin, self.dense_weight, self.batch_size = int(k), float(margin), float(dense_weight), batch_size
         self.reranked_share: Optional[float] = None
@@ -69,8 +70,10 @@ class RerankSystem(System):
                                     for found in self.candidate_stage.scored(unique, depth, vectors)]
         else:
             ranked = [list(found) for found in self.candidate_stage.scored(unique, depth, vectors)]
+        row_of_name = getattr(setup.index.kb, "row_of_name", None)
+        keep = [row_of_name(q) >= 0 for q in unique] if self.skip_names and row_of_name is not None else None
         out = self.reranker.apply(setup.index, unique, vectors, ranked, k=self.k, margin=self.margin,
-                                  dense_weight=self.dense_weight, batch_size=self.batch_size)
+                                  dense_weight=self.dense_weight, batch_size=self.batch_size, keep=keep)
         changed = sum(1 for before, after in zip(ranked, out) if before != after)
         self.reranked_share = changed / len(unique) if unique else 0.0
         by_text = dict(zip(unique, out))
@@ -79,6 +82,7 @@ class RerankSystem(System):
     def describe(self) -> Dict[str, object]:
         return {**super().describe(), "candidate_stage": self.candidate_stage.name, "reranker": str(self.reranker.folder),
                 "reranker_k": self.k, "reranker_margin": self.margin, "reranker_dense_weight": self.dense_weight,
+                "reranker_skip_names": self.skip_names,
                 "order": "re-ranker logit + reranker_dense_weight x stage score, close calls only (reranker_margin)",
                 "distinct_texts_reordered": self.reranked_share}
 
@@ -101,7 +105,7 @@ def rerank_system(settings: Dict[str, Any], kb: Any, dense: Any, hybrid: Optiona
     reranker.check(kb, stage.encoder, owner=f"the one of evaluate's system '{stage.name}'")
     return RerankSystem(stage, reranker, k=int(sy["reranker_k"]), margin=float(sy["reranker_margin"]),
                         dense_weight=float(sy["reranker_dense_weight"]), name=f"{stage.name} + {sy['reranker_name']}",
-                        batch_size=settings["batch_size"])
+                        batch_size=settings["batch_size"], skip_names=bool(sy.get("reranker_skip_names", True)))
 
 
 __all__ = ["IndexDense", "RerankSystem", "rerank_system"]

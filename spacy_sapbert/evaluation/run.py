@@ -114,7 +114,7 @@ def _ranked(system: System, queries: Sequence[str], max_k: int, depth: int
     call (encoder caches emptied first) gives the acc@k rankings as they always were; the candidate stage is
     ranked apart to ``depth`` (scispaCy's linker proposes its own ``k`` concepts at most: its list is cut; a
     re-ranker system's candidates are its ``candidate_stage``'s)."""
-    cold(getattr(system, "encoder", None))
+    cold(getattr(system, "encoder", None), getattr(system, "reranker", None))
     t = time.perf_counter()
     rankings = system.rank(queries, max_k)
     speed = link_speed(len(queries), time.perf_counter() - t)

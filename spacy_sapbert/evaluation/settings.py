@@ -105,6 +105,7 @@ reranker_name = "re-ranker"
 reranker_k = {DEFAULT_RERANK_K}
 reranker_margin = {DEFAULT_RERANK_MARGIN}
 reranker_dense_weight = {DEFAULT_DENSE_WEIGHT}
+reranker_skip_names = true
 """
 
 
@@ -274,6 +275,8 @@ def _check_levers(systems: Dict[str, Any], base: Path, where: Any) -> None:
     except ConfigError:
         refuse("reranker_dense_weight", f"a finite number from 0 to {MAX_DENSE_WEIGHT:g} (0: the re-ranker alone)")
     systems["reranker_margin"] = float(systems["reranker_margin"])
+    if not isinstance(systems.get("reranker_skip_names"), bool):
+        refuse("reranker_skip_names", "true or false")
     folder = systems.get("reranker")
     systems["reranker"] = _resolve(base, folder) if folder and str(folder).strip() else None
     if systems["reranker"] is not None and not systems["reranker"].is_dir():

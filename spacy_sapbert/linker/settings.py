@@ -78,7 +78,8 @@ class LinkerSettings:
 
     Re-ranker (docs/reranker.md): ``reranker_k`` candidates of the mentions whose best two name scores lie within
     ``reranker_margin`` (1.0: every mention) are re-ordered by the cross-encoder's logit + ``reranker_dense_weight``
-    x the name score, their scores the softmax of that."""
+    x the name score, their scores the softmax of that; with ``reranker_skip_names`` a mention that is a KB name is
+    never re-ranked (its top concept has that name; docs/reranker.md, "Which close calls")."""
 
     model: str = DEFAULT_MODEL
     pooling: str = "auto"  # cls | mean | auto: what the model folder declares, else cls
@@ -122,6 +123,7 @@ class LinkerSettings:
     reranker_k: int = DEFAULT_RERANK_K  # candidates a re-ranker (initialize's reranker_path) re-orders
     reranker_margin: float = 0.05  # re-rank mentions whose best two name scores are this close (>= 1.0: every one)
     reranker_dense_weight: float = 30.0  # order re-ranked candidates by logit + this x name score (0: re-ranker alone)
+    reranker_skip_names: bool = True  # a mention that is a KB name keeps its name ranking (docs/reranker.md)
 
     def __post_init__(self) -> None:
         """Normalise (lists, language codes, the hybrid keys) and check every value: coded errors."""

@@ -115,13 +115,15 @@ def combine(cids: Sequence[str], dense: Sequence[float], logits: Sequence[float]
 
 def rerank(reranker: Any, index: Any, mentions: Sequence[str], query_vectors: numpy.ndarray,
            ranked: Sequence[Ranked], *, k: int = DEFAULT_RERANK_K, margin: float = DEFAULT_RERANK_MARGIN,
-           dense_weight: float = DEFAULT_DENSE_WEIGHT, batch_size: int = 64) -> List[Ranked]:
+           dense_weight: float = DEFAULT_DENSE_WEIGHT, batch_size: int = 64,
+           keep: Optional[Sequence[bool]] = None) -> List[Ranked]:
     """``ranked`` with the lists of the mentions that need it (:func:`needs_rerank`) replaced by their top ``k``
     candidates ordered by the re-ranker's logit + ``dense_weight`` x their dense score (:func:`combine`).
-    ``mentions`` are the normalised texts the vectors were encoded from; ``ranked``'s scores the dense ones."""
+    ``mentions`` are the normalised texts the vectors were encoded from; ``ranked``'s scores the dense ones;
+    ``keep[q]`` True: mention ``q`` is never re-ranked (the linker's ``reranker_skip_names``: a KB name)."""
     check_rerank_settings(k, margin, dense_weight)
     out = [list(r) for r in ranked]
-    todo = [i for i, r in enumerate(ranked) if needs_rerank(r, margin)]
+    todo = [i for i, r in enumerate(ranked) if needs_rerank(r, margin) and not (keep is not None and keep[i])]
     for q, (cids, dense, logits) in candidate_logits(reranker, index, mentions, query_vectors, ranked, todo, k=k,
                                                      batch_size=batch_size).items():
         if cids:  # else no candidate with a name to read: the list stays as it was

@@ -98,15 +98,23 @@ def pair_inputs(tokenizer: Any, mentions: Sequence[str], names: Sequence[str], m
 def group_batches(groups: Sequence[Tuple[str, Sequence[str]]], batch_size: int,
                   run: Callable[[List[str], List[str]], Any]) -> List[numpy.ndarray]:
     """``run(mentions, names)`` over each group's pairs (a mention and its candidate names), one batch per group
-    (a group of more than ``batch_size`` names in consecutive batches of ``batch_size``): what a mention's pairs score
-    depends on that mention alone, never on which other mentions were linked with it."""
+    (a group of more than ``batch_size`` distinct names in consecutive batches of ``batch_size``): what a mention's
+    pairs score depends on that mention alone, never on which other mentions were linked with it. A name that
+    several candidates share (the nearest name of two concepts) is read once and its logit given to each: the int8
+    graph quantizes a batch by its extremes, which a repeated row does not move, so the logits are the same bit for
+    bit (docs/reranker.md, "Remembered logits, shared names")."""
     out: List[numpy.ndarray] = []
+    step = max(1, batch_size)
     for mention, names in groups:
         names = list(names)
-        logits = numpy.zeros(len(names), dtype=numpy.float32)
-        for start in range(0, len(names), max(1, batch_size)):
-            chunk = names[start:start + max(1, batch_size)]
+        distinct = list(dict.fromkeys(names))
+        logits = numpy.zeros(len(distinct), dtype=numpy.float32)
+        for start in range(0, len(distinct), step):
+            chunk = distinct[start:start + step]
             logits[start:start + len(chunk)] = run([mention] * len(chunk), chunk)
+        if len(distinct) < len(names):
+            at = {name: i for i, name in enumerate(distinct)}
+            logits = logits[[at[name] for name in names]]
         out.append(logits)
     return out
 

@@ -1,11 +1,18 @@
 """The re-ranker as the linker holds it: loaded from a re-ranker folder, checked against the linker's KB and name
 encoder, applied to the linker's candidate lists, and saved with the pipeline (``reranker/``: only the files the
-folder's ``sapbert_reranker.json`` records, so nothing else travels)."""
+folder's ``sapbert_reranker.json`` records, so nothing else travels).
+
+The stage remembers the logits of the groups (a mention and the names of its candidates) it scored, in a bounded
+LRU cache like the name encoder's: a text written again in a later batch of ``nlp.pipe`` is not scored again.
+Each group is scored as a batch of its own (:func:`~spacy_sapbert.rerank.model.group_batches`), so a remembered
+logit is the one scoring again would give, bit for bit: the cache changes no result, whatever was linked before.
+"""
 from __future__ import annotations
 
 import shutil
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
@@ -14,15 +21,47 @@ from .apply import check_compatible, rerank
 from .model import META_FILE, load_reranker, read_meta, recorded_files
 
 Ranked = List[Tuple[str, float]]
+Group = Tuple[str, Tuple[str, ...], int]  # mention, candidate names, names per batch
+# groups whose logits are remembered: a few hundred bytes each (the texts, k float32 logits)
+DEFAULT_CACHE_SIZE = 20_000
 
 
 class RerankStage:
-    """A loaded re-ranker and the folder it came from."""
+    """A loaded re-ranker, the folder it came from and the cache of the groups it scored (``cache_size`` groups;
+    0: no cache)."""
 
-    def __init__(self, folder: PathLike, *, device: str = "cpu") -> None:
+    def __init__(self, folder: PathLike, *, device: str = "cpu", cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.folder = ensure_path(folder)
         self.meta = read_meta(self.folder)
         self.model = load_reranker(self.folder, device="cpu" if device == "auto" else device)
+        self.cache_size = max(0, int(cache_size))
+        self._cache: "OrderedDict[Group, numpy.ndarray]" = OrderedDict()
+
+    def score_groups(self, groups: Sequence[Tuple[str, Sequence[str]]], *, batch_size: int = 64) -> List[numpy.ndarray]:
+        """The model's logits of each ``(mention, names)`` group; a group scored before comes from the cache, the
+        others are scored together (each still a batch of its own) and remembered. Each array is the caller's own."""
+        # a group of more distinct names than batch_size is scored in several batches: which, is part of the key
+        keys: List[Group] = [(mention, tuple(names), min(max(1, batch_size), len(set(names))))
+                             for mention, names in groups]
+        found: Dict[Group, numpy.ndarray] = {}
+        for key in keys:
+            if key not in found and key in self._cache:
+                self._cache.move_to_end(key)
+                found[key] = self._cache[key]
+        todo = list(dict.fromkeys(key for key in keys if key not in found))
+        if todo:
+            for key, logits in zip(todo, self.model.score_groups([(m, list(ns)) for m, ns, _ in todo],
+                                                                 batch_size=batch_size)):
+                found[key] = logits
+                if self.cache_size:
+                    self._cache[key] = logits
+                    if len(self._cache) > self.cache_size:
+                        self._cache.popitem(last=False)
+        return [found[key].copy() for key in keys]
+
+    def clear_cache(self) -> None:
+        """Forget every remembered group (what a timing run does before each pass)."""
+        self._cache.clear()
 
     def check(self, kb: Any, encoder: Any, *, owner: str = "the linker's") -> None:
         """E811 when it was trained for another KB or another name encoder than ``owner``'s (the message's words
@@ -31,10 +70,12 @@ class RerankStage:
                          owner=owner)
 
     def apply(self, index: Any, texts: Sequence[str], vectors: numpy.ndarray, ranked: Sequence[Ranked], *, k: int,
-              margin: float, dense_weight: float, batch_size: int) -> List[Ranked]:
-        """The lists with the close calls re-ranked (:func:`~spacy_sapbert.rerank.apply.rerank`)."""
-        return rerank(self.model, index, list(texts), vectors, ranked, k=k, margin=margin, dense_weight=dense_weight,
-                      batch_size=batch_size)
+              margin: float, dense_weight: float, batch_size: int,
+              keep: Optional[Sequence[bool]] = None) -> List[Ranked]:
+        """The lists with the close calls re-ranked (:func:`~spacy_sapbert.rerank.apply.rerank`; ``keep[q]`` True:
+        mention ``q``'s list stays as it is)."""
+        return rerank(self, index, list(texts), vectors, ranked, k=k, margin=margin, dense_weight=dense_weight,
+                      batch_size=batch_size, keep=keep)
 
     def to_disk(self, path: PathLike) -> None:
         """Copy the recorded files into ``path`` (atomically)."""
@@ -45,4 +86,4 @@ class RerankStage:
                     shutil.copy2(self.folder / name, Path(tmp) / name)
 
 
-__all__ = ["RerankStage"]
+__all__ = ["RerankStage", "DEFAULT_CACHE_SIZE"]
