@@ -609,6 +609,18 @@ def speed_pass(nlp: Any, docs: Sequence[Tuple[str, List[Tuple[int, int]]]], file
     return seconds, [list(ent._.kb_ents) for doc in made for ent in doc.ents]
 
 
+def pass_counts(calls: Sequence[Tuple[Any, int]]) -> List[int]:
+    """``[texts, pairs]`` the cross-encoder read in the recorded ``score_groups`` calls (:func:`scoring_calls`):
+    the groups, and their forward rows (a name two candidates share is read once: ``model.group_batches``)."""
+    return [sum(len(g) for g, _ in calls), sum(len(set(ns)) for g, _ in calls for _, ns in g)]
+
+
+def ncbi_reranker(args: Any) -> Path:
+    """The NCBI re-ranker folder of a speed run: ``--use ncbi=FOLDER``, else this script's NCBI run."""
+    given = dict(item.split("=", 1) for item in args.use)
+    return Path(given.get("ncbi") or args.output / run_name("ncbi", args) / "model")
+
+
 @contextmanager
 def scoring_calls(stage: Any) -> Iterator[List[Tuple[Any, int]]]:
     """The ``(groups, batch_size)`` of every ``score_groups`` call of a re-ranker stage's model inside the block
@@ -713,8 +725,7 @@ def speed(args: Any) -> None:
 
     results = Path(__file__).resolve().parent / "results"
     weight = float(json.loads((results / "hybrid_unseen.json").read_text(encoding="utf8"))["figures"]["NCBI-disease test"]["weight"])
-    given = dict(item.split("=", 1) for item in args.use)
-    reranker: Optional[Path] = Path(given.get("ncbi") or args.output / run_name("ncbi", args) / "model")
+    reranker: Optional[Path] = ncbi_reranker(args)
     if args.speed_no_reranker:
         reranker = None
     elif not reranker.is_dir():
@@ -734,9 +745,7 @@ def speed(args: Any) -> None:
         with scoring_calls(stage) as calls:
             file_lists = speed_pass(nlps[name], docs, True)[1]
         if stage is not None:
-            # pairs: the forward rows, a name two candidates share read once (model.group_batches)
-            scored_per_pass[name] = [sum(len(g) for g, _ in calls),
-                                     sum(len(set(ns)) for g, _ in calls for _, ns in g)]
+            scored_per_pass[name] = pass_counts(calls)
         lists = {"file": file_lists, "hnswlib": speed_pass(nlps[name], docs, False)[1]}
         ids_equal = [[c for c, _ in a] for a in lists["file"]] == [[c for c, _ in b] for b in lists["hnswlib"]]
         worst = max((abs(x - y) for a, b in zip(lists["file"], lists["hnswlib"]) for (_, x), (_, y) in zip(a, b)),
@@ -828,8 +837,7 @@ def speed_corpus(args: Any) -> None:
     from spacy_sapbert.mentions.datasets import read_pubtator
     from spacy_sapbert.rerank.apply import DEFAULT_RERANK_K
 
-    given = dict(item.split("=", 1) for item in args.use)
-    reranker = Path(given.get("ncbi") or args.output / run_name("ncbi", args) / "model")
+    reranker = ncbi_reranker(args)
     if not reranker.is_dir():
         raise SystemExit(f"no re-ranker at {reranker}: give --use ncbi=FOLDER")
     nlp = speed_pipelines(args.speed_kb, args.speed_index, reranker, 0.0)["name-only + re-ranker"]
@@ -849,7 +857,7 @@ def speed_corpus(args: Any) -> None:
             with scoring_calls(stage) as calls:
                 seconds, found = speed_pass(nlp, docs, True, batch_size=batch)
             times[(batch, cache)].append(seconds)
-            counts[(batch, cache)] = [sum(len(g) for g, _ in calls), sum(len(set(ns)) for g, _ in calls for _, ns in g)]
+            counts[(batch, cache)] = pass_counts(calls)
             lists[(batch, cache)] = found
         load.append(os.getloadavg()[0])
         print("round", r, {f"{b}|{c}": round(v[-1], 2) for (b, c), v in times.items()}, "load", load[-1], flush=True)
@@ -873,9 +881,9 @@ def speed_corpus(args: Any) -> None:
             "sapbert_linker.pipe over the 793 NCBI-disease abstracts (train, dev, test) with the gold spans set "
             "(abbreviations not resolved), MEDIC 2012, the base all-MiniLM-L6-v2 (mean pooling) over an hnsw index; "
             f"the re-ranker given with --use ncbi= at the linker's defaults (reranker_k {DEFAULT_RERANK_K}, margin "
-            "0.05, dense weight 30, KB names not re-ranked, int8 ONNX Runtime). Cache on: the stage remembers the logits of the last "
-            f"{size:,} groups (a mention and its candidates' names) it scored, so a text of a later batch is not "
-            "scored again; off: cache_size 0. Every pass starts with both caches of the linker empty; the name "
+            "0.05, dense weight 30, KB names not re-ranked, int8 ONNX Runtime). Cache on: the stage remembers the "
+            f"logits of the last {size:,} groups (a mention and its candidates' names) it scored, so a text of a "
+            "later batch is not scored again; off: cache_size 0. Every pass starts with both caches of the linker empty; the name "
             "encoder's cache is on in both. Texts / pairs: what the cross-encoder read in one pass.",
             "Shared 2-core machine: figures.load_average_1min; compare ratios within this run only."])
 

@@ -70,10 +70,9 @@ class RerankSystem(System):
                                     for found in self.candidate_stage.scored(unique, depth, vectors)]
         else:
             ranked = [list(found) for found in self.candidate_stage.scored(unique, depth, vectors)]
-        row_of_name = getattr(setup.index.kb, "row_of_name", None)
-        keep = [row_of_name(q) >= 0 for q in unique] if self.skip_names and row_of_name is not None else None
         out = self.reranker.apply(setup.index, unique, vectors, ranked, k=self.k, margin=self.margin,
-                                  dense_weight=self.dense_weight, batch_size=self.batch_size, keep=keep)
+                                  dense_weight=self.dense_weight, batch_size=self.batch_size,
+                                  skip_names=self.skip_names)
         changed = sum(1 for before, after in zip(ranked, out) if before != after)
         self.reranked_share = changed / len(unique) if unique else 0.0
         by_text = dict(zip(unique, out))

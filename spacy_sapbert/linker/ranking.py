@@ -101,12 +101,9 @@ class LinkerRanking:
             ranked = self.index.search(vectors, depth, semantic_types=cfg["semantic_types"] or None,
                                        require_definition=cfg["filter_for_definitions"])
         if self.reranker is not None:
-            row_of_name = getattr(self.index.kb, "row_of_name", None)
-            keep = [row_of_name(text) >= 0 for text in texts] \
-                if cfg["reranker_skip_names"] and row_of_name is not None else None
             ranked = self.reranker.apply(self.index, texts, vectors, ranked, k=cfg["reranker_k"],
                                          margin=cfg["reranker_margin"], dense_weight=cfg["reranker_dense_weight"],
-                                         batch_size=cfg["batch_size"], keep=keep)
+                                         batch_size=cfg["batch_size"], skip_names=cfg["reranker_skip_names"])
         return ranked
 
     def score_parts(self, texts: List[str], vectors: Optional["numpy.ndarray"] = None,

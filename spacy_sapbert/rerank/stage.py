@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy
 
@@ -70,10 +70,11 @@ class RerankStage:
                          owner=owner)
 
     def apply(self, index: Any, texts: Sequence[str], vectors: numpy.ndarray, ranked: Sequence[Ranked], *, k: int,
-              margin: float, dense_weight: float, batch_size: int,
-              keep: Optional[Sequence[bool]] = None) -> List[Ranked]:
-        """The lists with the close calls re-ranked (:func:`~spacy_sapbert.rerank.apply.rerank`; ``keep[q]`` True:
-        mention ``q``'s list stays as it is)."""
+              margin: float, dense_weight: float, batch_size: int, skip_names: bool = False) -> List[Ranked]:
+        """The lists with the close calls re-ranked (:func:`~spacy_sapbert.rerank.apply.rerank`); ``skip_names``: a
+        text that is a name of ``index``'s KB keeps its list (the linker's and evaluate's ``reranker_skip_names``)."""
+        row_of_name = getattr(index.kb, "row_of_name", None)
+        keep = [row_of_name(text) >= 0 for text in texts] if skip_names and row_of_name is not None else None
         return rerank(self, index, list(texts), vectors, ranked, k=k, margin=margin, dense_weight=dense_weight,
                       batch_size=batch_size, keep=keep)
 
