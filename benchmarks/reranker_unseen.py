@@ -7,7 +7,10 @@ point. CPU only. Nothing is tuned on the reported test sets.
 
 Rows: the name encoder alone (dense top-1); its top ``k`` re-ranked by the int8 re-ranker alone for every mention
 (``reranker_dense_weight`` 0, margin 1); the re-ranker combined with the dense score (order by re-ranker logit +
-``dense_weight`` x cosine) at the weight and margin tuned on the held-out data; and the linker's defaults.
+``dense_weight`` x cosine) at the weight and margin tuned on the held-out data; and the linker's defaults (margin
+0.05, dense weight 30, mentions that are a KB name left out, its ``reranker_window``). The trigger table's rows
+"..., window W" score each ``reranker_window`` W with logits of its own, the candidates read a batch of their own as
+the linker reads them (the int8 graph's logits depend on the batch).
 Columns: strict acc@1 overall and per class of the protocol (a dictionary name / a train mention / neither;
 "seen in train" / "unseen in train": a train mention or not; "neither" is the refined subset), candidate
 recall@1/5/16/64 of the dense stage (the re-ranker's ceiling is recall@k), the mentions/s of dense + re-ranking
@@ -38,7 +41,7 @@ linker's defaults through ``sapbert_linker`` on NCBI test (gold spans, an hnsw i
 --sparse``), alternated in one process, with the index's stored vectors read from its file (today) and through
 hnswlib (before); a cProfile of where a hybrid + re-ranker pass spends its time. ``--speed-margins M ...`` (results
 ``reranker_speed_margins``): the re-ranker rows also at each ``reranker_margin`` M, with the texts and pairs it
-scores a pass.
+scores a pass; ``--speed-windows W ...`` the same at each ``reranker_window`` W (1: all ``reranker_k`` candidates).
 ``--speed-corpus`` (results ``reranker_cache``): name-only + the re-ranker over all 793 NCBI documents in ``nlp.pipe``
 batches of 128 and 16, the re-ranker's cache of logits on and off (texts and pairs scored, mentions/s, same kb_ents).
 
@@ -152,27 +155,33 @@ def train(key: str, docs: Sequence[Any], kb: Any, index: Any, encoder: Any, mode
 
 
 def logits_for(reranker: Any, index: Any, encoder: Any, mentions: Sequence[Any], k: int, max_margin: float,
-               store: Path) -> Dict[str, Any]:
-    """Dense top-64 of the mentions and the re-ranker's logits of the top ``k`` of every distinct mention text whose
-    two best dense scores lie within ``max_margin`` (kept in ``store``, an ``.npz`` keyed by what was scored, so a
-    rerun does not score again), with the time each stage took (the re-ranking's per scored pair)."""
+               store: Path, window: float = 1.0, dense: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Dense top-64 of the mentions and the re-ranker's logits of the top ``k`` (those within ``window`` of the best:
+    the linker's ``reranker_window``) of every distinct mention text whose two best dense scores lie within
+    ``max_margin`` (kept in ``store``, an ``.npz`` keyed by what was scored, so a rerun does not score again), with
+    the time each stage took (the re-ranking's per scored pair). ``dense``: an earlier call's result for the same
+    mentions, whose dense stage is reused."""
     import json
 
     import numpy
 
-    from spacy_sapbert.rerank import candidate_logits, needs_rerank
+    from spacy_sapbert.rerank import candidate_logits, needs_rerank, window_size
 
     texts = [t for t, _ in mentions]
-    started = time.perf_counter()
-    encoder.clear_cache()
-    vectors = encoder.encode(texts, batch_size=128)
-    ranked = index.search(vectors, max(RECALL_KS))
-    dense_s = time.perf_counter() - started
+    if dense is None:
+        started = time.perf_counter()
+        encoder.clear_cache()
+        vectors = encoder.encode(texts, batch_size=128)
+        ranked = index.search(vectors, max(RECALL_KS))
+        dense_s = time.perf_counter() - started
+    else:
+        vectors, ranked, dense_s = dense["vectors"], dense["ranked"], dense["dense_s"]
     first: Dict[str, int] = {}
     for q, t in enumerate(texts):
         first.setdefault(t, q)
     todo = [q for q in sorted(first.values()) if needs_rerank(ranked[q], max_margin)]
-    key = json.dumps([[texts[q] for q in todo], k, [[c for c, _ in ranked[q][:k]] for q in todo]])
+    key = json.dumps([[texts[q] for q in todo], k,
+                      [[c for c, _ in ranked[q][:window_size(ranked[q], k, window)]] for q in todo]])
     if store.is_file():
         with numpy.load(store, allow_pickle=False) as data:
             if str(data["key"]) == key:
@@ -183,7 +192,7 @@ def logits_for(reranker: Any, index: Any, encoder: Any, mentions: Sequence[Any],
                     at += n
     if not store.is_file() or str(numpy.load(store, allow_pickle=False)["key"]) != key:
         started = time.perf_counter()
-        scored = candidate_logits(reranker, index, texts, vectors, ranked, todo, k=k)
+        scored = candidate_logits(reranker, index, texts, vectors, ranked, todo, k=k, window=window)
         pairs = sum(len(v[0]) for v in scored.values())
         pair_s = (time.perf_counter() - started) / max(1, pairs)
         numpy.savez(store, key=numpy.array(key), pair_seconds=numpy.array(pair_s),
@@ -242,8 +251,8 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     from spacy_sapbert.mentions.datasets import read_dataset
     from spacy_sapbert.evaluation.protocol import MentionClasses
     from spacy_sapbert.kb.concept import normalize_name
-    from spacy_sapbert.rerank.apply import DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN
-    from spacy_sapbert.rerank import candidate_logits
+    from spacy_sapbert.rerank.apply import DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN, DEFAULT_RERANK_WINDOW
+    from spacy_sapbert.rerank import candidate_logits, needs_rerank
     from spacy_sapbert.rerank.model import OnnxCrossEncoder
 
     reranker = OnnxCrossEncoder(folder, threads=args.threads)
@@ -252,12 +261,22 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     tune_golds = [g for _, g in tuning]
     tune_parts = logits_for(reranker, index, encoder, tuning, rerank_k, args.max_margin,
                             args.output / f"{key}_{tag}_tune.npz")
-    chosen = tune(tune_parts, tune_golds)
-    at_defaults, _ = apply(tune_parts, DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN)
-    chosen["tuning_acc_defaults"] = round(100 * accuracy(at_defaults, tune_golds), 1)
     test = mentions_of(read_dataset(test_path, types=types), kb)
     golds = [g for _, g in test]
     parts = logits_for(reranker, index, encoder, test, rerank_k, args.max_margin, args.output / f"{key}_{tag}_test.npz")
+    # the linker's reranker_window: each window's logits scored as the linker scores them (a mention's batch holds
+    # only the candidates read), for the mentions within the default margin
+    windowed: Dict[float, Tuple[Dict[str, Any], Dict[str, Any]]] = {}
+    if DEFAULT_RERANK_MARGIN <= args.max_margin:
+        for w in sorted(w for w in set(WINDOWS) | {DEFAULT_RERANK_WINDOW} if w < 1):  # 1: tune_parts / parts
+            windowed[w] = tuple(logits_for(reranker, index, encoder, ms, rerank_k, DEFAULT_RERANK_MARGIN,
+                                           args.output / f"{key}_{tag}_w{w:g}_{split}.npz", window=w, dense=dense)
+                                for ms, split, dense in ((tuning, "tune", tune_parts), (test, "test", parts)))
+    kb_names = [[kb.row_of_name(t) >= 0 for t in p["texts"]] for p in (tune_parts, parts)]
+    defaults = windowed.get(DEFAULT_RERANK_WINDOW, (tune_parts, parts))  # the linker's defaults: window, KB names kept
+    chosen = tune(tune_parts, tune_golds)
+    at_defaults, _ = apply(defaults[0], DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN, kb_names[0])
+    chosen["tuning_acc_defaults"] = round(100 * accuracy(at_defaults, tune_golds), 1)
     # the protocol's classes are the set's: a mention of any training document is a train mention
     train_texts = [normalize_name(m.text) for d in read_dataset(SETS[key][1], types=types) for m in d.mentions]
     classes = MentionClasses(parts["texts"], kb.names, train_texts)
@@ -269,7 +288,8 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     timed = candidate_logits(reranker, index, parts["texts"], parts["vectors"], parts["ranked"], sample, k=rerank_k)
     per_pair = (time.perf_counter() - started) / max(1, sum(len(v[0]) for v in timed.values()))
 
-    def row(name: str, lists: List[Any], share: Any) -> List[Any]:
+    def row(name: str, lists: List[Any], share: Any, read: float = rerank_k) -> List[Any]:
+        """``read``: candidates scored per re-ranked mention (fewer than ``rerank_k`` with a window)."""
         hits = [bool(r) and r[0][0] in g for r, g in zip(lists, golds)]
         split = classes.split(hits)
         seen = [h for h, unseen in zip(hits, classes.unseen_in_train) if not unseen]
@@ -280,21 +300,27 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
                          if share is None else None)
         if share is None:
             return cells + [round(dense_rate, 1), 1.0]
-        # what a linker at these settings spends: the dense stage + scoring k pairs of each re-ranked mention
-        seconds = parts["dense_s"] + share * n * rerank_k * per_pair
+        # what a linker at these settings spends: the dense stage + scoring the pairs of each re-ranked mention
+        seconds = parts["dense_s"] + share * n * read * per_pair
         return cells + [round(n / seconds, 1), round(parts["dense_s"] / seconds, 2)]
 
     rows = [row("name encoder (dense top-1)", parts["ranked"], None)]
-    settings = [("re-ranker alone, every mention", 0.0, 1.0)] if args.max_margin >= 1 else \
-        [(f"re-ranker alone (dense weight 0), margin {args.max_margin:g}", 0.0, args.max_margin)]
+    settings = [("re-ranker alone, every mention", 0.0, 1.0, parts, None)] if args.max_margin >= 1 else \
+        [(f"re-ranker alone (dense weight 0), margin {args.max_margin:g}", 0.0, args.max_margin, parts, None)]
     if DEFAULT_RERANK_MARGIN <= args.max_margin:
-        settings.append((f"linker defaults (dense weight {DEFAULT_DENSE_WEIGHT:g}, margin {DEFAULT_RERANK_MARGIN:g})",
-                         DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN))
-    for label, weight, margin in settings + [
-                                  (f"dense weight {chosen['dense_weight']:g}, margin {chosen['margin']:g} (tuned)",
-                                   chosen["dense_weight"], chosen["margin"])]:
-        lists, share = apply(parts, weight, margin)
-        rows.append(row(f"re-ranked top {rerank_k}: {label}", lists, share))
+        settings.append((f"linker defaults (dense weight {DEFAULT_DENSE_WEIGHT:g}, margin {DEFAULT_RERANK_MARGIN:g}, "
+                         "KB names not re-ranked, " + (f"window {DEFAULT_RERANK_WINDOW:g})"
+                                                       if DEFAULT_RERANK_WINDOW < 1 else f"all {rerank_k} read)"),
+                         DEFAULT_DENSE_WEIGHT,
+                         DEFAULT_RERANK_MARGIN, defaults[1], kb_names[1]))
+    for label, weight, margin, these, skip in settings + [
+            (f"dense weight {chosen['dense_weight']:g}, margin {chosen['margin']:g} (tuned)", chosen["dense_weight"],
+             chosen["margin"], parts, None)]:
+        lists, share = apply(these, weight, margin, skip)
+        read = [len(these["scored"][q][0]) for q, r in enumerate(these["ranked"])
+                if not (skip is not None and skip[q]) and needs_rerank(r, margin) and these["scored"][q]]
+        rows.append(row(f"re-ranked top {rerank_k}: {label}", lists, share,
+                        sum(read) / len(read) if read else rerank_k))
         chosen.setdefault("share_reranked", {})[label] = round(100 * share, 1)
     frontier = []  # the margin at the linker's dense weight: held-out and reported acc@1, share re-ranked
     for margin in [m for m in MARGINS if m <= args.max_margin]:
@@ -305,7 +331,7 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
                         + [cells[COLUMNS.index(c)] for c in ("overall", "neither", "unseen in train", "seen in train")]
                         + [_pct(share)])
     chosen["margins"] = frontier
-    chosen["triggers"] = trigger_rows(kb, tune_parts, parts, tune_golds, row, args.max_margin)
+    chosen["triggers"] = trigger_rows(kb, tune_parts, parts, tune_golds, row, args.max_margin, windowed)
     chosen["seconds_per_pair"] = round(per_pair, 5)
     chosen["reranker_k"] = rerank_k
     chosen["class_counts"] = classes.counts()
@@ -318,36 +344,63 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
 TOP_SCORE_BARS = (0.7, 0.8, 0.9, 0.95)
 
 
+def candidates_read(parts: Dict[str, Any], margin: float, skip: Optional[Sequence[bool]]) -> int:
+    """The (mention, candidate) pairs a rule has the re-ranker read: the scored candidates of each distinct text it
+    re-ranks (what one linker batch holding every mention pays)."""
+    from spacy_sapbert.rerank import needs_rerank
+
+    done: Dict[str, int] = {}
+    for q, (t, r) in enumerate(zip(parts["texts"], parts["ranked"])):
+        if t not in done and not (skip is not None and skip[q]) and needs_rerank(r, margin) and parts["scored"][q]:
+            done[t] = len(parts["scored"][q][0])
+    return sum(done.values())
+
+
 def trigger_rows(kb: Any, tune_parts: Dict[str, Any], parts: Dict[str, Any], tune_golds: Sequence[Any], row: Any,
-                 max_margin: float) -> List[List[Any]]:
-    """Rows of the trigger study at the linker's dense weight: each rule's held-out acc@1 and share re-ranked, and
-    the reported set's by class (``row``: :func:`evaluate_set`'s row maker)."""
-    from spacy_sapbert.rerank.apply import DEFAULT_DENSE_WEIGHT
+                 max_margin: float,
+                 windowed: Optional[Dict[float, Tuple[Dict[str, Any], Dict[str, Any]]]] = None) -> List[List[Any]]:
+    """Rows of the trigger study at the linker's dense weight: each rule's held-out acc@1, share re-ranked and
+    candidates read, and the reported set's by class (``row``: :func:`evaluate_set`'s row maker). ``windowed``:
+    ``{window: (held-out parts, reported parts)}`` scored with that ``reranker_window`` at the default margin (rows
+    "..., window W", KB names not re-ranked)."""
+    from spacy_sapbert.rerank.apply import DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN
 
     def flags(p: Dict[str, Any], rule: Any) -> List[bool]:
         return [rule(t, r) for t, r in zip(p["texts"], p["ranked"])]
 
-    rules: List[Tuple[str, float, Any]] = []
+    def kb_name(t: str, r: Any) -> bool:
+        return kb.row_of_name(t) >= 0
+
+    rules: List[Tuple[str, float, Any, Dict[str, Any], Dict[str, Any]]] = []
     for margin in [m for m in MARGINS if m <= max_margin]:
-        rules.append((f"margin {margin:g}", margin, None))
-        rules.append((f"margin {margin:g}, not a KB name", margin, lambda t, r: kb.row_of_name(t) >= 0))
+        rules.append((f"margin {margin:g}", margin, None, tune_parts, parts))
+        rules.append((f"margin {margin:g}, not a KB name", margin, kb_name, tune_parts, parts))
     for bar in TOP_SCORE_BARS:
         rules.append((f"margin {max_margin:g}, best name score below {bar:g}", max_margin,
-                      lambda t, r, bar=bar: not r or r[0][1] >= bar))
+                      lambda t, r, bar=bar: not r or r[0][1] >= bar, tune_parts, parts))
+    for w, (held_parts, test_parts) in sorted((windowed or {}).items()):
+        rules.append((f"margin {DEFAULT_RERANK_MARGIN:g}, not a KB name, window {w:g}", DEFAULT_RERANK_MARGIN, kb_name,
+                      held_parts, test_parts))
     out = []
-    for label, margin, rule in rules:
-        held, held_share = apply(tune_parts, DEFAULT_DENSE_WEIGHT, margin,
-                                 None if rule is None else flags(tune_parts, rule))
-        lists, share = apply(parts, DEFAULT_DENSE_WEIGHT, margin, None if rule is None else flags(parts, rule))
+    for label, margin, rule, held_parts, test_parts in rules:
+        held_skip = None if rule is None else flags(held_parts, rule)
+        test_skip = None if rule is None else flags(test_parts, rule)
+        held, held_share = apply(held_parts, DEFAULT_DENSE_WEIGHT, margin, held_skip)
+        lists, share = apply(test_parts, DEFAULT_DENSE_WEIGHT, margin, test_skip)
         cells = row("", lists, share)
-        out.append([label, _pct(accuracy(held, tune_golds)), _pct(held_share)]
+        out.append([label, _pct(accuracy(held, tune_golds)), _pct(held_share),
+                    candidates_read(held_parts, margin, held_skip)]
                    + [cells[COLUMNS.index(c)] for c in ("overall", "neither", "unseen in train", "seen in train")]
-                   + [_pct(share)])
+                   + [_pct(share), candidates_read(test_parts, margin, test_skip)])
     return out
 
 
-TRIGGER_COLUMNS = ["re-ranked mentions", "held-out: acc@1", "held-out: % re-ranked", "overall", "neither (refined)",
-                   "unseen in train", "seen in train", "% re-ranked"]
+# the linker's reranker_window values the trigger study scores beside the default (each with its own logits; the
+# rows "margin 0.05, not a KB name" are window 1.0)
+WINDOWS = (0.04, 0.06, 0.08, 0.1)
+TRIGGER_COLUMNS = ["re-ranked mentions", "held-out: acc@1", "held-out: % re-ranked", "held-out: candidates read",
+                   "overall", "neither (refined)", "unseen in train", "seen in train", "% re-ranked",
+                   "candidates read"]
 MARGIN_COLUMNS = ["reranker_margin", "held-out: acc@1", "held-out: % re-ranked", "overall", "neither (refined)",
                   "unseen in train", "seen in train", "% re-ranked"]
 SWEEP_COLUMNS = ["set", "reranker_k", "held-out: acc@1 at the defaults", "held-out: acc@1 tuned",
@@ -534,13 +587,15 @@ def layers_of(folder: Path) -> int:
 
 
 def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], weight: float,
-                    also: Sequence[Path] = (), margins: Sequence[float] = ()) -> Dict[str, Any]:
+                    also: Sequence[Path] = (), margins: Sequence[float] = (),
+                    windows: Sequence[float] = ()) -> Dict[str, Any]:
     """The linkers of ``--speed`` sharing one encoder and one index (loaded once): name-only, hybrid
     (``sparse_weight`` = ``weight``, the other hybrid keys at their defaults) and, with a ``reranker`` folder,
     name-only and hybrid each + the re-ranker at the linker's defaults (``reranker_k`` 4, margin 0.05, dense weight
     30); for each folder of ``also``, name-only and hybrid + that re-ranker as well (``"... + re-ranker, N layers"``,
     N from its config); for each of ``margins``, name-only and hybrid + the re-ranker at that ``reranker_margin``
-    (``"... + re-ranker, margin M"``); abbreviations not resolved."""
+    (``"... + re-ranker, margin M"``), and for each of ``windows`` at that ``reranker_window`` (``"..., window W"``);
+    abbreviations not resolved."""
     import spacy
 
     from spacy_sapbert.rerank.stage import RerankStage
@@ -556,21 +611,25 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
             if label in weights:
                 raise SystemExit(f"--speed-also: two re-rankers of {layers} layers ({folder})")
             extra[label], weights[label] = folder, w
-    margin_of: Dict[str, float] = {}  # system -> its reranker_margin (the linker's default otherwise)
-    for margin in margins if reranker is not None else ():
-        for name, w in zip(SPEED_SYSTEMS[2:], (0.0, weight)):
-            label = f"{name}, margin {margin:g}"
-            margin_of[label], weights[label] = float(margin), w
+    keys_of: Dict[str, Dict[str, float]] = {}  # system -> its reranker_margin / reranker_window (else the defaults)
+    for key, values, word in (("reranker_margin", margins, "margin"), ("reranker_window", windows, "window")):
+        for value in values if reranker is not None else ():
+            for name, w in zip(SPEED_SYSTEMS[2:], (0.0, weight)):
+                label = f"{name}, {word} {value:g}"
+                keys_of[label], weights[label] = {key: float(value)}, w
     nlps = {}
-    for name in tuple(systems) + tuple(extra) + tuple(margin_of):
+    for name in tuple(systems) + tuple(extra) + tuple(keys_of):
         nlp = spacy.blank("en")
-        margin = {"reranker_margin": margin_of[name]} if name in margin_of else {}
-        nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": weights[name], **margin})
+        nlp.add_pipe("sapbert_linker", config={**cfg, "sparse_weight": weights[name], **keys_of.get(name, {})})
         nlps[name] = nlp
     first = SPEED_SYSTEMS[3] if reranker is not None else SPEED_SYSTEMS[1]
     loaded = nlps[first].get_pipe("sapbert_linker")
     loaded.initialize(nlp=nlps[first], kb_path=str(kb_dir), index_path=str(index_dir),
                       reranker_path=None if reranker is None else str(reranker), show_progress=False)
+    if not hasattr(loaded.index._backend, "_stored_vectors"):  # speed_pass sets how the stored vectors are read
+        raise SystemExit(f"--speed-index {index_dir} is not an hnswlib graph (the passes read its stored vectors from "
+                         "the file and through hnswlib): build it with `spacy-sapbert build-index --hnsw "
+                         "--hnsw-vectors float32 --sparse`")
     stages = {folder: RerankStage(folder) for folder in set(extra.values())}
     for stage in stages.values():
         stage.check(loaded.index.kb, loaded.encoder)
@@ -580,7 +639,7 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
             linker.set_resources(loaded.encoder, loaded.index, path=str(index_dir))
         if name in extra:
             linker.reranker = stages[extra[name]]  # one re-ranker stage each (one ONNX Runtime session)
-        elif name.endswith("+ re-ranker") or name in margin_of:
+        elif name.endswith("+ re-ranker") or name in keys_of:
             linker.reranker = loaded.reranker
     return nlps
 
@@ -721,7 +780,7 @@ def speed(args: Any) -> None:
     import statistics
 
     from spacy_sapbert.mentions.datasets import read_pubtator
-    from spacy_sapbert.rerank.apply import DEFAULT_RERANK_K
+    from spacy_sapbert.rerank.apply import DEFAULT_RERANK_K, DEFAULT_RERANK_WINDOW
 
     results = Path(__file__).resolve().parent / "results"
     weight = float(json.loads((results / "hybrid_unseen.json").read_text(encoding="utf8"))["figures"]["NCBI-disease test"]["weight"])
@@ -731,7 +790,9 @@ def speed(args: Any) -> None:
     elif not reranker.is_dir():
         raise SystemExit(f"no re-ranker at {reranker}: train one (this script without --speed), give --use "
                          "ncbi=FOLDER, or time name-only and hybrid alone with --speed-no-reranker")
-    nlps = speed_pipelines(args.speed_kb, args.speed_index, reranker, weight, args.speed_also, args.speed_margins)
+    nlps = speed_pipelines(args.speed_kb, args.speed_index, reranker, weight, args.speed_also, args.speed_margins,
+                           args.speed_windows)
+    variants = bool(args.speed_margins or args.speed_windows)  # rows of other margins or windows
     systems = list(nlps)
     profiled = SPEED_SYSTEMS[-1] if reranker is not None else SPEED_SYSTEMS[1]
     docs = [(d.text, [(m.start, m.end) for m in d.mentions]) for d in read_pubtator(NCBI["test"])]
@@ -776,7 +837,7 @@ def speed(args: Any) -> None:
                                               "texts re-ranked a pass", "pairs scored a pass"], rows),
               f"where one {profiled} pass spends its time (cProfile, stored vectors read from the file)":
                   table(["part", "seconds", "% of the pass"], profile)}
-    if reranker is not None and not args.speed_margins:  # the batching table: reranker_speed's
+    if reranker is not None and not variants:  # the batching table: reranker_speed's
         batching = speed_batching(reranker, scored["m"], scored["n"], scored["b"])
         tables[f"the re-ranker's forward pass over those {len(scored['m']):,} pairs batched otherwise (changes "
                "scores)"] = table(["batching", "seconds", "padded tokens", "max |logit - today's|",
@@ -785,6 +846,7 @@ def speed(args: Any) -> None:
                "reranker": None if reranker is None else reranker.parent.name,
                "reranker_also": [folder.parent.name for folder in args.speed_also] if reranker is not None else [],
                "reranker_margins": list(args.speed_margins) if reranker is not None else [],
+               "reranker_windows": list(args.speed_windows) if reranker is not None else [],
                "reranker_trained": None if reranker is None else json.loads(
                    (reranker / "sapbert_reranker.json").read_text(encoding="utf8")).get("trained"),
                "load_average_1min": load,
@@ -792,7 +854,7 @@ def speed(args: Any) -> None:
     print(json.dumps({"tables": tables, "figures": figures}, indent=1))
     if not args.no_write:
         name = args.results if args.results != "reranker_unseen" else \
-            "reranker_speed_margins" if args.speed_margins else "reranker_speed"
+            "reranker_speed_margins" if variants else "reranker_speed"
         write_results(name, tables, figures=figures,
                       notes=[
             "sapbert_linker.pipe over the 100 NCBI-disease test abstracts with the gold spans set (960 mentions, "
@@ -803,11 +865,13 @@ def speed(args: Any) -> None:
                "figures.reranker_trained: how it was trained; a pass's cost does not depend on its weights) at the "
                "linker's defaults (reranker_k "
                f"{DEFAULT_RERANK_K}, margin 0.05, dense weight 30, mentions that are a KB name not re-ranked "
-               "(reranker_skip_names, since 2026-12-02), int8 ONNX Runtime)"
+               f"(reranker_skip_names, since 2026-12-02), reranker_window {DEFAULT_RERANK_WINDOW:g}, int8 ONNX "
+               "Runtime)"
                + ("; rows '..., N layers': the re-rankers given with --speed-also (figures.reranker_also, their "
                   "configs' N transformer layers) at the same defaults" if args.speed_also else "")
-               + ("; rows '..., margin M': the same re-ranker at reranker_margin M (--speed-margins), the other "
-                  "keys at the defaults. " if args.speed_margins else ". ")
+               + ("; rows '..., margin M' / '..., window W': the same re-ranker at reranker_margin M "
+                  "(--speed-margins) / reranker_window W (--speed-windows; 1: all reranker_k candidates read), the "
+                  "other keys at the defaults. " if variants else ". ")
                if reranker is not None else "no re-ranker in this run (--speed-no-reranker). ")
             + "Texts re-ranked / pairs scored a pass: the distinct mention texts the re-ranker read in one pass "
             "(the linker encodes and ranks each distinct text of a batch once) and their distinct (mention, name) "
@@ -820,7 +884,7 @@ def speed(args: Any) -> None:
             "unchanged index file. figures.same_kb_ents: both give the same kb_ents (ids, scores).",
             *(["Batching table: the int8 graph quantizes activations per batch, so a pair's logit depends on its "
                "batch; float32 = the re-ranker's PyTorch model (safetensors) over the same pairs, batches of "
-               "batch_size sorted by characters."] if reranker is not None and not args.speed_margins else []),
+               "batch_size sorted by characters."] if reranker is not None and not variants else []),
             "Shared 2-core machine: figures.load_average_1min (before, after each round, at the end); compare "
             "ratios within this run only."])
 
@@ -1022,7 +1086,8 @@ def main() -> None:
                              "NCBI test (results reranker_speed); needs --speed-kb and --speed-index")
     parser.add_argument("--speed-kb", type=Path, default=None, help="--speed: the MEDIC KB folder (build-kb)")
     parser.add_argument("--speed-index", type=Path, default=None,
-                        help="--speed: its index folder with the sparse part (build-index --sparse)")
+                        help="--speed: its index folder, an hnswlib graph with the sparse part (build-index --hnsw "
+                             "--hnsw-vectors float32 --sparse)")
     parser.add_argument("--rounds", type=int, default=5, help="--speed: timed rounds")
     parser.add_argument("--speed-no-reranker", action="store_true",
                         help="--speed: time name-only and hybrid only (no re-ranker trained here)")
@@ -1032,6 +1097,10 @@ def main() -> None:
     parser.add_argument("--speed-margins", type=float, nargs="+", default=[], metavar="M",
                         help="--speed: also time name-only and hybrid + the re-ranker at each of these "
                              "reranker_margin values (results reranker_speed_margins)")
+    parser.add_argument("--speed-windows", type=float, nargs="+", default=[], metavar="W",
+                        help="--speed: also time name-only and hybrid + the re-ranker at each of these "
+                             "reranker_window values (1: every one of the top reranker_k; results "
+                             "reranker_speed_margins unless --results)")
     parser.add_argument("--speed-corpus", action="store_true",
                         help="the re-ranker's cache of logits on and off over all NCBI documents (results "
                              "reranker_cache); needs --speed-kb and --speed-index")

@@ -426,6 +426,31 @@ def test_rerank_reorders_close_calls_only_with_probabilities(linker_parts):
             rerank(fake, index, mentions, vectors, ranked, **{"k": 3, "margin": 1.0, **bad})
 
 
+def test_the_window_reads_only_the_candidates_close_to_the_best(linker_parts):
+    """reranker_window: of the top k, the candidates within the window of the best score are read (the best two
+    whatever their scores), and a re-ranked list holds those; 1.0: all k; a bad window is E810."""
+    from spacy_sapbert.rerank import rerank, window_size
+
+    top = [("A", 0.90), ("B", 0.88), ("C", 0.83), ("D", 0.81)]
+    assert [window_size(top, 4, w) for w in (0.0, 0.05, 0.08, 0.1, 1.0)] == [2, 2, 3, 4, 4]
+    assert window_size(top, 3, 1.0) == 3 and window_size(top, 2, 0.5) == 2 and window_size(top[:1], 4, 0.0) == 1
+    assert window_size([("A", 0.9), ("B", 0.2), ("C", 0.1)], 3, 0.0) == 2  # the runner-up is read however far
+    kb, index, encoder = linker_parts
+    mentions = ["cancer of the breast"]
+    vectors = encoder.encode(mentions)
+    ranked = [[("D001", 0.90), ("D004", 0.89), ("D003", 0.85), ("D002", 0.70)]]
+    for window, read in ((0.08, ["D001", "D004", "D003"]), (1.0, ["D001", "D004", "D003", "D002"]),
+                         (0.0, ["D001", "D004"])):
+        fake = _Prefers(set(kb.names_of_concept("D003")))
+        out = rerank(fake, index, mentions, vectors, ranked, k=4, margin=0.2, dense_weight=0.0, window=window)
+        names = [n for _, n in fake.calls[0]]
+        assert len(names) == len(read) and {c for c, _ in out[0]} == set(read)
+        assert out[0][0][0] == ("D003" if "D003" in read else "D001")
+    for bad in (-0.1, float("nan"), True, "wide"):
+        with pytest.raises(ConfigError, match="SB-E810.*reranker_window"):
+            rerank(fake, index, mentions, vectors, ranked, k=4, margin=0.2, window=bad)
+
+
 def test_nearest_names_reads_the_stored_vectors_once_per_group_with_the_same_answers(linker_parts, monkeypatch):
     from spacy_sapbert.rerank import nearest_names
 
@@ -687,18 +712,38 @@ def test_a_forked_worker_scores_with_a_session_of_its_own_without_hanging(traine
 
 def test_the_linker_re_ranks_the_top_four_candidates_by_default(linker_parts, tiny_bert_path, trained_reranker,
                                                                  tmp_path):
-    """reranker_k defaults to 4 (16 until 2026-11-29): a re-ranked mention keeps its top 4 candidates, re-ordered."""
-    from spacy_sapbert.rerank import DEFAULT_RERANK_K
+    """reranker_k defaults to 4 (16 until 2026-11-29): a re-ranked mention keeps its top 4 candidates, re-ordered
+    (reranker_window 1.0, the default: all 4); with a window, those within it of the best (the best two at least)."""
+    from spacy_sapbert.rerank import DEFAULT_RERANK_K, DEFAULT_RERANK_WINDOW
 
     kb, _, _ = linker_parts
     kb.to_disk(tmp_path / "kb")
     assert DEFAULT_RERANK_K == 4 and len(kb.concept_ids) > DEFAULT_RERANK_K
+    text, spans = "a heart infarct and high fever", [(1, 3), (4, 6)]
+    dense = linked(linker_nlp(tiny_bert_path, tmp_path / "kb"), text, spans)
     nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker, reranker_margin=1.0)
     assert nlp.get_pipe("sapbert_linker").cfg["reranker_k"] == DEFAULT_RERANK_K
-    dense = linked(linker_nlp(tiny_bert_path, tmp_path / "kb"), "a heart infarct and high fever", [(1, 3), (4, 6)])
-    for ent, plain in zip(linked(nlp, "a heart infarct and high fever", [(1, 3), (4, 6)]).ents, dense.ents):
+    assert nlp.get_pipe("sapbert_linker").cfg["reranker_window"] == DEFAULT_RERANK_WINDOW == 1.0
+    for ent, plain in zip(linked(nlp, text, spans).ents, dense.ents):
         assert len(ent._.kb_ents) == DEFAULT_RERANK_K
         assert {c for c, _ in ent._.kb_ents} == {c for c, _ in plain._.kb_ents[:DEFAULT_RERANK_K]}
+    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker, reranker_margin=1.0,
+                     reranker_window=0.08)
+    for ent, plain in zip(linked(nlp, text, spans).ents, dense.ents):
+        best = plain._.kb_ents[0][1]
+        within = [c for i, (c, score) in enumerate(plain._.kb_ents[:DEFAULT_RERANK_K])
+                  if i < 2 or score >= best - 0.08]
+        assert {c for c, _ in ent._.kb_ents} == set(within)
+    tight = linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker, reranker_margin=1.0,
+                       reranker_window=0.0)
+    assert [len(e._.kb_ents) for e in linked(tight, text, spans).ents] == [2, 2]
+    import spacy
+
+    from spacy_sapbert.linker import SapbertLinker
+
+    for bad in (-0.5, float("nan")):  # NaN cannot pass through a spaCy config, but through Python
+        with pytest.raises(ConfigError, match="SB-E810.*reranker_window"):
+            SapbertLinker(spacy.blank("en").vocab, reranker_window=bad)
 
 
 @pytest.mark.parametrize("kind", ["mention_like", "layers", "layers_lr", "distill"])
@@ -900,6 +945,12 @@ def test_the_trigger_study_re_ranks_only_the_mentions_each_rule_picks(bench_scri
     assert "margin 1" not in rows and len(rows) == 2 * 6 + 4  # margins up to --max-margin, each with and without
     order = [r[0] for r in bench.trigger_rows(Names(), parts, parts, golds, row, 0.2)]
     assert seen[order.index("margin 0.05, not a KB name")] == ["A", "B", "B"]
+    assert rows["margin 0.05"][3] == 6 and rows["margin 0.05, not a KB name"][3] == 4  # candidates read
+    # a window's rows use the logits scored with that window: here only "close" was read, its best candidate alone
+    narrow = {**parts, "scored": [None, (["A"], [0.85], [0.0]), None]}
+    rows = {r[0]: r for r in bench.trigger_rows(Names(), parts, parts, golds, row, 0.2, {0.01: (narrow, narrow)})}
+    assert rows["margin 0.05, not a KB name, window 0.01"][1:4] == [0.0, pytest.approx(33.3), 1]
+    assert len(rows) == 2 * 6 + 4 + 1
 
 
 def test_reranker_skip_names_leaves_a_mention_that_is_a_kb_name_as_ranked(linker_parts, tiny_bert_path,

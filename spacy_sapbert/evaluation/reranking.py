@@ -4,9 +4,10 @@ cross-encoder re-ranking of the close calls, as ``sapbert_linker`` with ``rerank
 The candidate stage is the run's hybrid system (``hybrid = true``: its weight, ``candidates`` and
 ``query_variants``) or else the reference name encoder over an exact :class:`~spacy_sapbert.index.ConceptIndex`
 of ``kb.names`` (the linker's dense search). Its top ``max(k, reranker_k)`` concepts are handed to
-:func:`spacy_sapbert.rerank.apply.rerank` with the keys ``reranker_k``, ``reranker_margin`` and
-``reranker_dense_weight``: the mentions whose two best scores lie within the margin get their top ``reranker_k``
-re-ordered by logit + dense weight x score, the others keep the stage's list. Mention texts written alike are
+:func:`spacy_sapbert.rerank.apply.rerank` with the keys ``reranker_k``, ``reranker_margin``,
+``reranker_dense_weight``, ``reranker_window`` and ``reranker_skip_names``: the mentions whose two best scores lie
+within the margin get those of their top ``reranker_k`` within the window of the best re-ordered by logit + dense
+weight x score, the others keep the stage's list. Mention texts written alike are
 ranked once (the linker ranks each distinct text of a batch once). The system's candidate recall is its stage's
 (:attr:`RerankSystem.candidate_stage`): a re-ranker only re-orders what the stage proposes.
 """
@@ -18,7 +19,7 @@ import numpy
 
 from ..errors import ConfigError, Errors
 from ..mentions.metrics import Ranking
-from ..rerank.apply import check_rerank_settings
+from ..rerank.apply import DEFAULT_RERANK_WINDOW, check_rerank_settings
 from ..rerank.stage import RerankStage
 from .baselines import System
 from .hybrid import HybridSetup, HybridSystem
@@ -49,8 +50,10 @@ class RerankSystem(System):
     module docstring)."""
 
     def __init__(self, stage: Any, reranker: RerankStage, *, k: int, margin: float, dense_weight: float,
-                 name: str, batch_size: int = 64, skip_names: bool = True) -> None:
-        check_rerank_settings(k, margin, dense_weight)
+                 name: str, batch_size: int = 64, skip_names: bool = True,
+                 window: float = DEFAULT_RERANK_WINDOW) -> None:
+        check_rerank_settings(k, margin, dense_weight, window)
+        self.window = float(window)  # the candidates read: those within this of the best (the linker's key)
         self.skip_names = bool(skip_names)  # a mention that is a KB name keeps its list (the linker's key)
         self.candidate_stage, self.reranker, self.name = stage, reranker, name
         self.k, self.margin, self.dense_weight, self.batch_size = int(k), float(margin), float(dense_weight), batch_size
@@ -72,7 +75,7 @@ class RerankSystem(System):
             ranked = [list(found) for found in self.candidate_stage.scored(unique, depth, vectors)]
         out = self.reranker.apply(setup.index, unique, vectors, ranked, k=self.k, margin=self.margin,
                                   dense_weight=self.dense_weight, batch_size=self.batch_size,
-                                  skip_names=self.skip_names)
+                                  skip_names=self.skip_names, window=self.window)
         changed = sum(1 for before, after in zip(ranked, out) if before != after)
         self.reranked_share = changed / len(unique) if unique else 0.0
         by_text = dict(zip(unique, out))
@@ -81,7 +84,7 @@ class RerankSystem(System):
     def describe(self) -> Dict[str, object]:
         return {**super().describe(), "candidate_stage": self.candidate_stage.name, "reranker": str(self.reranker.folder),
                 "reranker_k": self.k, "reranker_margin": self.margin, "reranker_dense_weight": self.dense_weight,
-                "reranker_skip_names": self.skip_names,
+                "reranker_skip_names": self.skip_names, "reranker_window": self.window,
                 "order": "re-ranker logit + reranker_dense_weight x stage score, close calls only (reranker_margin)",
                 "distinct_texts_reordered": self.reranked_share}
 
@@ -104,7 +107,8 @@ def rerank_system(settings: Dict[str, Any], kb: Any, dense: Any, hybrid: Optiona
     reranker.check(kb, stage.encoder, owner=f"the one of evaluate's system '{stage.name}'")
     return RerankSystem(stage, reranker, k=int(sy["reranker_k"]), margin=float(sy["reranker_margin"]),
                         dense_weight=float(sy["reranker_dense_weight"]), name=f"{stage.name} + {sy['reranker_name']}",
-                        batch_size=settings["batch_size"], skip_names=bool(sy.get("reranker_skip_names", True)))
+                        batch_size=settings["batch_size"], skip_names=bool(sy.get("reranker_skip_names", True)),
+                        window=float(sy.get("reranker_window", DEFAULT_RERANK_WINDOW)))
 
 
 __all__ = ["IndexDense", "RerankSystem", "rerank_system"]

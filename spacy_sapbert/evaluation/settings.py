@@ -20,8 +20,8 @@ from ..mentions.abbreviation_table import AbbreviationTable
 from ..mentions.datasets import FORMATS
 from ..mentions.metrics import check_ks
 from ..mentions.records import check_language
-from ..rerank.apply import (DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_K, DEFAULT_RERANK_MARGIN, MAX_DENSE_WEIGHT,
-                            bad_rerank_setting, check_dense_weight)
+from ..rerank.apply import (DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_K, DEFAULT_RERANK_MARGIN, DEFAULT_RERANK_WINDOW,
+                            MAX_DENSE_WEIGHT, bad_rerank_setting, check_dense_weight)
 
 MODES = ("mention_only", "end_to_end")
 
@@ -106,6 +106,7 @@ reranker_k = {DEFAULT_RERANK_K}
 reranker_margin = {DEFAULT_RERANK_MARGIN}
 reranker_dense_weight = {DEFAULT_DENSE_WEIGHT}
 reranker_skip_names = true
+reranker_window = {DEFAULT_RERANK_WINDOW}
 """
 
 
@@ -267,7 +268,7 @@ def _check_levers(systems: Dict[str, Any], base: Path, where: Any) -> None:
                 raise ConfigError(Errors.E815.format(
                     key=key, path=where, what="hybrid = true (it shapes the hybrid system's candidate stage)",
                     fix=f"Set hybrid = true (and a sparse_weight), or {key} = {default!r}."))
-    bad = bad_rerank_setting(systems["reranker_k"], systems["reranker_margin"])
+    bad = bad_rerank_setting(systems["reranker_k"], systems["reranker_margin"], systems["reranker_window"])
     if bad is not None:
         refuse(*bad)
     try:
@@ -275,6 +276,7 @@ def _check_levers(systems: Dict[str, Any], base: Path, where: Any) -> None:
     except ConfigError:
         refuse("reranker_dense_weight", f"a finite number from 0 to {MAX_DENSE_WEIGHT:g} (0: the re-ranker alone)")
     systems["reranker_margin"] = float(systems["reranker_margin"])
+    systems["reranker_window"] = float(systems["reranker_window"])
     if not isinstance(systems.get("reranker_skip_names"), bool):
         refuse("reranker_skip_names", "true or false")
     folder = systems.get("reranker")

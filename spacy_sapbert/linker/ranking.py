@@ -103,7 +103,8 @@ class LinkerRanking:
         if self.reranker is not None:
             ranked = self.reranker.apply(self.index, texts, vectors, ranked, k=cfg["reranker_k"],
                                          margin=cfg["reranker_margin"], dense_weight=cfg["reranker_dense_weight"],
-                                         batch_size=cfg["batch_size"], skip_names=cfg["reranker_skip_names"])
+                                         batch_size=cfg["batch_size"], skip_names=cfg["reranker_skip_names"],
+                                         window=cfg["reranker_window"])
         return ranked
 
     def score_parts(self, texts: List[str], vectors: Optional["numpy.ndarray"] = None,

@@ -22,7 +22,7 @@ from ..index.hybrid import check_mode, check_weight
 from ..index.meta import MAX_EF_SEARCH, MAX_K
 from ..index.query_variants import check_kinds
 from ..kb.languages import language_codes
-from ..rerank.apply import DEFAULT_RERANK_K, check_rerank_settings
+from ..rerank.apply import DEFAULT_RERANK_K, DEFAULT_RERANK_WINDOW, check_rerank_settings
 from .confidence import validate_confidence_cfg
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -79,7 +79,8 @@ class LinkerSettings:
     Re-ranker (docs/reranker.md): ``reranker_k`` candidates of the mentions whose best two name scores lie within
     ``reranker_margin`` (1.0: every mention) are re-ordered by the cross-encoder's logit + ``reranker_dense_weight``
     x the name score, their scores the softmax of that; with ``reranker_skip_names`` a mention that is a KB name is
-    never re-ranked (its top concept has that name; docs/reranker.md, "Which close calls")."""
+    never re-ranked (its top concept has that name; docs/reranker.md, "Which close calls"); of the ``reranker_k``,
+    only those within ``reranker_window`` of the best name score are read (the best two at least)."""
 
     model: str = DEFAULT_MODEL
     pooling: str = "auto"  # cls | mean | auto: what the model folder declares, else cls
@@ -124,6 +125,7 @@ class LinkerSettings:
     reranker_margin: float = 0.05  # re-rank mentions whose best two name scores are this close (>= 1.0: every one)
     reranker_dense_weight: float = 30.0  # order re-ranked candidates by logit + this x name score (0: re-ranker alone)
     reranker_skip_names: bool = True  # a mention that is a KB name keeps its name ranking (docs/reranker.md)
+    reranker_window: float = DEFAULT_RERANK_WINDOW  # read the candidates this close to the best name score (1.0: all)
 
     def __post_init__(self) -> None:
         """Normalise (lists, language codes, the hybrid keys) and check every value: coded errors."""
@@ -136,7 +138,7 @@ class LinkerSettings:
         check_runtime(self.runtime)
         if self.precision == "int8":
             check_int8_settings("sapbert_linker", self.runtime, self.device)
-        check_rerank_settings(self.reranker_k, self.reranker_margin, self.reranker_dense_weight)
+        check_rerank_settings(self.reranker_k, self.reranker_margin, self.reranker_dense_weight, self.reranker_window)
         threshold = self.threshold
         if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
             raise ConfigError(Errors.E116.format(value=threshold))

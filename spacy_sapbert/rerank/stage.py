@@ -70,13 +70,15 @@ class RerankStage:
                          owner=owner)
 
     def apply(self, index: Any, texts: Sequence[str], vectors: numpy.ndarray, ranked: Sequence[Ranked], *, k: int,
-              margin: float, dense_weight: float, batch_size: int, skip_names: bool = False) -> List[Ranked]:
+              margin: float, dense_weight: float, batch_size: int, skip_names: bool = False,
+              window: float = 1.0) -> List[Ranked]:
         """The lists with the close calls re-ranked (:func:`~spacy_sapbert.rerank.apply.rerank`); ``skip_names``: a
-        text that is a name of ``index``'s KB keeps its list (the linker's and evaluate's ``reranker_skip_names``)."""
+        text that is a name of ``index``'s KB keeps its list (the linker's and evaluate's ``reranker_skip_names``);
+        ``window``: the candidates read are those within it of the best (``reranker_window``; 1.0: all ``k``)."""
         row_of_name = getattr(index.kb, "row_of_name", None)
         keep = [row_of_name(text) >= 0 for text in texts] if skip_names and row_of_name is not None else None
         return rerank(self, index, list(texts), vectors, ranked, k=k, margin=margin, dense_weight=dense_weight,
-                      batch_size=batch_size, keep=keep)
+                      window=window, batch_size=batch_size, keep=keep)
 
     def to_disk(self, path: PathLike) -> None:
         """Copy the recorded files into ``path`` (atomically)."""
