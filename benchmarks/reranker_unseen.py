@@ -204,23 +204,26 @@ def logits_for(reranker: Any, index: Any, encoder: Any, mentions: Sequence[Any],
             "pair_s": pair_s, "max_margin": max_margin}
 
 
+def reranked(parts: Dict[str, Any], margin: float, skip: Optional[Sequence[bool]] = None) -> List[int]:
+    """The mentions re-ranked at ``margin`` (as the linker does): a close call with scored candidates, unless
+    ``skip[q]`` (the trigger study's rules)."""
+    from spacy_sapbert.rerank import needs_rerank
+
+    return [q for q, r in enumerate(parts["ranked"]) if not (skip is not None and skip[q])
+            and needs_rerank(r, margin) and parts["scored"][q] and parts["scored"][q][0]]
+
+
 def apply(parts: Dict[str, Any], dense_weight: float, margin: float,
           skip: Optional[Sequence[bool]] = None) -> Tuple[List[Any], float]:
     """The lists after re-ranking at ``dense_weight`` / ``margin`` (as the linker does), and the share of mentions
     re-ranked; ``skip[q]`` True: mention ``q`` keeps its dense list (the trigger study)."""
-    from spacy_sapbert.rerank import combine, needs_rerank
+    from spacy_sapbert.rerank import combine
 
-    out, done = [], 0
-    for q, r in enumerate(parts["ranked"]):
-        if skip is not None and skip[q]:
-            out.append(r)
-        elif needs_rerank(r, margin) and parts["scored"][q] and parts["scored"][q][0]:
-            cids, dense, logits = parts["scored"][q]
-            out.append(combine(cids, dense, logits, dense_weight))
-            done += 1
-        else:
-            out.append(r)
-    return out, done / max(1, len(out))
+    out = list(parts["ranked"])
+    done = reranked(parts, margin, skip)
+    for q in done:
+        out[q] = combine(*parts["scored"][q], dense_weight)
+    return out, len(done) / max(1, len(out))
 
 
 def accuracy(lists: Sequence[Any], golds: Sequence[Any]) -> float:
@@ -252,7 +255,7 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     from spacy_sapbert.evaluation.protocol import MentionClasses
     from spacy_sapbert.kb.concept import normalize_name
     from spacy_sapbert.rerank.apply import DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_MARGIN, DEFAULT_RERANK_WINDOW
-    from spacy_sapbert.rerank import candidate_logits, needs_rerank
+    from spacy_sapbert.rerank import candidate_logits
     from spacy_sapbert.rerank.model import OnnxCrossEncoder
 
     reranker = OnnxCrossEncoder(folder, threads=args.threads)
@@ -317,8 +320,7 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
             (f"dense weight {chosen['dense_weight']:g}, margin {chosen['margin']:g} (tuned)", chosen["dense_weight"],
              chosen["margin"], parts, None)]:
         lists, share = apply(these, weight, margin, skip)
-        read = [len(these["scored"][q][0]) for q, r in enumerate(these["ranked"])
-                if not (skip is not None and skip[q]) and needs_rerank(r, margin) and these["scored"][q]]
+        read = [len(these["scored"][q][0]) for q in reranked(these, margin, skip)]
         rows.append(row(f"re-ranked top {rerank_k}: {label}", lists, share,
                         sum(read) / len(read) if read else rerank_k))
         chosen.setdefault("share_reranked", {})[label] = round(100 * share, 1)
@@ -347,12 +349,9 @@ TOP_SCORE_BARS = (0.7, 0.8, 0.9, 0.95)
 def candidates_read(parts: Dict[str, Any], margin: float, skip: Optional[Sequence[bool]]) -> int:
     """The (mention, candidate) pairs a rule has the re-ranker read: the scored candidates of each distinct text it
     re-ranks (what one linker batch holding every mention pays)."""
-    from spacy_sapbert.rerank import needs_rerank
-
     done: Dict[str, int] = {}
-    for q, (t, r) in enumerate(zip(parts["texts"], parts["ranked"])):
-        if t not in done and not (skip is not None and skip[q]) and needs_rerank(r, margin) and parts["scored"][q]:
-            done[t] = len(parts["scored"][q][0])
+    for q in reranked(parts, margin, skip):
+        done.setdefault(parts["texts"][q], len(parts["scored"][q][0]))
     return sum(done.values())
 
 
