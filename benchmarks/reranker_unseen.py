@@ -41,7 +41,9 @@ linker's defaults through ``sapbert_linker`` on NCBI test (gold spans, an hnsw i
 --sparse``), alternated in one process, with the index's stored vectors read from its file (today) and through
 hnswlib (before); a cProfile of where a hybrid + re-ranker pass spends its time. ``--speed-margins M ...`` (results
 ``reranker_speed_margins``): the re-ranker rows also at each ``reranker_margin`` M, with the texts and pairs it
-scores a pass; ``--speed-windows W ...`` the same at each ``reranker_window`` W (1: all ``reranker_k`` candidates).
+scores a pass; ``--speed-windows W ...`` the same at each ``reranker_window`` W (1: all ``reranker_k`` candidates);
+``--speed-precisions P ...`` at each ``reranker_precision`` P, alone and with each window. ``--reranker-precision
+float32`` scores the accuracy tables with the float32 graph (its logits in stores of their own).
 ``--speed-corpus`` (results ``reranker_cache``): name-only + the re-ranker over all 793 NCBI documents in ``nlp.pipe``
 batches of 128 and 16, the re-ranker's cache of logits on and off (texts and pairs scored, mentions/s, same kb_ents).
 
@@ -258,8 +260,9 @@ def evaluate_set(key: str, kb: Any, index: Any, encoder: Any, folder: Path, tune
     from spacy_sapbert.rerank import candidate_logits
     from spacy_sapbert.rerank.model import OnnxCrossEncoder
 
-    reranker = OnnxCrossEncoder(folder, threads=args.threads)
-    tag = f"{folder.parent.name}_k{rerank_k}"
+    reranker = OnnxCrossEncoder(folder, threads=args.threads, precision=args.reranker_precision)
+    tag = f"{folder.parent.name}_k{rerank_k}" + ("" if args.reranker_precision == "int8" else
+                                                  f"_{args.reranker_precision}")
     tuning = mentions_of(tune_docs, kb)
     tune_golds = [g for _, g in tuning]
     tune_parts = logits_for(reranker, index, encoder, tuning, rerank_k, args.max_margin,
@@ -587,14 +590,15 @@ def layers_of(folder: Path) -> int:
 
 def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], weight: float,
                     also: Sequence[Path] = (), margins: Sequence[float] = (),
-                    windows: Sequence[float] = ()) -> Dict[str, Any]:
+                    windows: Sequence[float] = (), precisions: Sequence[str] = ()) -> Dict[str, Any]:
     """The linkers of ``--speed`` sharing one encoder and one index (loaded once): name-only, hybrid
     (``sparse_weight`` = ``weight``, the other hybrid keys at their defaults) and, with a ``reranker`` folder,
     name-only and hybrid each + the re-ranker at the linker's defaults (``reranker_k`` 4, margin 0.05, dense weight
     30); for each folder of ``also``, name-only and hybrid + that re-ranker as well (``"... + re-ranker, N layers"``,
     N from its config); for each of ``margins``, name-only and hybrid + the re-ranker at that ``reranker_margin``
     (``"... + re-ranker, margin M"``), and for each of ``windows`` at that ``reranker_window`` (``"..., window W"``);
-    abbreviations not resolved."""
+    for each of ``precisions`` at that ``reranker_precision`` (``"..., P"``), alone and with each window (``"..., P,
+    window W"``); abbreviations not resolved."""
     import spacy
 
     from spacy_sapbert.rerank.stage import RerankStage
@@ -616,6 +620,13 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
             for name, w in zip(SPEED_SYSTEMS[2:], (0.0, weight)):
                 label = f"{name}, {word} {value:g}"
                 keys_of[label], weights[label] = {key: float(value)}, w
+    for precision in precisions if reranker is not None else ():
+        for name, w in zip(SPEED_SYSTEMS[2:], (0.0, weight)):
+            for window in (None, *windows):
+                label = f"{name}, {precision}" + ("" if window is None else f", window {window:g}")
+                keys_of[label] = {"reranker_precision": precision,
+                                  **({} if window is None else {"reranker_window": float(window)})}
+                weights[label] = w
     nlps = {}
     for name in tuple(systems) + tuple(extra) + tuple(keys_of):
         nlp = spacy.blank("en")
@@ -630,7 +641,10 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
                          "the file and through hnswlib): build it with `spacy-sapbert build-index --hnsw "
                          "--hnsw-vectors float32 --sparse`")
     stages = {folder: RerankStage(folder) for folder in set(extra.values())}
-    for stage in stages.values():
+    by_precision = {loaded.reranker.precision: loaded.reranker} if reranker is not None else {}
+    for precision in precisions if reranker is not None else ():
+        by_precision.setdefault(precision, RerankStage(reranker, precision=precision))
+    for stage in (*stages.values(), *by_precision.values()):
         stage.check(loaded.index.kb, loaded.encoder)
     for name, nlp in nlps.items():
         linker = nlp.get_pipe("sapbert_linker")
@@ -639,7 +653,7 @@ def speed_pipelines(kb_dir: Path, index_dir: Path, reranker: Optional[Path], wei
         if name in extra:
             linker.reranker = stages[extra[name]]  # one re-ranker stage each (one ONNX Runtime session)
         elif name.endswith("+ re-ranker") or name in keys_of:
-            linker.reranker = loaded.reranker
+            linker.reranker = by_precision[linker.cfg["reranker_precision"]]  # one stage (session) a graph
     return nlps
 
 
@@ -780,6 +794,7 @@ def speed(args: Any) -> None:
 
     from spacy_sapbert.mentions.datasets import read_pubtator
     from spacy_sapbert.rerank.apply import DEFAULT_RERANK_K, DEFAULT_RERANK_WINDOW
+    from spacy_sapbert.rerank.model import DEFAULT_RERANK_PRECISION
 
     results = Path(__file__).resolve().parent / "results"
     weight = float(json.loads((results / "hybrid_unseen.json").read_text(encoding="utf8"))["figures"]["NCBI-disease test"]["weight"])
@@ -790,8 +805,8 @@ def speed(args: Any) -> None:
         raise SystemExit(f"no re-ranker at {reranker}: train one (this script without --speed), give --use "
                          "ncbi=FOLDER, or time name-only and hybrid alone with --speed-no-reranker")
     nlps = speed_pipelines(args.speed_kb, args.speed_index, reranker, weight, args.speed_also, args.speed_margins,
-                           args.speed_windows)
-    variants = bool(args.speed_margins or args.speed_windows)  # rows of other margins or windows
+                           args.speed_windows, args.speed_precisions)
+    variants = bool(args.speed_margins or args.speed_windows or args.speed_precisions)  # rows of other settings
     systems = list(nlps)
     profiled = SPEED_SYSTEMS[-1] if reranker is not None else SPEED_SYSTEMS[1]
     docs = [(d.text, [(m.start, m.end) for m in d.mentions]) for d in read_pubtator(NCBI["test"])]
@@ -846,6 +861,7 @@ def speed(args: Any) -> None:
                "reranker_also": [folder.parent.name for folder in args.speed_also] if reranker is not None else [],
                "reranker_margins": list(args.speed_margins) if reranker is not None else [],
                "reranker_windows": list(args.speed_windows) if reranker is not None else [],
+               "reranker_precisions": list(args.speed_precisions) if reranker is not None else [],
                "reranker_trained": None if reranker is None else json.loads(
                    (reranker / "sapbert_reranker.json").read_text(encoding="utf8")).get("trained"),
                "load_average_1min": load,
@@ -864,13 +880,16 @@ def speed(args: Any) -> None:
                "figures.reranker_trained: how it was trained; a pass's cost does not depend on its weights) at the "
                "linker's defaults (reranker_k "
                f"{DEFAULT_RERANK_K}, margin 0.05, dense weight 30, mentions that are a KB name not re-ranked "
-               f"(reranker_skip_names, since 2026-12-02), reranker_window {DEFAULT_RERANK_WINDOW:g}, int8 ONNX "
-               "Runtime)"
+               f"(reranker_skip_names, since 2026-12-02), reranker_window {DEFAULT_RERANK_WINDOW:g}, "
+               f"reranker_precision {DEFAULT_RERANK_PRECISION} (ONNX Runtime))"
                + ("; rows '..., N layers': the re-rankers given with --speed-also (figures.reranker_also, their "
                   "configs' N transformer layers) at the same defaults" if args.speed_also else "")
                + ("; rows '..., margin M' / '..., window W': the same re-ranker at reranker_margin M "
                   "(--speed-margins) / reranker_window W (--speed-windows; 1: all reranker_k candidates read), the "
-                  "other keys at the defaults. " if variants else ". ")
+                  "other keys at the defaults"
+                  + ("; rows '..., P' / '..., P, window W': at reranker_precision P (--speed-precisions; float32: "
+                     "the pairs of all mentions batched by length), alone / at reranker_window W"
+                     if args.speed_precisions else "") + ". " if variants else ". ")
                if reranker is not None else "no re-ranker in this run (--speed-no-reranker). ")
             + "Texts re-ranked / pairs scored a pass: the distinct mention texts the re-ranker read in one pass "
             "(the linker encodes and ranks each distinct text of a batch once) and their distinct (mention, name) "
@@ -1012,6 +1031,7 @@ def ablation(args: Any, kb: Any, index: Any, encoder: Any, model: str) -> None:
                                           **setting, **teacher)))
         rows: List[List[Any]] = []
         figures[key] = {"tuned_on": "NCBI dev" if tune_path else f"every {HOLDOUT_EVERY}th BC5CDR train document",
+                        "reranker_precision": args.reranker_precision,
                         "trained_on": f"{source} train split"}
         for label, folder, summary in folders:
             set_rows, chosen = evaluate_set(key, kb, index, encoder, folder, tune_docs, test_path, types, args,
@@ -1100,6 +1120,12 @@ def main() -> None:
                         help="--speed: also time name-only and hybrid + the re-ranker at each of these "
                              "reranker_window values (1: every one of the top reranker_k; results "
                              "reranker_speed_margins unless --results)")
+    parser.add_argument("--speed-precisions", nargs="+", default=[], choices=("int8", "float32"), metavar="P",
+                        help="--speed: also time name-only and hybrid + the re-ranker at each of these "
+                             "reranker_precision values, alone and at each --speed-windows value")
+    parser.add_argument("--reranker-precision", default="int8", choices=("int8", "float32"),
+                        help="the re-ranker graph the accuracy tables score with (the linker's reranker_precision; "
+                             "float32: the same logit for a pair in any batch)")
     parser.add_argument("--speed-corpus", action="store_true",
                         help="the re-ranker's cache of logits on and off over all NCBI documents (results "
                              "reranker_cache); needs --speed-kb and --speed-index")
@@ -1162,6 +1188,7 @@ def main() -> None:
 
         trained = json.loads((folder / "sapbert_reranker.json").read_text(encoding="utf8")).get("trained")
         figures[key] = {"tuned_on": "NCBI dev" if tune_path else f"every {HOLDOUT_EVERY}th BC5CDR train document",
+                        "reranker_precision": args.reranker_precision,
                         **chosen, "reranker_trained": trained, **({"training": summary} if summary else {})}
         for r in rows:
             print(title, r)
@@ -1185,7 +1212,10 @@ def main() -> None:
              f"{args.batch_mentions} groups of {args.k}, {args.pseudo_mentions} KB synonyms as pseudo-mentions, lr "
              f"{args.lr:g}" if not args.use else "re-rankers given with --use (trained before; how: figures.<set>."
              "reranker_trained)") + f"; it re-orders the top {(args.rerank_k or [args.k])[0]} (the sets' tables), "
-            "int8 ONNX Runtime; dense weight and margin tuned for overall acc@1 on the held-out data (never the "
+            + ("int8 ONNX Runtime, each mention's pairs a batch of their own" if args.reranker_precision == "int8"
+               else "its float32 graph in ONNX Runtime (reranker_precision float32: the same logit for a pair in any "
+                    "batch, so each window's logits are those of all the candidates, cut)")
+            + "; dense weight and margin tuned for overall acc@1 on the held-out data (never the "
             "reported set)"])
 
 

@@ -80,7 +80,8 @@ def fixture_reranker(fixtures_dir, tiny_bert_path, fixture_kb_path, tmp_path_fac
     ("reranker_margin", -0.1, "SB-E814"), ("reranker_margin", float("nan"), "SB-E814"),
     ("reranker_dense_weight", 1e9, "SB-E814"), ("reranker_dense_weight", -1.0, "SB-E814"),
     ("reranker_window", -0.1, "SB-E814"), ("reranker_window", float("nan"), "SB-E814"),
-    ("reranker_window", "wide", "SB-E814"),
+    ("reranker_window", "wide", "SB-E814"), ("reranker_precision", "fp16", "SB-E814"),
+    ("reranker_precision", 8, "SB-E814"),
 ])
 def test_bad_lever_values_are_refused_with_the_key_named(fixtures_dir, tmp_path, key, value, code):
     with pytest.raises(ConfigError, match=f"{code}.*{key}"):
@@ -124,13 +125,16 @@ def test_reranker_keys_rank_as_the_linker_does(fixtures_dir, tmp_path, tiny_bert
     linker_cfg = {**({"sparse_weight": 0.3, "sparse_k": 3, "candidates": "interleave"} if hybrid else {})}
     # reranker_skip_names: a query that is a KB name keeps its stage list in both; reranker_window: both read the
     # same candidates (0: the best two only)
-    for skip, window in ((False, 1.0), (True, 1.0), (False, 0.0)):
+    # same candidates (0: the best two only); reranker_precision: both run the same graph
+    for skip, window, precision in ((False, 1.0, "int8"), (True, 1.0, "int8"), (False, 0.0, "int8"),
+                                    (False, 1.0, "float32")):
         settings = _settings(fixtures_dir, tmp_path, base_encoder=str(tiny_bert_path), reranker=str(fixture_reranker),
                              reranker_k=3, reranker_margin=1.0, reranker_dense_weight=2.5, reranker_skip_names=skip,
-                             reranker_window=window, **extra)
+                             reranker_window=window, reranker_precision=precision, **extra)
         systems, _ = _systems(settings)
         system = systems[name]
         assert system.describe()["reranker_window"] == window
+        assert system.describe()["reranker_precision"] == precision
         ours = [r.concepts for r in system.rank(QUERIES, 3)]
         if not skip and window == 1.0:
             assert all(abs(sum(s for _, s in r) - 1.0) < 1e-6 for r in ours if len(r) == 3)  # softmax over the top 3
@@ -138,7 +142,8 @@ def test_reranker_keys_rank_as_the_linker_does(fixtures_dir, tmp_path, tiny_bert
             assert all(len(r) <= 2 for r in ours)  # every query re-ranked, each over its best two
         nlp = linker_nlp(tiny_bert_path, fixture_kb_path, reranker_path=fixture_reranker, k=3,
                          max_entities_per_mention=3, reranker_k=3, reranker_margin=1.0, reranker_dense_weight=2.5,
-                         reranker_skip_names=skip, reranker_window=window, **linker_cfg)
+                         reranker_skip_names=skip, reranker_window=window, reranker_precision=precision,
+                         **linker_cfg)
         _same(ours, _linker_lists(nlp, QUERIES, 3))
     settings = _settings(fixtures_dir, tmp_path, base_encoder=str(tiny_bert_path), reranker=str(fixture_reranker),
                          reranker_k=3, reranker_margin=1.0, reranker_dense_weight=2.5, reranker_skip_names=False,

@@ -53,7 +53,7 @@ def test_a_saved_config_from_before_loads_with_the_same_keys_and_values():
     block = dict(config["components"]["sapbert_linker"])
     assert block.pop("factory") == "sapbert_linker"
     # keys added after the config was saved: filled with their defaults
-    added_since = {"abbreviation_table", "reranker_skip_names", "reranker_window"}
+    added_since = {"abbreviation_table", "reranker_skip_names", "reranker_window", "reranker_precision"}
     assert sorted(block) == sorted(set(setting_names()) - added_since)
     # the defaults then, bar batch_size (128 until 2026-11-28, 64 since) and reranker_k (16 until 2026-11-29, 4
     # since): a saved config keeps its own values

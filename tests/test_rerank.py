@@ -777,7 +777,7 @@ def test_ablations_train_both_runs_alike_and_write_both(bench_scripts, tiny_bert
 
     monkeypatch.setattr(bench, "train", fake_train)
     monkeypatch.setattr(bench, "evaluate_set", fake_evaluate)
-    args = SimpleNamespace(sets=["ncbi", "bc5cdr"], trained_on="ncbi", mention_like=2 if kind == "mention_like" else 0,
+    args = SimpleNamespace(sets=["ncbi", "bc5cdr"], trained_on="ncbi", reranker_precision="int8", mention_like=2 if kind == "mention_like" else 0,
                            layers=[] if kind == "mention_like" else [1, 2], rerank_k=[4], k=16, epochs=3,
                            max_steps=0, pseudo_mentions=1000, lr=4e-5, batch_mentions=8, no_write=False,
                            layers_lr=1e-4 if kind in ("layers_lr", "distill") else None,
@@ -832,6 +832,98 @@ def test_a_name_two_candidates_share_is_read_once_with_the_same_logits(trained_r
                            ("high fever", ["fever", "fever", "pyrexia"])]:
         every_row = session.run(None, model._pairs([mention] * len(names), names))[0]
         assert model.score_groups([(mention, names)])[0].tolist() == every_row.tolist()
+
+
+def test_length_batches_read_each_distinct_pair_once_in_batches_of_one_length():
+    """length_batches: every distinct (mention, name) pair of all groups once, in batches of at most batch_size pairs
+    of one token length (cut to it: no padding), shortest first; each group gets its pairs' logits back."""
+    from spacy_sapbert.rerank.model import length_batches
+
+    def encode(mentions, names):  # a token a character, padded to the longest pair
+        rows = [[ord(c) for c in m + n] for m, n in zip(mentions, names)]
+        ids = numpy.zeros((len(rows), max(map(len, rows))), dtype=numpy.int64)
+        for i, row in enumerate(rows):
+            ids[i, :len(row)] = row
+        return {"input_ids": ids, "attention_mask": (ids > 0).astype(numpy.int64)}
+
+    shapes = []
+
+    def run(feed):
+        shapes.append(feed["input_ids"].shape)
+        assert feed["attention_mask"].all()  # cut to the batch's one length
+        return feed["input_ids"].sum(axis=1).astype(numpy.float32)
+
+    groups = [("ab", ["c", "dd", "c"]), ("x", ["yy", "c", "zz"]), ("ab", ["dd"])]
+    out = length_batches(groups, 2, encode, run)
+    assert [o.tolist() for o in out] == [[float(sum(map(ord, m + n))) for n in ns] for m, ns in groups]
+    # distinct pairs by length: 2 (x, c); 3 (ab, c), (x, yy), (x, zz); 4 (ab, dd)
+    assert shapes == [(1, 2), (2, 3), (1, 3), (1, 4)]
+    assert length_batches([], 2, encode, run) == []
+
+
+def test_the_float32_graph_gives_a_pair_its_logit_in_any_batch(trained_reranker, linker_parts, tmp_path):
+    """reranker_precision float32: the pairs of all groups batched by length give each pair the logit it gets alone
+    (and close to PyTorch's), so a window's logits are the full list's, cut; E804 for a folder without the
+    float32 graph, E810 for an unknown precision."""
+    from spacy_sapbert.rerank import CrossEncoder, candidate_logits, load_reranker
+    from spacy_sapbert.rerank.model import META_FILE, OnnxCrossEncoder
+
+    model = load_reranker(trained_reranker, precision="float32")
+    assert isinstance(model, OnnxCrossEncoder) and model.file == "model.onnx"
+    groups = [("heart infarct", ["heart attack", "fever", "heart attack", "flu"]), ("high fever", ["fever", "pyrexia"]),
+              ("a very long description of an infarction of the heart muscle", ["heart attack", "infarct"])]
+    together = model.score_groups(groups, batch_size=3)
+    for (mention, names), logits in zip(groups, together):
+        alone = [float(model.score_groups([(mention, [name])])[0][0]) for name in names]
+        assert logits.tolist() == pytest.approx(alone, abs=1e-5)
+    exact = CrossEncoder.from_disk(trained_reranker)
+    flat = numpy.concatenate(together)
+    reference = exact.score([m for m, ns in groups for _ in ns], [n for _, ns in groups for n in ns])
+    assert numpy.max(numpy.abs(flat - reference)) < 1e-3
+    kb, index, encoder = linker_parts
+    texts = ["heart infarct", "high fever", "flu"]
+    vectors = encoder.encode(texts)
+    ranked = index.search(vectors, 4)
+    full = candidate_logits(model, index, texts, vectors, ranked, [0, 1, 2], k=4)
+    cut = candidate_logits(model, index, texts, vectors, ranked, [0, 1, 2], k=4, window=0.0)  # the best two
+    for q in range(3):
+        assert cut[q][0] == full[q][0][:2] and cut[q][2] == pytest.approx(full[q][2][:2], abs=1e-5)
+    with pytest.raises(ConfigError, match="SB-E810.*reranker_precision"):
+        load_reranker(trained_reranker, precision="fp16")
+    shutil.copytree(trained_reranker, tmp_path / "no_float32")
+    meta = json.loads((tmp_path / "no_float32" / META_FILE).read_text(encoding="utf8"))
+    del meta["onnx_files"]["model.onnx"]
+    (tmp_path / "no_float32" / META_FILE).write_text(json.dumps(meta), encoding="utf8")
+    with pytest.raises(MissingInputError, match="SB-E804.*float32"):
+        OnnxCrossEncoder(tmp_path / "no_float32", precision="float32")
+    assert OnnxCrossEncoder(tmp_path / "no_float32").file == "model.int8.onnx"
+
+
+def test_the_linker_at_reranker_precision_float32_saves_it_and_links_alike_in_any_batch(
+        linker_parts, tiny_bert_path, trained_reranker, tmp_path):
+    import spacy
+
+    kb, _, _ = linker_parts
+    kb.to_disk(tmp_path / "kb")
+    nlp = linker_nlp(tiny_bert_path, tmp_path / "kb", reranker_path=trained_reranker, reranker_k=3,
+                     reranker_margin=1.0, reranker_dense_weight=2.5, reranker_precision="float32")
+    linker = nlp.get_pipe("sapbert_linker")
+    assert linker.reranker.precision == "float32" and linker.reranker.model.file == "model.onnx"
+    text, spans = "a heart infarct and high fever", [(1, 3), (4, 6)]
+    together = [e._.kb_ents for e in linked(nlp, text, spans).ents]
+    linker.clear_cache()
+    alone = [linked(nlp, text, [span]).ents[0]._.kb_ents for span in spans]
+    assert [[c for c, _ in ents] for ents in alone] == [[c for c, _ in ents] for ents in together]
+    assert [[s for _, s in ents] for ents in alone] == [pytest.approx([s for _, s in e], abs=1e-5) for e in together]
+    nlp.to_disk(tmp_path / "pipe")
+    again = spacy.load(tmp_path / "pipe")
+    assert again.get_pipe("sapbert_linker").cfg["reranker_precision"] == "float32"
+    assert again.get_pipe("sapbert_linker").reranker.model.file == "model.onnx"
+    reloaded = [e._.kb_ents for e in linked(again, text, spans).ents]
+    assert [[c for c, _ in ents] for ents in reloaded] == [[c for c, _ in ents] for ents in together]
+    assert [[s for _, s in ents] for ents in reloaded] == [pytest.approx([s for _, s in e], abs=1e-5) for e in together]
+    with pytest.raises(ConfigError, match="SB-E810.*reranker_precision"):
+        spacy.blank("en").add_pipe("sapbert_linker", config={"model": "x", "reranker_precision": "fp16"})
 
 
 def test_the_stage_remembers_the_groups_it_scored_with_the_same_logits(trained_reranker):

@@ -152,8 +152,9 @@ class FeatureErrors:
             "or copy its folder again; `spacy-sapbert verify` checks every file.")
     E803 = ("Cannot start a re-ranker from '{path}': {why}. Give a local Hugging Face model folder of a BERT-like "
             "model (the name encoder's folder works) with --base.")
-    E804 = ("Re-ranker folder '{path}' has no int8 graph ({file} is not recorded), which runtime 'onnx' runs. "
-            "Use runtime 'torch', or train it again without --no-onnx.")
+    E804 = ("Re-ranker folder '{path}' has no {precision} graph ({file} is not recorded), which runtime 'onnx' "
+            "runs at reranker_precision '{precision}'. Use the other reranker_precision (int8, float32) or runtime "
+            "'torch', or train it again without --no-onnx.")
     E805 = ("Unknown re-ranker runtime '{value}'. Choose from: auto, onnx, torch.")
     E806 = ("Run folder '{path}' was made with another {field} ({theirs!r}, now {ours!r}): --resume continues a run "
             "only with the settings it started with. Use those settings, or another --output folder.")

@@ -38,7 +38,7 @@ SCORE_SETTINGS = ("k", "resolve_abbreviations", "semantic_types", "languages", "
                   "context_weight", "definition_weight", "context_fallback", "context_margin", "context_k",
                   "example_names", "one_sense_per_document", "type_priors", "sparse_weight", "sparse_k",
                   "candidates", "query_variants", "precision", "reranker_k", "reranker_margin", "reranker_dense_weight",
-                  "reranker_skip_names", "reranker_window")
+                  "reranker_skip_names", "reranker_window", "reranker_precision")
 
 
 @dataclass

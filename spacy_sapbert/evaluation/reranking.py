@@ -5,7 +5,8 @@ The candidate stage is the run's hybrid system (``hybrid = true``: its weight, `
 ``query_variants``) or else the reference name encoder over an exact :class:`~spacy_sapbert.index.ConceptIndex`
 of ``kb.names`` (the linker's dense search). Its top ``max(k, reranker_k)`` concepts are handed to
 :func:`spacy_sapbert.rerank.apply.rerank` with the keys ``reranker_k``, ``reranker_margin``,
-``reranker_dense_weight``, ``reranker_window`` and ``reranker_skip_names``: the mentions whose two best scores lie
+``reranker_dense_weight``, ``reranker_window`` and ``reranker_skip_names`` (``reranker_precision``: the graph the
+stage runs): the mentions whose two best scores lie
 within the margin get those of their top ``reranker_k`` within the window of the best re-ordered by logit + dense
 weight x score, the others keep the stage's list. Mention texts written alike are
 ranked once (the linker ranks each distinct text of a batch once). The system's candidate recall is its stage's
@@ -20,6 +21,7 @@ import numpy
 from ..errors import ConfigError, Errors
 from ..mentions.metrics import Ranking
 from ..rerank.apply import DEFAULT_RERANK_WINDOW, check_rerank_settings
+from ..rerank.model import DEFAULT_RERANK_PRECISION
 from ..rerank.stage import RerankStage
 from .baselines import System
 from .hybrid import HybridSetup, HybridSystem
@@ -85,6 +87,7 @@ class RerankSystem(System):
         return {**super().describe(), "candidate_stage": self.candidate_stage.name, "reranker": str(self.reranker.folder),
                 "reranker_k": self.k, "reranker_margin": self.margin, "reranker_dense_weight": self.dense_weight,
                 "reranker_skip_names": self.skip_names, "reranker_window": self.window,
+                "reranker_precision": self.reranker.precision,
                 "order": "re-ranker logit + reranker_dense_weight x stage score, close calls only (reranker_margin)",
                 "distinct_texts_reordered": self.reranked_share}
 
@@ -103,7 +106,8 @@ def rerank_system(settings: Dict[str, Any], kb: Any, dense: Any, hybrid: Optiona
         setup = HybridSetup(dense.encoder, kb, cache_dir=settings["cache_dir"], batch_size=settings["batch_size"],
                             ngram_range=tuple(sy["sparse_ngrams"]), show_progress=settings["show_progress"])
         stage = IndexDense(setup, name=dense.name)
-    reranker = RerankStage(sy["reranker"], device=str(sy["device"]))
+    reranker = RerankStage(sy["reranker"], device=str(sy["device"]),
+                           precision=str(sy.get("reranker_precision", DEFAULT_RERANK_PRECISION)))
     reranker.check(kb, stage.encoder, owner=f"the one of evaluate's system '{stage.name}'")
     return RerankSystem(stage, reranker, k=int(sy["reranker_k"]), margin=float(sy["reranker_margin"]),
                         dense_weight=float(sy["reranker_dense_weight"]), name=f"{stage.name} + {sy['reranker_name']}",

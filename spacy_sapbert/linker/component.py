@@ -179,7 +179,8 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
         if calibration_path is not None:
             self.calibration = None  # replaced below
         if reranker_path is not None:
-            self.reranker = RerankStage(reranker_path, device=self.cfg["device"])
+            self.reranker = RerankStage(reranker_path, device=self.cfg["device"],
+                                        precision=self.cfg["reranker_precision"])
         if table is not None:
             self.set_abbreviations(table)
         self.set_resources(encoder, index, path=index_path or "<memory>")  # checks one set before

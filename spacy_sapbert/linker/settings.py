@@ -23,6 +23,7 @@ from ..index.meta import MAX_EF_SEARCH, MAX_K
 from ..index.query_variants import check_kinds
 from ..kb.languages import language_codes
 from ..rerank.apply import DEFAULT_RERANK_K, DEFAULT_RERANK_WINDOW, check_rerank_settings
+from ..rerank.model import DEFAULT_RERANK_PRECISION, check_precision
 from .confidence import validate_confidence_cfg
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -80,7 +81,9 @@ class LinkerSettings:
     ``reranker_margin`` (1.0: every mention) are re-ordered by the cross-encoder's logit + ``reranker_dense_weight``
     x the name score, their scores the softmax of that; with ``reranker_skip_names`` a mention that is a KB name is
     never re-ranked (its top concept has that name; docs/reranker.md, "Which close calls"); of the ``reranker_k``,
-    only those within ``reranker_window`` of the best name score are read (the best two at least)."""
+    only those within ``reranker_window`` of the best name score are read (the best two at least);
+    ``reranker_precision``: the re-ranker's ONNX graph on the CPU (``int8``, or ``float32``: the same logit for a pair
+    in any batch, so the pairs of all mentions are batched by length; docs/reranker.md)."""
 
     model: str = DEFAULT_MODEL
     pooling: str = "auto"  # cls | mean | auto: what the model folder declares, else cls
@@ -126,6 +129,7 @@ class LinkerSettings:
     reranker_dense_weight: float = 30.0  # order re-ranked candidates by logit + this x name score (0: re-ranker alone)
     reranker_skip_names: bool = True  # a mention that is a KB name keeps its name ranking (docs/reranker.md)
     reranker_window: float = DEFAULT_RERANK_WINDOW  # read the candidates this close to the best name score (1.0: all)
+    reranker_precision: str = DEFAULT_RERANK_PRECISION  # int8 | float32: the re-ranker graph ONNX Runtime runs
 
     def __post_init__(self) -> None:
         """Normalise (lists, language codes, the hybrid keys) and check every value: coded errors."""
@@ -139,6 +143,7 @@ class LinkerSettings:
         if self.precision == "int8":
             check_int8_settings("sapbert_linker", self.runtime, self.device)
         check_rerank_settings(self.reranker_k, self.reranker_margin, self.reranker_dense_weight, self.reranker_window)
+        check_precision(self.reranker_precision)
         threshold = self.threshold
         if not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
             raise ConfigError(Errors.E116.format(value=threshold))

@@ -113,7 +113,8 @@ class LinkerStorage:
         if (path / "prototypes").exists():  # prototypes travel with the pipeline, even with outside resources
             self.prototypes = PrototypeStore.from_disk(path / "prototypes", kb=kb, device=self.cfg["device"])
         if (path / "reranker").exists():  # the re-ranker travels with the pipeline too
-            self.reranker = RerankStage(path / "reranker", device=self.cfg["device"])
+            self.reranker = RerankStage(path / "reranker", device=self.cfg["device"],
+                                        precision=self.cfg["reranker_precision"])
         self.calibration = None  # the folder's own calibration (or none) replaces one held before
         self.set_resources(encoder, index, path=folder / "index")
         calibration = None

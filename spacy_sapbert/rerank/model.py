@@ -9,8 +9,14 @@ A re-ranker folder holds a Hugging Face sequence-classification model (``config.
 weights, the tokenizer) and ``sapbert_reranker.json``: what it was trained for (the KB checksum and the
 fingerprint of the name encoder whose candidates it learnt to re-order), its ``max_length``, and size +
 sha256 records of every file, checked at load (E551 for a damaged or missing file). :func:`export_int8`
-adds ``model.onnx`` and its int8 copy ``model.int8.onnx`` (per-channel weight scales: :data:`INT8_OPTIONS`), which
-ONNX Runtime runs (:class:`OnnxCrossEncoder`, about twice as fast on a CPU), recorded in the same file.
+adds ``model.onnx`` and its int8 copy ``model.int8.onnx`` (per-channel weight scales: :data:`INT8_OPTIONS`), recorded
+in the same file; ONNX Runtime runs either (:class:`OnnxCrossEncoder`, the linker's ``reranker_precision``).
+
+The two graphs batch differently. The int8 graph quantizes its activations with the extremes of each batch, so a
+pair's logit depends on the pairs batched with it: each mention's pairs are one batch of their own
+(:func:`group_batches`). The float32 graph gives a pair the same logit in any batch, so the pairs of all mentions of
+a call are scored together, in batches of pairs of one token length (:func:`length_batches`): no padding, fewer
+and fuller batches.
 """
 from __future__ import annotations
 
@@ -33,6 +39,9 @@ from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, Mi
 META_FILE = "sapbert_reranker.json"
 ONNX_FILE = "model.onnx"
 INT8_FILE = "model.int8.onnx"
+# the graph the linker's reranker_precision names: int8 (ONNX Runtime's dynamic quantization) or float32
+PRECISION_FILES = {"int8": INT8_FILE, "float32": ONNX_FILE}
+DEFAULT_RERANK_PRECISION = "int8"
 FORMAT_VERSION = 1
 DEFAULT_MAX_LENGTH = 48
 OPSET = 17
@@ -117,6 +126,32 @@ def group_batches(groups: Sequence[Tuple[str, Sequence[str]]], batch_size: int,
             logits = logits[[at[name] for name in names]]
         out.append(logits)
     return out
+
+
+def length_batches(groups: Sequence[Tuple[str, Sequence[str]]], batch_size: int,
+                   encode: Callable[[List[str], List[str]], Dict[str, numpy.ndarray]],
+                   run: Callable[[Dict[str, numpy.ndarray]], Any]) -> List[numpy.ndarray]:
+    """Logits of each group's pairs with the distinct pairs of all ``groups`` tokenized at once (``encode``: padded
+    model inputs) and run (``run(inputs)``) in batches of at most ``batch_size`` pairs of one token length, cut to
+    that length: only for a graph whose logit of a pair does not depend on its batch (the float32 graph; the int8
+    graph needs :func:`group_batches`). A pair two groups share is read once."""
+    at: Dict[Tuple[str, str], int] = {}
+    for mention, names in groups:
+        for name in names:
+            at.setdefault((mention, name), len(at))
+    logits = numpy.zeros(len(at), dtype=numpy.float32)
+    if at:
+        pairs = list(at)
+        feed = encode([m for m, _ in pairs], [n for _, n in pairs])
+        lengths = feed["attention_mask"].sum(axis=1)
+        step = max(1, batch_size)
+        for length in sorted(set(lengths.tolist())):
+            rows = numpy.flatnonzero(lengths == length)
+            for start in range(0, len(rows), step):
+                chunk = rows[start:start + step]
+                logits[chunk] = numpy.asarray(run({key: numpy.ascontiguousarray(value[chunk, :length])
+                                                   for key, value in feed.items()})).reshape(-1)
+    return [logits[[at[(mention, name)] for name in names]] for mention, names in groups]
 
 
 def base_config(base: str, layers: int = 0) -> Any:
@@ -287,14 +322,24 @@ def export_int8(model: CrossEncoder, folder: PathLike) -> Path:
     return folder / INT8_FILE
 
 
-class OnnxCrossEncoder:
-    """A saved re-ranker's int8 graph run by ONNX Runtime on the CPU (what the linker uses)."""
+def check_precision(value: Any, name: str = "reranker_precision") -> str:
+    """``value`` if it names a re-ranker graph (:data:`PRECISION_FILES`), else E810 naming ``name``."""
+    if not isinstance(value, str) or value not in PRECISION_FILES:
+        raise ConfigError(Errors.E810.format(name=name, value=value, allowed=" or ".join(map(repr, PRECISION_FILES))))
+    return value
 
-    def __init__(self, folder: PathLike, *, threads: int = 0) -> None:
+
+class OnnxCrossEncoder:
+    """A saved re-ranker's ONNX graph run by ONNX Runtime on the CPU (what the linker uses): the int8 graph
+    (``precision="int8"``) or the float32 one (``"float32"``: the same logit for a pair in any batch)."""
+
+    def __init__(self, folder: PathLike, *, threads: int = 0, precision: str = DEFAULT_RERANK_PRECISION) -> None:
         self.folder = ensure_path(folder)
         self.meta = read_meta(self.folder)
-        if INT8_FILE not in (self.meta.get("onnx_files") or {}):
-            raise MissingInputError(Errors.E804.format(path=self.folder, file=INT8_FILE))
+        self.precision = check_precision(precision)
+        self.file = PRECISION_FILES[self.precision]
+        if self.file not in (self.meta.get("onnx_files") or {}):
+            raise MissingInputError(Errors.E804.format(path=self.folder, file=self.file, precision=self.precision))
         check_meta_files(self.folder, self.meta)
         self.max_length = int(self.meta["max_length"])
         self.inputs = list(self.meta["inputs"])
@@ -311,16 +356,19 @@ class OnnxCrossEncoder:
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         try:
-            return onnxruntime.InferenceSession(str(self.folder / INT8_FILE), options,
+            return onnxruntime.InferenceSession(str(self.folder / self.file), options,
                                                 providers=["CPUExecutionProvider"])
         except Exception as err:  # onnxruntime's own types for a damaged graph
-            raise DataFormatError(Errors.E802.format(path=self.folder / INT8_FILE,
+            raise DataFormatError(Errors.E802.format(path=self.folder / self.file,
                                                      why=f"{type(err).__name__}: {str(err)[:200]}")) from None
 
     def score_groups(self, groups: Sequence[Tuple[str, Sequence[str]]], *, batch_size: int = 64) -> List[numpy.ndarray]:
-        """Logits of each ``(mention, names)`` group's pairs, float32, one batch per group (see :func:`group_batches`):
-        the int8 graph quantizes its activations per batch, so only this keeps a mention's logits its own."""
+        """Logits of each ``(mention, names)`` group's pairs, float32: the int8 graph one batch per group (see
+        :func:`group_batches`: it quantizes its activations per batch, so only this keeps a mention's logits its own),
+        the float32 graph in batches of pairs of one length across the groups (:func:`length_batches`)."""
         session = self._sessions.get()
+        if self.precision == "float32":
+            return length_batches(groups, batch_size, self._pairs, lambda feed: session.run(None, feed)[0])
         return group_batches(groups, batch_size, lambda m, n: session.run(None, self._pairs(m, n))[0])
 
     def score(self, mentions: Sequence[str], names: Sequence[str], *, batch_size: int = 64) -> numpy.ndarray:
@@ -336,18 +384,20 @@ class OnnxCrossEncoder:
         return out
 
 
-def load_reranker(path: PathLike, *, runtime: str = "auto", device: str = "cpu") -> Any:
-    """A saved re-ranker: ONNX Runtime over its int8 graph (``onnx``; ``auto`` when the folder holds one and the
-    device is the CPU) or PyTorch (``torch``)."""
+def load_reranker(path: PathLike, *, runtime: str = "auto", device: str = "cpu",
+                  precision: str = DEFAULT_RERANK_PRECISION) -> Any:
+    """A saved re-ranker: ONNX Runtime over its ``precision`` graph (``onnx``; ``auto`` when the folder holds it and
+    the device is the CPU) or PyTorch (``torch``)."""
     if runtime not in ("auto", "onnx", "torch"):
         raise ConfigError(Errors.E805.format(value=runtime))
+    check_precision(precision)
     meta = read_meta(path)
-    has_int8 = INT8_FILE in (meta.get("onnx_files") or {})
-    if runtime == "onnx" or (runtime == "auto" and has_int8 and device in ("cpu", "auto")):
-        return OnnxCrossEncoder(path)
+    has_graph = PRECISION_FILES[precision] in (meta.get("onnx_files") or {})
+    if runtime == "onnx" or (runtime == "auto" and has_graph and device in ("cpu", "auto")):
+        return OnnxCrossEncoder(path, precision=precision)
     return CrossEncoder.from_disk(path, device=device)
 
 
-__all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "DEFAULT_MAX_LENGTH", "CrossEncoder", "OnnxCrossEncoder",
-           "group_batches", "export_int8", "load_reranker", "read_meta", "check_meta_files", "recorded_files",
+__all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "PRECISION_FILES", "DEFAULT_RERANK_PRECISION", "DEFAULT_MAX_LENGTH", "CrossEncoder",
+           "OnnxCrossEncoder", "check_precision", "group_batches", "length_batches", "export_int8", "load_reranker", "read_meta", "check_meta_files", "recorded_files",
            "pair_inputs", "base_config"]

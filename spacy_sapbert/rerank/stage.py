@@ -4,8 +4,10 @@ folder's ``sapbert_reranker.json`` records, so nothing else travels).
 
 The stage remembers the logits of the groups (a mention and the names of its candidates) it scored, in a bounded
 LRU cache like the name encoder's: a text written again in a later batch of ``nlp.pipe`` is not scored again.
-Each group is scored as a batch of its own (:func:`~spacy_sapbert.rerank.model.group_batches`), so a remembered
-logit is the one scoring again would give, bit for bit: the cache changes no result, whatever was linked before.
+The int8 graph scores each group as a batch of its own (:func:`~spacy_sapbert.rerank.model.group_batches`), the
+float32 graph gives a pair the same logit in any batch (:func:`~spacy_sapbert.rerank.model.length_batches`), so
+either way a remembered logit is the one scoring again would give, bit for bit: the cache changes no result,
+whatever was linked before.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy
 
 from ..base.util import PathLike, atomic_dir, ensure_path
 from .apply import check_compatible, rerank
-from .model import META_FILE, load_reranker, read_meta, recorded_files
+from .model import DEFAULT_RERANK_PRECISION, META_FILE, load_reranker, read_meta, recorded_files
 
 Ranked = List[Tuple[str, float]]
 Group = Tuple[str, Tuple[str, ...], int]  # mention, candidate names, names per batch
@@ -28,12 +30,14 @@ DEFAULT_CACHE_SIZE = 20_000
 
 class RerankStage:
     """A loaded re-ranker, the folder it came from and the cache of the groups it scored (``cache_size`` groups;
-    0: no cache)."""
+    0: no cache); ``precision``: the ONNX graph run on the CPU (the linker's ``reranker_precision``)."""
 
-    def __init__(self, folder: PathLike, *, device: str = "cpu", cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+    def __init__(self, folder: PathLike, *, device: str = "cpu", cache_size: int = DEFAULT_CACHE_SIZE,
+                 precision: str = DEFAULT_RERANK_PRECISION) -> None:
         self.folder = ensure_path(folder)
         self.meta = read_meta(self.folder)
-        self.model = load_reranker(self.folder, device="cpu" if device == "auto" else device)
+        self.precision = precision
+        self.model = load_reranker(self.folder, device="cpu" if device == "auto" else device, precision=precision)
         self.cache_size = max(0, int(cache_size))
         self._cache: "OrderedDict[Group, numpy.ndarray]" = OrderedDict()
 
