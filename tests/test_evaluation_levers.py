@@ -81,7 +81,7 @@ def fixture_reranker(fixtures_dir, tiny_bert_path, fixture_kb_path, tmp_path_fac
     ("reranker_dense_weight", 1e9, "SB-E814"), ("reranker_dense_weight", -1.0, "SB-E814"),
     ("reranker_window", -0.1, "SB-E814"), ("reranker_window", float("nan"), "SB-E814"),
     ("reranker_window", "wide", "SB-E814"), ("reranker_precision", "fp16", "SB-E814"),
-    ("reranker_precision", 8, "SB-E814"),
+    ("reranker_precision", 8, "SB-E814"), ("reranker_precision", ["int8"], "SB-E814"),
 ])
 def test_bad_lever_values_are_refused_with_the_key_named(fixtures_dir, tmp_path, key, value, code):
     with pytest.raises(ConfigError, match=f"{code}.*{key}"):

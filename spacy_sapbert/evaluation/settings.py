@@ -22,7 +22,7 @@ from ..mentions.metrics import check_ks
 from ..mentions.records import check_language
 from ..rerank.apply import (DEFAULT_DENSE_WEIGHT, DEFAULT_RERANK_K, DEFAULT_RERANK_MARGIN, DEFAULT_RERANK_WINDOW,
                             MAX_DENSE_WEIGHT, bad_rerank_setting, check_dense_weight)
-from ..rerank.model import DEFAULT_RERANK_PRECISION, PRECISION_FILES
+from ..rerank.model import DEFAULT_RERANK_PRECISION, PRECISION_FILES, check_precision
 
 MODES = ("mention_only", "end_to_end")
 
@@ -281,7 +281,9 @@ def _check_levers(systems: Dict[str, Any], base: Path, where: Any) -> None:
     systems["reranker_window"] = float(systems["reranker_window"])
     if not isinstance(systems.get("reranker_skip_names"), bool):
         refuse("reranker_skip_names", "true or false")
-    if systems.get("reranker_precision") not in PRECISION_FILES:
+    try:
+        check_precision(systems.get("reranker_precision"))
+    except ConfigError:
         refuse("reranker_precision", " or ".join(f'"{name}"' for name in PRECISION_FILES))
     folder = systems.get("reranker")
     systems["reranker"] = _resolve(base, folder) if folder and str(folder).strip() else None
