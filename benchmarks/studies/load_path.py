@@ -28,6 +28,12 @@ adjacent processes, so that the load of the shared machine falls on all of them 
   ``link_ncbi.py`` hold them), the resident MB the pipeline's load adds and one linking pass of the test documents'
   gold spans adds after it, by mapping (``/proc/self/smaps``: anonymous memory, the heap, each shared library, each
   of the pipeline's files); the largest ``--top`` of each.
+- ``external``: the pipeline as saved against a copy whose encoder graph keeps its weights in a file of their own
+  (ONNX's external data, ``model.onnx.data``: ONNX Runtime maps it instead of copying the weights out of the graph),
+  with weight pre-packing on and off; per variant, in fresh processes alternated over ``--rounds``: the cold load,
+  the median of 5 warm loads, one linking pass over the test documents' gold spans, the resident MB after it, the peak
+  with the 5 reloads, whether it links each mention to the same concepts as the pipeline as saved, and the largest
+  difference of a ``kb_ents`` score from it.
 - ``storage``: the same graph (M 32, ef_construction 200, ef_search 200) held as hnswlib holds it (float32 vectors,
   the index file as saved) and as faiss's HNSW holds it with its vectors in float32, float16 or 8 bits per dimension
   (``IndexHNSWFlat``, ``IndexHNSWSQ``), built here from the index's own vectors (seconds on the machine's cores);
@@ -45,6 +51,7 @@ adjacent processes, so that the load of the shared machine falls on all of them 
     python benchmarks/studies/load_path.py batch --pipeline WORK/link_ncbi/nlp_sapbert --rounds 7 --runtime torch
     python benchmarks/studies/load_path.py hnsw --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
     python benchmarks/studies/load_path.py memory --pipeline WORK/link_ncbi/nlp_sapbert
+    python benchmarks/studies/load_path.py external --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 4
     python benchmarks/studies/load_path.py storage --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
 """
 from __future__ import annotations
@@ -201,7 +208,7 @@ def part_onnx(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
                                    name, "--graph", graphs[graph], "--out", str(out)],
                                   capture_output=True, text=True, check=True)
             figures[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
-    reference = numpy.load(out / f"vectors.{figures['all (today)'][0]['file']}.npy")
+    reference = numpy.load(out / f"vectors.{figures['all (ORT defaults)'][0]['file']}.npy")
     result = {}
     for name, runs in figures.items():
         vectors = numpy.load(out / f"vectors.{runs[0]['file']}.npy")
@@ -498,6 +505,97 @@ def part_pipeline(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
             for name in pipelines} | {"same_kb_ents": kb_ids["model.onnx"] == kb_ids["optimised offline"]}
 
 
+EXTERNAL = {"as saved": (False, False), "external data": (True, False), "external data, no prepacking": (True, True)}
+
+
+def _with_external_data(pipeline: Path, out: Path) -> Path:
+    """A copy of ``pipeline`` (under ``out``, once) whose encoder ``model.onnx`` holds no weights: they are in
+    ``model.onnx.data`` beside it (ONNX's external data), the graph's record in ``onnx_export.json`` updated."""
+    import onnx
+
+    from spacy_sapbert.base.integrity import file_records
+    from spacy_sapbert.encoding.onnx_export import EXPORT_FILE, ONNX_FILE, recorded_export
+
+    copy = out / f"{pipeline.name}_external"
+    if not copy.exists():
+        tmp = out / f"{pipeline.name}_external.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(pipeline, tmp)
+        folder = tmp / "sapbert_linker" / "encoder"
+        onnx.save_model(onnx.load(str(folder / ONNX_FILE)), str(folder / ONNX_FILE), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=f"{ONNX_FILE}.data", size_threshold=1024)
+        record = recorded_export(folder)
+        record["files"].update(file_records(folder, [ONNX_FILE]))
+        (folder / EXPORT_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
+        tmp.rename(copy)
+    return copy
+
+
+def external_worker(pipeline: Path, variant: str) -> None:
+    """One ``external`` variant in this fresh process (``pipeline``: the copy the variant loads); prints JSON."""
+    import spacy
+
+    from spacy_sapbert.base.util import peak_rss_mb
+
+    if EXTERNAL[variant][1]:
+        import onnxruntime as ort
+
+        made = ort.InferenceSession.__init__
+
+        def init(self, path, sess_options=None, *args, **kwargs):
+            if sess_options is not None:
+                sess_options.add_session_config_entry("session.disable_prepacking", "1")
+            made(self, path, sess_options, *args, **kwargs)
+
+        ort.InferenceSession.__init__ = init
+    t0 = time.perf_counter()
+    nlp = spacy.load(pipeline)
+    cold_s = time.perf_counter() - t0
+    texts = _gold_spans(pipeline)
+    nlp.add_pipe("load_path_gold_spans", first=True)
+    t0 = time.perf_counter()
+    docs = list(nlp.pipe(texts, batch_size=128))
+    link_s = time.perf_counter() - t0
+    rss_mb = common.memory_mb()["rss"]
+    warm = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        spacy.load(pipeline)
+        warm.append(time.perf_counter() - t0)
+    kb_ents = [[(e.kb_id_, e._.kb_ents) for e in doc.ents] for doc in docs]
+    print(json.dumps({"cold_load_s": cold_s, "warm_load_s": statistics.median(warm), "link_s": link_s,
+                      "rss_after_link_mb": rss_mb, "peak_with_reloads_mb": peak_rss_mb(), "kb_ents": kb_ents}))
+
+
+def part_external(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
+    """The :data:`EXTERNAL` variants in fresh processes, alternated (the order flips every round): medians."""
+    out.mkdir(parents=True, exist_ok=True)
+    external = _with_external_data(pipeline, out)
+    for name in ("texts.json", "spans.json"):  # the worker reads them beside the pipeline it loads
+        shutil.copyfile(pipeline.parent / name, out / name)
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in EXTERNAL}
+    for r in range(rounds):
+        for name in (list(EXTERNAL) if r % 2 == 0 else list(EXTERNAL)[::-1]):
+            path = external if EXTERNAL[name][0] else pipeline
+            done = subprocess.run([sys.executable, __file__, "external-worker", "--pipeline", str(path),
+                                   "--variant", name], capture_output=True, text=True, check=True)
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    reference = runs["as saved"][0]["kb_ents"]
+
+    def agreement(found: List[Dict[str, Any]]) -> Dict[str, Any]:
+        ids = [[[c for c, _ in ents] for _, ents in doc] for doc in reference]
+        scores = [s for doc in reference for _, ents in doc for _, s in ents]
+        return {"same_concepts": all([[[c for c, _ in ents] for _, ents in doc] for doc in r["kb_ents"]] == ids
+                                     for r in found),
+                "largest_score_difference": max(abs(a - b) for r in found for a, b in zip(
+                    scores, [s for doc in r["kb_ents"] for _, ents in doc for _, s in ents]))}
+
+    return {name: {key: round(statistics.median(r[key] for r in found), 3) for key in found[0] if key != "kb_ents"}
+            | agreement(found) for name, found in runs.items()} | {
+        "graph_mb": {"embedded": round((pipeline / "sapbert_linker/encoder/model.onnx").stat().st_size / 2**20, 1),
+                     "external": round((external / "sapbert_linker/encoder/model.onnx").stat().st_size / 2**20, 1)}}
+
+
 class _InCallingThread:
     """A stand-in for the one-thread pool of ``linker/storage.py``: runs what it is given at once, in this thread."""
 
@@ -587,7 +685,8 @@ def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap", "batch", "storage", "memory",
-                                         "onnx-worker", "kb-worker", "hnsw-worker", "storage-worker", "memory-worker"])
+                                         "external", "onnx-worker", "kb-worker", "hnsw-worker", "storage-worker", "memory-worker",
+                                         "external-worker"])
     parser.add_argument("--top", type=int, default=8, help="memory: the largest mappings shown")
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
@@ -602,6 +701,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.part == "onnx-worker":
         onnx_worker(args.pipeline, args.variant, args.graph, args.out)
+        return
+    if args.part == "external-worker":
+        external_worker(args.pipeline, args.variant)
         return
     if args.part == "memory-worker":
         memory_worker(args.pipeline, args.top)
@@ -620,6 +722,7 @@ def main() -> None:
                part_batch(args.pipeline, args.rounds, args.runtime) if args.part == "batch" else
                part_storage(args.pipeline, args.rounds, args.out) if args.part == "storage" else
                part_memory(args.pipeline, args.top) if args.part == "memory" else
+               part_external(args.pipeline, args.rounds, args.out) if args.part == "external" else
                _alternate(args.part, args.pipeline, args.rounds, args.baseline))
     result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
               "load_average_after": [round(x, 2) for x in os.getloadavg()]}
