@@ -17,7 +17,7 @@ from spacy_sapbert.errors import ConfigError, IntegrityError, MissingInputError
 pytest.importorskip("onnxruntime", reason="the onnx extra (requirements-dev.txt installs it)")
 pytest.importorskip("onnx", reason="the onnx extra (requirements-dev.txt installs it)")
 
-from spacy_sapbert.encoding.onnx_encoder import EXPORT_FILE, INT8_FILE, ONNX_FILE, OnnxEncoder  # noqa: E402
+from spacy_sapbert.encoding.onnx_encoder import DATA_FILE, EXPORT_FILE, INT8_FILE, ONNX_FILE, OnnxEncoder  # noqa: E402
 
 DOCS = [("Aspirin and grippe poisoning .", [(0, 1), (2, 4)]), ("Acute heart attacks with zzqx .", [(1, 3), (4, 5)])]
 
@@ -68,7 +68,7 @@ def test_export_quantize_writes_records_and_the_pipeline_runs_it(int8_pipeline, 
     folder = int8_pipeline / "sapbert_linker" / "encoder"
     recorded = json.loads((folder / EXPORT_FILE).read_text())
     assert recorded["int8"] == INT8_FILE and recorded["files"][INT8_FILE]["size"] == (folder / INT8_FILE).stat().st_size
-    assert set(recorded["files"]) == {ONNX_FILE, INT8_FILE}
+    assert set(recorded["files"]) == {ONNX_FILE, DATA_FILE, INT8_FILE}
     assert recorded["int8_recipe"] == "dynamic-pc-l0"  # the package's recipe (tests/test_encoding_int8_recipes.py)
     assert recorded["int8_options"]["per_channel"] is True
     assert 'precision = "int8"' in (int8_pipeline / "config.cfg").read_text()

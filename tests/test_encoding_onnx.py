@@ -3,6 +3,7 @@ linker's ``runtime`` setting, fork safety and a load path that imports neither t
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -13,12 +14,13 @@ import spacy
 from helpers import linker_nlp, run_script_or_fail_on_hang, write_toy_kb
 
 from spacy_sapbert.encoding.torch_encoder import Encoder
-from spacy_sapbert.errors import ConfigError, MissingExtraError, MissingInputError
+from spacy_sapbert.base.integrity import file_records
+from spacy_sapbert.errors import ConfigError, IntegrityError, MissingExtraError, MissingInputError
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (requirements-dev.txt installs it)")
 pytest.importorskip("onnx", reason="the onnx extra (requirements-dev.txt installs it)")
 
-from spacy_sapbert.encoding.onnx_encoder import EXPORT_FILE, ONNX_FILE, OnnxEncoder, export_onnx  # noqa: E402
+from spacy_sapbert.encoding.onnx_encoder import DATA_FILE, EXPORT_FILE, ONNX_FILE, OnnxEncoder, export_onnx  # noqa: E402
 
 TEXTS = ["Heart attack", "flu", "a", "Acetylsalicylic acid (ASA) poisoning in a child of 3 years and a very long tail",
          "MI", "mitral regurgitation", "zz-top 42", "Heart attack"]
@@ -59,6 +61,42 @@ def test_sessions_plan_no_memory_pattern(tiny_bert_path, tmp_path):
     assert enc._sessions.get().get_session_options().enable_mem_pattern is False
     assert enc._make_session(1).get_session_options().enable_mem_pattern is False
 
+
+
+def test_export_keeps_the_weights_beside_the_graph(tiny_bert_path, tmp_path):
+    """The weights go to model.onnx.data (ONNX external data, which ONNX Runtime maps), recorded with the graph; an
+    export written before (the weights inside model.onnx) loads as it did, with the same vectors; a missing or
+    truncated weight file is refused at load with a coded error."""
+    import onnx
+
+    folder = tmp_path / "enc"
+    _export(tiny_bert_path, folder, "mean")
+    export = json.loads((folder / EXPORT_FILE).read_text())
+    assert set(export["files"]) == {ONNX_FILE, DATA_FILE}
+    graph = onnx.load(str(folder / ONNX_FILE), load_external_data=False)
+    outside = {t.name: {e.key: e.value for e in t.external_data}.get("location") for t in graph.graph.initializer
+               if t.data_location == onnx.TensorProto.EXTERNAL}
+    assert outside and set(outside.values()) == {DATA_FILE}  # every weight of 1 KB or more, in that one file
+    assert all(len(t.raw_data) < 1024 for t in graph.graph.initializer if t.name not in outside)
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # nothing of the staging left
+    want = OnnxEncoder.from_disk(folder).encode(TEXTS, use_cache=False)
+    old = tmp_path / "old"
+    shutil.copytree(folder, old)
+    onnx.save_model(onnx.load(str(folder / ONNX_FILE)), str(old / ONNX_FILE))  # the weights back inside
+    (old / DATA_FILE).unlink()
+    (old / EXPORT_FILE).write_text(json.dumps(dict(export, files=file_records(old, [ONNX_FILE]))))
+    numpy.testing.assert_allclose(OnnxEncoder.from_disk(old).encode(TEXTS, use_cache=False), want, atol=1e-6)
+    # exported again over the old layout: the weights beside the graph again, the same vectors
+    export_onnx(Encoder.from_disk(old, device="cpu"), old)
+    assert set(json.loads((old / EXPORT_FILE).read_text())["files"]) == {ONNX_FILE, DATA_FILE}
+    numpy.testing.assert_allclose(OnnxEncoder.from_disk(old).encode(TEXTS, use_cache=False), want, atol=1e-6)
+    data = (folder / DATA_FILE).read_bytes()
+    (folder / DATA_FILE).write_bytes(data[: len(data) // 2])
+    with pytest.raises(IntegrityError, match="SB-E551"):
+        OnnxEncoder.from_disk(folder)
+    (folder / DATA_FILE).unlink()
+    with pytest.raises(IntegrityError, match="SB-E551"):
+        OnnxEncoder.from_disk(folder)
 
 def test_stale_and_missing_exports_are_refused(tiny_bert_path, other_tiny_bert_path, tmp_path):
     folder = tmp_path / "enc"

@@ -28,11 +28,11 @@ adjacent processes, so that the load of the shared machine falls on all of them 
   ``link_ncbi.py`` hold them), the resident MB the pipeline's load adds and one linking pass of the test documents'
   gold spans adds after it, by mapping (``/proc/self/smaps``: anonymous memory, the heap, each shared library, each
   of the pipeline's files); the largest ``--top`` of each.
-- ``external``: the pipeline as saved against a copy whose encoder graph keeps its weights in a file of their own
-  (ONNX's external data, ``model.onnx.data``: ONNX Runtime maps it instead of copying the weights out of the graph),
-  with weight pre-packing on and off; per variant, in fresh processes alternated over ``--rounds``: the cold load,
+- ``external``: two copies of the pipeline, one whose encoder graph holds its weights (exports before 2026-12-03)
+  and one that keeps them in a file of their own (ONNX's external data, ``model.onnx.data``, today's exports: ONNX
+  Runtime maps it instead of copying the weights out of the graph), the latter with weight pre-packing on and off; per variant, in fresh processes alternated over ``--rounds``: the cold load,
   the median of 5 warm loads, one linking pass over the test documents' gold spans, the resident MB after it, the peak
-  with the 5 reloads, whether it links each mention to the same concepts as the pipeline as saved, and the largest
+  with the 5 reloads, whether it links each mention to the same concepts as the weights-inside copy, and the largest
   difference of a ``kb_ents`` score from it.
 - ``storage``: the same graph (M 32, ef_construction 200, ef_search 200) held as hnswlib holds it (float32 vectors,
   the index file as saved) and as faiss's HNSW holds it with its vectors in float32, float16 or 8 bits per dimension
@@ -505,27 +505,32 @@ def part_pipeline(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
             for name in pipelines} | {"same_kb_ents": kb_ids["model.onnx"] == kb_ids["optimised offline"]}
 
 
-EXTERNAL = {"as saved": (False, False), "external data": (True, False), "external data, no prepacking": (True, True)}
+EXTERNAL = {"weights inside the graph": (False, False), "external data": (True, False),
+            "external data, no prepacking": (True, True)}
 
 
-def _with_external_data(pipeline: Path, out: Path) -> Path:
-    """A copy of ``pipeline`` (under ``out``, once) whose encoder ``model.onnx`` holds no weights: they are in
-    ``model.onnx.data`` beside it (ONNX's external data), the graph's record in ``onnx_export.json`` updated."""
+def _with_weights(pipeline: Path, out: Path, external: bool) -> Path:
+    """A copy of ``pipeline`` (under ``out``, once) whose encoder ``model.onnx`` holds its weights (``external``
+    False: the layout of exports before 2026-12-03) or keeps them in ``model.onnx.data`` beside it (ONNX's external
+    data, today's exports), whichever layout the pipeline was saved with; ``onnx_export.json`` records the files."""
     import onnx
 
     from spacy_sapbert.base.integrity import file_records
-    from spacy_sapbert.encoding.onnx_export import EXPORT_FILE, ONNX_FILE, recorded_export
+    from spacy_sapbert.encoding.onnx_export import DATA_FILE, EXPORT_FILE, ONNX_FILE, recorded_export
 
-    copy = out / f"{pipeline.name}_external"
+    copy = out / f"{pipeline.name}_{'external' if external else 'inside'}"
     if not copy.exists():
-        tmp = out / f"{pipeline.name}_external.tmp"
+        tmp = out / f"{copy.name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(pipeline, tmp)
         folder = tmp / "sapbert_linker" / "encoder"
-        onnx.save_model(onnx.load(str(folder / ONNX_FILE)), str(folder / ONNX_FILE), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=f"{ONNX_FILE}.data", size_threshold=1024)
+        model = onnx.load(str(folder / ONNX_FILE))  # with its external data, if any
+        (folder / DATA_FILE).unlink(missing_ok=True)
+        onnx.save_model(model, str(folder / ONNX_FILE), save_as_external_data=external, all_tensors_to_one_file=True,
+                        location=DATA_FILE, size_threshold=1024)
         record = recorded_export(folder)
-        record["files"].update(file_records(folder, [ONNX_FILE]))
+        record["files"] = {name: value for name, value in record["files"].items() if name != DATA_FILE}
+        record["files"].update(file_records(folder, [ONNX_FILE] + ([DATA_FILE] if external else [])))
         (folder / EXPORT_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
         tmp.rename(copy)
     return copy
@@ -570,17 +575,17 @@ def external_worker(pipeline: Path, variant: str) -> None:
 def part_external(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
     """The :data:`EXTERNAL` variants in fresh processes, alternated (the order flips every round): medians."""
     out.mkdir(parents=True, exist_ok=True)
-    external = _with_external_data(pipeline, out)
+    copies = {external: _with_weights(pipeline, out, external) for external in (False, True)}
     for name in ("texts.json", "spans.json"):  # the worker reads them beside the pipeline it loads
         shutil.copyfile(pipeline.parent / name, out / name)
     runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in EXTERNAL}
     for r in range(rounds):
         for name in (list(EXTERNAL) if r % 2 == 0 else list(EXTERNAL)[::-1]):
-            path = external if EXTERNAL[name][0] else pipeline
+            path = copies[EXTERNAL[name][0]]
             done = subprocess.run([sys.executable, __file__, "external-worker", "--pipeline", str(path),
                                    "--variant", name], capture_output=True, text=True, check=True)
             runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
-    reference = runs["as saved"][0]["kb_ents"]
+    reference = runs["weights inside the graph"][0]["kb_ents"]
 
     def agreement(found: List[Dict[str, Any]]) -> Dict[str, Any]:
         ids = [[[c for c, _ in ents] for _, ents in doc] for doc in reference]
@@ -592,8 +597,8 @@ def part_external(pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
 
     return {name: {key: round(statistics.median(r[key] for r in found), 3) for key in found[0] if key != "kb_ents"}
             | agreement(found) for name, found in runs.items()} | {
-        "graph_mb": {"embedded": round((pipeline / "sapbert_linker/encoder/model.onnx").stat().st_size / 2**20, 1),
-                     "external": round((external / "sapbert_linker/encoder/model.onnx").stat().st_size / 2**20, 1)}}
+        "graph_mb": {("external" if external else "inside"): round((path / "sapbert_linker/encoder/model.onnx").stat(
+            ).st_size / 2**20, 1) for external, path in copies.items()}}
 
 
 class _InCallingThread:

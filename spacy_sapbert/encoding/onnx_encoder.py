@@ -30,7 +30,7 @@ from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, Missi
 from .cached import CachedEncoder
 from .files import check_recorded, read_settings
 from .int8_recipes import NAME_RECIPE, Int8Recipe, get_recipe, nodes_to_exclude
-from .onnx_export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
+from .onnx_export import DATA_FILE, EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
 from .tokenizer_file import pad_token_id, truncating_rows
 from .torch_encoder import Encoder, pool
 
@@ -51,14 +51,15 @@ def onnxruntime_available() -> bool:
 
 
 def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
-    """Write ``model.onnx`` + ``onnx_export.json`` for ``encoder`` into ``folder`` (atomically).
+    """Write ``model.onnx`` (its weights in ``model.onnx.data`` beside it: :data:`DATA_FILE`) + ``onnx_export.json``
+    for ``encoder`` into ``folder`` (each file atomically; the record last).
 
     The graph takes ``input_ids`` and ``attention_mask`` (int64, ``[batch, length]``) and returns
     the pooled, L2-normalised vectors (``[batch, dim]`` float32). It is exported from a float32 CPU
     copy of the weights, whatever device and precision ``encoder`` runs in.
     """
     try:
-        import onnx  # noqa: F401  (torch's exporter needs it)
+        import onnx  # lazy: the [train] extra (torch's exporter needs it too)
         import torch  # lazy: torch
     except ImportError as err:  # the [train] extra
         raise MissingExtraError(missing_message("Exporting the encoder to ONNX", err.name or "onnx", str(err))) from err
@@ -83,24 +84,35 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
     # a padded example, so that the traced graph keeps the attention mask
     ids = torch.tensor([[2, 3, 4, 5], [2, 3, 0, 0]], dtype=torch.long)
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.long)
-    tmp = folder / f".{ONNX_FILE}.{os.getpid()}.tmp"
+    stage = folder / f".onnx_export.{os.getpid()}.tmp"  # the graph and its weights, written here first
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
     try:
         with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer and deprecation notes of torch's exporter
             torch.onnx.export(
-                graph, (ids, mask), str(tmp), input_names=["input_ids", "attention_mask"], output_names=["vectors"],
+                graph, (ids, mask), str(stage / "whole.onnx"), input_names=["input_ids", "attention_mask"],
+                output_names=["vectors"],
                 dynamic_axes={"input_ids": {0: "batch", 1: "length"}, "attention_mask": {0: "batch", 1: "length"},
                               "vectors": {0: "batch"}},
                 opset_version=OPSET, dynamo=False,
             )
-        os.replace(tmp, folder / ONNX_FILE)
+        # the weights in DATA_FILE beside the graph (external data), which ONNX Runtime maps at load
+        onnx.save_model(onnx.load(str(stage / "whole.onnx")), str(stage / ONNX_FILE), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=DATA_FILE, size_threshold=1024)
+        (folder / EXPORT_FILE).unlink(missing_ok=True)  # no record of a half-replaced export
+        (folder / INT8_FILE).unlink(missing_ok=True)  # made from the previous export, if any
+        if (stage / DATA_FILE).is_file():
+            os.replace(stage / DATA_FILE, folder / DATA_FILE)
+        else:  # a graph without a weight of 1 KB or more keeps them all inside
+            (folder / DATA_FILE).unlink(missing_ok=True)
+        os.replace(stage / ONNX_FILE, folder / ONNX_FILE)
     finally:
-        if tmp.exists():
-            tmp.unlink()
-    (folder / INT8_FILE).unlink(missing_ok=True)  # made from the previous export, if any
+        shutil.rmtree(stage, ignore_errors=True)
+    files = [name for name in (ONNX_FILE, DATA_FILE) if (folder / name).is_file()]
     with atomic_write(folder / EXPORT_FILE) as fh:
         json.dump({"fingerprint": encoder.fingerprint, "pooling": encoder.pooling, "dim": encoder.dim,
-                   "opset": OPSET, "files": file_records(folder, [ONNX_FILE])}, fh, indent=2, sort_keys=True)
+                   "opset": OPSET, "files": file_records(folder, files)}, fh, indent=2, sort_keys=True)
     return folder / ONNX_FILE
 
 

@@ -13,6 +13,10 @@ from ..base.util import PathLike, ensure_path
 
 ONNX_FILE = "model.onnx"
 EXPORT_FILE = "onnx_export.json"
+# the float32 graph's weights, kept beside it as ONNX external data (since 2026-12-03): ONNX Runtime maps this file
+# instead of copying every weight out of the parsed graph (docs/footprint.md); recorded in EXPORT_FILE with the graph.
+# An export written before keeps its weights inside model.onnx and loads as it always did.
+DATA_FILE = "model.onnx.data"
 # the int8 copy of model.onnx (dynamic quantization), recorded in EXPORT_FILE beside it
 INT8_FILE = "model.int8.onnx"
 
@@ -38,4 +42,4 @@ def export_is_current(folder: PathLike, fingerprint: str, pooling: str) -> bool:
     return has_export(folder) and (recorded.get("fingerprint"), recorded.get("pooling")) == (fingerprint, pooling)
 
 
-__all__ = ["ONNX_FILE", "EXPORT_FILE", "INT8_FILE", "has_export", "recorded_export", "export_is_current"]
+__all__ = ["ONNX_FILE", "DATA_FILE", "EXPORT_FILE", "INT8_FILE", "has_export", "recorded_export", "export_is_current"]
