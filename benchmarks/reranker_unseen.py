@@ -1061,6 +1061,8 @@ def ablation(args: Any, kb: Any, index: Any, encoder: Any, model: str) -> None:
 
 
 def main() -> None:
+    from spacy_sapbert.rerank.model import DEFAULT_RERANK_PRECISION, PRECISION_FILES
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", choices=sorted(SETS), default=["ncbi", "bc5cdr"])
     parser.add_argument("--k", type=int, default=16)
@@ -1120,10 +1122,10 @@ def main() -> None:
                         help="--speed: also time name-only and hybrid + the re-ranker at each of these "
                              "reranker_window values (1: every one of the top reranker_k; results "
                              "reranker_speed_margins unless --results)")
-    parser.add_argument("--speed-precisions", nargs="+", default=[], choices=("int8", "float32"), metavar="P",
+    parser.add_argument("--speed-precisions", nargs="+", default=[], choices=tuple(PRECISION_FILES), metavar="P",
                         help="--speed: also time name-only and hybrid + the re-ranker at each of these "
                              "reranker_precision values, alone and at each --speed-windows value")
-    parser.add_argument("--reranker-precision", default="int8", choices=("int8", "float32"),
+    parser.add_argument("--reranker-precision", default=DEFAULT_RERANK_PRECISION, choices=tuple(PRECISION_FILES),
                         help="the re-ranker graph the accuracy tables score with (the linker's reranker_precision; "
                              "float32: the same logit for a pair in any batch)")
     parser.add_argument("--speed-corpus", action="store_true",

@@ -116,15 +116,23 @@ def kb_worker(pipeline: Path, rounds: int, code: str) -> None:
 
 
 def _offline(folder: Path, level: str, out: Path) -> Path:
-    """The encoder's graph optimised by ONNX Runtime at ``level`` and saved to ``out`` (once)."""
+    """The encoder's graph optimised by ONNX Runtime at ``level`` and saved to ``out`` (once), its weights inside."""
     import onnxruntime as ort
+
+    from spacy_sapbert.encoding.onnx_export import DATA_FILE, ONNX_FILE
 
     target = out / f"model.{level}.onnx"
     if not target.exists():
+        source = folder / ONNX_FILE
+        if (folder / DATA_FILE).is_file():  # ONNX Runtime's optimised copy would point at the weights' file
+            import onnx
+
+            source = out / "model.inline.onnx"
+            onnx.save_model(onnx.load(str(folder / ONNX_FILE)), str(source))
         options = ort.SessionOptions()
         options.graph_optimization_level = _level(level)
         options.optimized_model_filepath = str(target)
-        ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
     return target
 
 
@@ -426,24 +434,40 @@ def _with_optimized_graph(pipeline: Path, out: Path) -> Path:
     """A copy of ``pipeline`` (under ``out``, once) that runs the encoder's graph optimised offline at the
     "extended" level with optimisation off at load: the graph written over the copy's ``model.onnx`` (its record in
     ``onnx_export.json`` updated), the session's level set by this script (:data:`LOAD_LEVEL`)."""
-    from spacy_sapbert.base.integrity import file_records
-    from spacy_sapbert.encoding.onnx_export import EXPORT_FILE, ONNX_FILE, recorded_export
+    from spacy_sapbert.encoding.onnx_export import DATA_FILE, ONNX_FILE
 
-    copy = out / f"{pipeline.name}_optimized"
+    def rewrite(folder: Path) -> List[str]:
+        optimised = _offline(folder, "extended", out)  # reads the graph with its weights, wherever they are
+        shutil.copyfile(optimised, folder / ONNX_FILE)
+        (folder / DATA_FILE).unlink(missing_ok=True)  # the optimised graph holds its weights
+        return [ONNX_FILE]
+
+    return _encoder_graph_copy(pipeline, out / f"{pipeline.name}_optimized", rewrite)
+
+
+def _encoder_graph_copy(pipeline: Path, copy: Path, rewrite: Any) -> Path:
+    """``copy`` of ``pipeline`` (made once, through a temporary folder): ``rewrite(encoder_folder)`` rewrites its
+    encoder's graph files and returns their names, which ``onnx_export.json`` then records instead of the graph's."""
+    from spacy_sapbert.base.integrity import file_records
+    from spacy_sapbert.encoding.onnx_export import DATA_FILE, EXPORT_FILE, ONNX_FILE, recorded_export
+
     if not copy.exists():
-        tmp = out / f"{pipeline.name}.tmp"
+        tmp = copy.parent / f"{copy.name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(pipeline, tmp)
         folder = tmp / "sapbert_linker" / "encoder"
-        shutil.copyfile(_offline(folder, "extended", out), folder / ONNX_FILE)
+        written = rewrite(folder)
         record = recorded_export(folder)
-        record["files"].update(file_records(folder, [ONNX_FILE]))
+        record["files"] = {name: value for name, value in record["files"].items() if name not in (ONNX_FILE, DATA_FILE)}
+        record["files"].update(file_records(folder, written))
         (folder / EXPORT_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
         tmp.rename(copy)
     return copy
 
 
-def _session_level(level: str) -> None:
-    """Make every ONNX Runtime session this process opens from now on use graph optimisation ``level``."""
+def _on_every_session(edit: Any) -> None:
+    """Make every ONNX Runtime session this process opens from now on run ``edit(options)`` on its
+    ``SessionOptions`` first (the last ``edit`` given replaces the one before)."""
     import onnxruntime as ort
 
     made = getattr(ort.InferenceSession, "_load_path_made", ort.InferenceSession.__init__)
@@ -451,10 +475,15 @@ def _session_level(level: str) -> None:
 
     def init(self, path, sess_options=None, *args, **kwargs):
         if sess_options is not None:
-            sess_options.graph_optimization_level = _level(level)
+            edit(sess_options)
         made(self, path, sess_options, *args, **kwargs)
 
     ort.InferenceSession.__init__ = init
+
+
+def _session_level(level: str) -> None:
+    """Make every ONNX Runtime session this process opens from now on use graph optimisation ``level``."""
+    _on_every_session(lambda options: setattr(options, "graph_optimization_level", _level(level)))
 
 
 def _gold_spans(pipeline: Path) -> List[str]:
@@ -515,25 +544,16 @@ def _with_weights(pipeline: Path, out: Path, external: bool) -> Path:
     data, today's exports), whichever layout the pipeline was saved with; ``onnx_export.json`` records the files."""
     import onnx
 
-    from spacy_sapbert.base.integrity import file_records
-    from spacy_sapbert.encoding.onnx_export import DATA_FILE, EXPORT_FILE, ONNX_FILE, recorded_export
+    from spacy_sapbert.encoding.onnx_export import DATA_FILE, ONNX_FILE
 
-    copy = out / f"{pipeline.name}_{'external' if external else 'inside'}"
-    if not copy.exists():
-        tmp = out / f"{copy.name}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(pipeline, tmp)
-        folder = tmp / "sapbert_linker" / "encoder"
+    def rewrite(folder: Path) -> List[str]:
         model = onnx.load(str(folder / ONNX_FILE))  # with its external data, if any
         (folder / DATA_FILE).unlink(missing_ok=True)
         onnx.save_model(model, str(folder / ONNX_FILE), save_as_external_data=external, all_tensors_to_one_file=True,
                         location=DATA_FILE, size_threshold=1024)
-        record = recorded_export(folder)
-        record["files"] = {name: value for name, value in record["files"].items() if name != DATA_FILE}
-        record["files"].update(file_records(folder, [ONNX_FILE] + ([DATA_FILE] if external else [])))
-        (folder / EXPORT_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
-        tmp.rename(copy)
-    return copy
+        return [ONNX_FILE] + ([DATA_FILE] if external else [])
+
+    return _encoder_graph_copy(pipeline, out / f"{pipeline.name}_{'external' if external else 'inside'}", rewrite)
 
 
 def external_worker(pipeline: Path, variant: str) -> None:
@@ -543,16 +563,7 @@ def external_worker(pipeline: Path, variant: str) -> None:
     from spacy_sapbert.base.util import peak_rss_mb
 
     if EXTERNAL[variant][1]:
-        import onnxruntime as ort
-
-        made = ort.InferenceSession.__init__
-
-        def init(self, path, sess_options=None, *args, **kwargs):
-            if sess_options is not None:
-                sess_options.add_session_config_entry("session.disable_prepacking", "1")
-            made(self, path, sess_options, *args, **kwargs)
-
-        ort.InferenceSession.__init__ = init
+        _on_every_session(lambda options: options.add_session_config_entry("session.disable_prepacking", "1"))
     t0 = time.perf_counter()
     nlp = spacy.load(pipeline)
     cold_s = time.perf_counter() - t0
