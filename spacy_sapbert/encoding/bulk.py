@@ -36,6 +36,10 @@ BULK_RUNTIMES = ("auto", "torch", "onnx")
 BULK_PRECISIONS = PRECISIONS + ("int8",)
 # from this many names, runtime "auto" exports the model to ONNX (seconds) and encodes with ONNX Runtime
 ONNX_AUTO_MIN_NAMES = 20_000
+# names per encoder batch in a bulk job (build-index): the batches of a length-sorted chunk, each padded to its longest
+# name; 64 was never slower than 256 and up to 1.3x faster for MiniLM and a 768-d model (benchmarks/encode_speed.py
+# --builds-only --build-batch-sizes 64, results encode_speed_batch; docs/scale.md); the linker's batch too
+BULK_BATCH_SIZE = 64
 ENCODER_FOLDER = "encoder"
 
 

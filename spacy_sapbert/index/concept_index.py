@@ -29,6 +29,7 @@ import numpy
 from ..about import __version__
 from ..errors import ConfigError, EmptyResultError, Errors, IncompatibleError, MissingInputError
 from .aggregate import aggregate_batch, preferred_rows
+from ..encoding.bulk import BULK_BATCH_SIZE
 from .build import _build_hnsw, _encode_names
 from ..base.integrity import check_files, file_records
 from ..base.util import PathLike, atomic_write, ensure_path, get_logger
@@ -114,7 +115,7 @@ class ConceptIndex(FilterMixin):
 
     # ---- building -----------------------------------------------------------------------
     @classmethod
-    def build(cls, kb: Any, enc: Any, settings: Optional[IndexSettings] = None, *, batch_size: int = 256,
+    def build(cls, kb: Any, enc: Any, settings: Optional[IndexSettings] = None, *, batch_size: int = BULK_BATCH_SIZE,
               work_dir: Optional[PathLike] = None, show_progress: bool = True, chunk_size: int = 8192,
               **options: Any) -> "ConceptIndex":
         """Encode every KB name with ``enc`` and index the vectors as ``settings`` say (an

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from ..base.ray_session import ray_session, reraise_job_error
 from ..base.util import PathLike, atomic_write, ensure_path
+from ..encoding.bulk import BULK_BATCH_SIZE
 from ..encoding.onnx_encoder import OnnxEncoder
 from ..encoding.torch_encoder import Encoder
 from ..errors import ConfigError, Errors
@@ -56,7 +57,7 @@ class EncodeChunks:
 
 
 def encode_names_ray(kb: Any, enc: Any, *, kb_dir: PathLike, model: str, encoder_options: Dict[str, Any],
-                     work_dir: PathLike, chunk_size: int = 8192, batch_size: int = 256, actors: int = 2,
+                     work_dir: PathLike, chunk_size: int = 8192, batch_size: int = BULK_BATCH_SIZE, actors: int = 2,
                      gpus_per_actor: float = 0.0, threads: int = 1, address: Optional[str] = None,
                      show_progress: bool = True) -> int:
     """Encode the chunks of ``kb.names`` missing from ``work_dir`` on ``actors`` Ray actors (``enc`` is the
