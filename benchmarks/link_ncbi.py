@@ -317,6 +317,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     import numpy
     from sklearn.feature_extraction.text import TfidfVectorizer
 
+    from spacy_sapbert.encoding.bulk import BULK_BATCH_SIZE
     from spacy_sapbert.encoding.torch_encoder import Encoder
     from spacy_sapbert.mentions.datasets import read_pubtator
     from spacy_sapbert.mentions.metrics import resolve_gold
@@ -352,7 +353,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Dict[str, Any]:
     # ours: encode names, build hnsw (defaults), exact reference from the same vectors
     enc = Encoder.load(args.model, device="cpu")
     t = time.perf_counter()
-    vectors = _encode_names(kb, enc, batch_size=256, work_dir=None, show_progress=True, chunk_size=8192)
+    vectors = _encode_names(kb, enc, batch_size=BULK_BATCH_SIZE, work_dir=None, show_progress=True, chunk_size=8192)
     encode_s = time.perf_counter() - t
     figures["encode"] = {"names": len(kb.names), "seconds": encode_s, "names_per_s": len(kb.names) / encode_s}
     print(f"encode: {len(kb.names) / encode_s:.0f} names/s", flush=True)
