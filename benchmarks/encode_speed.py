@@ -5,7 +5,9 @@ BERT-base-shaped model (768-d, 12 layers, 12 heads; random weights from a fixed 
 both mean-pooled, on one seeded sample of MEDIC names (the same names for every row).
 
 - "build-index": the whole ``build_index_dir`` call timed (KB load, model load, ONNX export where used,
-  encoding, exact index, write), for today's path (PyTorch float32) and the new runtimes, then the projected
+  encoding, exact index, write), for today's path (PyTorch float32), the new runtimes and, with bf16 among
+  ``--precisions``, PyTorch bf16 autocast (``build-index --precision bf16``; fast only on CPUs with AVX512-BF16 or
+  AMX), then the projected
   time for 10M names: the one-off part of the call (call time minus the sample's encoding time) plus 10M names
   at the encoding rate; assumed linear in names, and on N Ray workers (``build-index --ray``) one worker per
   machine of this size: encoding time / N, plus the one-off part.
@@ -29,6 +31,7 @@ smallest cosine); ``--builds-only`` skips the levers and the ceiling (the projec
 
     python benchmarks/encode_speed.py --names 800
     python benchmarks/encode_speed.py --names 4096 --builds-only --build-batch-sizes 64 --name encode_speed_batch
+    python benchmarks/encode_speed.py --names 4096 --builds-only --build-batch-sizes 64 --name encode_speed_avx512_builds
     python benchmarks/encode_speed.py --device cuda --precisions fp32,bf16,fp16 --results-dir "$OUT"   # a GPU
 """
 from __future__ import annotations
@@ -258,6 +261,8 @@ def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Name
         setups = [("today: torch fp32", "torch", "fp32", "today: torch fp32, length-sorted, batch 256"),
                   ("onnx fp32 (auto from 20,000 names)", "onnx", "fp32", "onnx fp32"),
                   ("onnx int8 (opt-in)", "onnx", "int8", "onnx int8 (dynamic quantization)")]
+        if "bf16" in opts.precisions:  # fast only on CPUs with AVX512-BF16 or AMX (emulated, and slow, elsewhere)
+            setups.append(("torch bf16 (opt-in)", "torch", "bf16", "torch bf16 autocast"))
     else:
         setups = [(f"torch {p} on {opts.device}", "torch", p, "today: torch fp32, length-sorted, batch 256" if p == "fp32"
                    else f"torch {p}") for p in opts.precisions]
