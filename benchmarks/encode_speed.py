@@ -31,7 +31,6 @@ smallest cosine); ``--builds-only`` skips the levers and the ceiling (the projec
 
     python benchmarks/encode_speed.py --names 800
     python benchmarks/encode_speed.py --names 4096 --builds-only --build-batch-sizes 64 --name encode_speed_batch
-    python benchmarks/encode_speed.py --names 4096 --builds-only --build-batch-sizes 64 --name encode_speed_avx512_builds
     python benchmarks/encode_speed.py --device cuda --precisions fp32,bf16,fp16 --results-dir "$OUT"   # a GPU
 """
 from __future__ import annotations
