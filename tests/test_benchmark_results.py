@@ -124,12 +124,18 @@ def test_link_ncbi_results_with_footprint(bench):
     }
     figures["sapbert"] = {**system, "link_s": 0.5}
     figures["scispacy"] = {**figures["scispacy"], "link_s": 0.6}
+    # scispaCy's linker added to spacy.blank (the way until 2026-12-04), with that floor
+    figures["scispacy-blank"] = {**figures["scispacy"], "warm_load_s": 0.25}
+    figures["floor-blank"] = {**figures["floor"], "warm_load_s": 0.05}
     figures["own"] = link_ncbi._own_parts(figures)
     link_ncbi._write_results(figures)
     doc = json.loads((results / "link_ncbi.json").read_text(encoding="utf8"))
     assert set(doc["tables"]) == {"NCBI-disease test (gold spans) -> MEDIC", "index", "load, first document and memory",
                                   "the floor and each system's own part", "import cost after spacy"}
     page = rendered()
+    assert "| scispaCy EntityLinker, added to spacy.blank | 2.95 | 0.02 | 0.25 | 0.05 | 640 | 700 | 200 |" in page
+    assert ("| scispaCy EntityLinker added to spacy.blank: own part (minus spacy.blank + abbreviation detector) | 0.95 "
+            "| 0.2 | 140.0 | 0.4 |") in page
     assert "| sapbert_linker, defaults | 2.95 | 0.12 | 0.35 | 0.05 | 810 | 700 | 200 |" in page
     assert "| scispaCy EntityLinker | 2.95 | 0.02 | 0.35 | 0.05 | 640 | 700 | 200 |" in page
     assert "| torch, transformers | 1.23 | 301 |" in page

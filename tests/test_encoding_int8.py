@@ -17,7 +17,8 @@ from spacy_sapbert.errors import ConfigError, IntegrityError, MissingInputError
 pytest.importorskip("onnxruntime", reason="the onnx extra (requirements-dev.txt installs it)")
 pytest.importorskip("onnx", reason="the onnx extra (requirements-dev.txt installs it)")
 
-from spacy_sapbert.encoding.onnx_encoder import DATA_FILE, EXPORT_FILE, INT8_FILE, ONNX_FILE, OnnxEncoder  # noqa: E402
+from spacy_sapbert.encoding.onnx_encoder import (DATA_FILE, EXPORT_FILE, INT8_DATA_FILE, INT8_FILE, ONNX_FILE,  # noqa: E402
+                                                 OnnxEncoder)
 
 DOCS = [("Aspirin and grippe poisoning .", [(0, 1), (2, 4)]), ("Acute heart attacks with zzqx .", [(1, 3), (4, 5)])]
 
@@ -68,7 +69,14 @@ def test_export_quantize_writes_records_and_the_pipeline_runs_it(int8_pipeline, 
     folder = int8_pipeline / "sapbert_linker" / "encoder"
     recorded = json.loads((folder / EXPORT_FILE).read_text())
     assert recorded["int8"] == INT8_FILE and recorded["files"][INT8_FILE]["size"] == (folder / INT8_FILE).stat().st_size
-    assert set(recorded["files"]) == {ONNX_FILE, DATA_FILE, INT8_FILE}
+    assert set(recorded["files"]) == {ONNX_FILE, DATA_FILE, INT8_FILE, INT8_DATA_FILE}
+    assert recorded["int8_data"] == INT8_DATA_FILE  # the int8 weights beside the graph, mapped at load
+    import onnx
+
+    graph = onnx.load(str(folder / INT8_FILE), load_external_data=False).graph
+    outside = [t.name for t in graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    assert outside and all(e.value == INT8_DATA_FILE for t in graph.initializer for e in t.external_data
+                           if e.key == "location")
     assert recorded["int8_recipe"] == "dynamic-pc-l0"  # the package's recipe (tests/test_encoding_int8_recipes.py)
     assert recorded["int8_options"]["per_channel"] is True
     assert 'precision = "int8"' in (int8_pipeline / "config.cfg").read_text()
@@ -99,28 +107,37 @@ def test_export_quantize_on_an_encoder_folder(tiny_bert_path, tmp_path):
     assert OnnxEncoder(tmp_path / "enc", quantized=True).precision == "int8"
 
 
-@pytest.mark.parametrize("damage", ["missing", "truncated", "unrecorded", "bytes"])
+@pytest.mark.parametrize("damage", ["missing", "truncated", "unrecorded", "bytes", "weights missing",
+                                    "weights truncated", "weights bytes"])
 def test_a_bad_int8_file_is_a_coded_error_at_load(int8_pipeline, damage):
     folder = int8_pipeline / "sapbert_linker" / "encoder"
     path = folder / INT8_FILE
+    data = folder / INT8_DATA_FILE
     if damage == "missing":
         path.unlink()
+    elif damage == "weights missing":
+        data.unlink()
     elif damage == "truncated":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif damage == "weights truncated":
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    elif damage == "weights bytes":
+        data.write_bytes(bytes(b ^ 0xFF for b in data.read_bytes()))
     elif damage == "unrecorded":
         recorded = json.loads((folder / EXPORT_FILE).read_text())
         del recorded["int8"], recorded["files"][INT8_FILE]
         (folder / EXPORT_FILE).write_text(json.dumps(recorded))
     else:  # same size, every byte changed: the sampled hash differs
         path.write_bytes(bytes(b ^ 0xFF for b in path.read_bytes()))
-    kind = IntegrityError if damage in ("truncated", "bytes") else MissingInputError
+    kind = MissingInputError if damage in ("missing", "unrecorded") else IntegrityError
     with pytest.raises(kind) as err:
         spacy.load(int8_pipeline)
     message = str(err.value)
     assert "SB-E826" in message and str(path) in message
     assert f"export-onnx --quantize {int8_pipeline}" in message
     assert {"missing": "is missing", "truncated": "truncated", "unrecorded": "not recorded",
-            "bytes": "bytes changed"}[damage] in message
+            "bytes": "bytes changed", "weights missing": f"{INT8_DATA_FILE}: the file is missing",
+            "weights truncated": f"{INT8_DATA_FILE}: size", "weights bytes": "bytes changed"}[damage] in message
     from spacy_sapbert.commands.verify import verify_folder
 
     bad = [c for c in verify_folder(int8_pipeline) if c.status != "ok"]
@@ -130,6 +147,24 @@ def test_a_bad_int8_file_is_a_coded_error_at_load(int8_pipeline, damage):
     assert spacy.load(int8_pipeline).get_pipe("sapbert_linker").encoder.precision == "int8"
 
 
+def test_an_int8_copy_with_its_weights_inside_still_loads(int8_pipeline, quantized_pipeline):
+    """Copies written before 2026-12-04 keep the weights inside model.int8.onnx and record no ``int8_data``."""
+    import onnx
+
+    from spacy_sapbert.base.integrity import file_records
+
+    folder = int8_pipeline / "sapbert_linker" / "encoder"
+    onnx.save_model(onnx.load(str(folder / INT8_FILE)), str(folder / INT8_FILE))  # weights inline again
+    (folder / INT8_DATA_FILE).unlink()
+    recorded = json.loads((folder / EXPORT_FILE).read_text())
+    del recorded["int8_data"], recorded["files"][INT8_DATA_FILE]
+    recorded["files"].update(file_records(folder, [INT8_FILE]))
+    (folder / EXPORT_FILE).write_text(json.dumps(recorded))
+    old = spacy.load(int8_pipeline)
+    assert old.get_pipe("sapbert_linker").encoder.precision == "int8"
+    assert _linked(old) == _linked(spacy.load(quantized_pipeline))  # the same int8 graph, stored the old way
+
+
 def test_save_and_bytes_round_trips_keep_int8(int8_pipeline, tmp_path):
     nlp = spacy.load(int8_pipeline)
     want = _linked(nlp)
@@ -137,6 +172,7 @@ def test_save_and_bytes_round_trips_keep_int8(int8_pipeline, tmp_path):
     encoder_dir = tmp_path / "again" / "sapbert_linker" / "encoder"
     source = int8_pipeline / "sapbert_linker" / "encoder" / INT8_FILE
     assert (encoder_dir / INT8_FILE).read_bytes() == source.read_bytes()
+    assert (encoder_dir / INT8_DATA_FILE).read_bytes() == (source.parent / INT8_DATA_FILE).read_bytes()
     again = spacy.load(tmp_path / "again")
     assert again.get_pipe("sapbert_linker").encoder.precision == "int8"
     assert _linked(again) == want

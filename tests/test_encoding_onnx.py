@@ -63,6 +63,40 @@ def test_sessions_plan_no_memory_pattern(tiny_bert_path, tmp_path):
 
 
 
+def test_token_budget_batches_keep_to_the_row_and_token_budgets():
+    from spacy_sapbert.encoding.cached import length_order, token_budget_batches
+
+    rows = [[1] * n for n in (3, 9, 2, 2, 30, 5, 5, 5, 9, 4)]
+    order = length_order(rows)
+    for size, tokens in [(4, None), (64, 20), (3, 12), (64, 1)]:
+        batches = list(token_budget_batches(rows, order, size, tokens))
+        assert [i for b in batches for i in b] == order  # every row once, shortest first
+        assert all(len(b) <= size for b in batches)
+        for b in batches:  # padded to its longest row, within the budget unless a lone row is longer
+            assert tokens is None or len(b) * max(len(rows[i]) for i in b) <= tokens or len(b) == 1
+    assert [len(b) for b in token_budget_batches(rows, order, 64, 20)] == [4, 3, 2, 1]  # 2,2,3,4 | 5,5,5 | 9,9 | 30
+    assert [len(b) for b in token_budget_batches(rows, order, 4, None)] == [4, 4, 2]
+
+
+def test_onnx_batches_keep_to_the_token_budget_and_give_the_same_vectors(tiny_bert_path, tmp_path):
+    """ONNX Runtime's arena grows to a call's largest batch: OnnxEncoder caps a batch at ``batch_tokens`` token
+    slots (768) as well as ``batch_size`` rows; the vectors do not depend on how rows are batched."""
+    _export(tiny_bert_path, tmp_path / "enc", "mean")
+    enc = OnnxEncoder.from_disk(tmp_path / "enc", cache_size=0)
+    assert enc.batch_tokens == 768
+    texts = [f"disease number {i} " + "long " * (i % 12) for i in range(90)]
+    unbounded = OnnxEncoder.from_disk(tmp_path / "enc", cache_size=0)
+    unbounded.batch_tokens = None
+    want = unbounded.encode(texts, batch_size=64)
+    shapes = []
+    run = enc._encode_batch
+    enc._encode_batch = lambda rows: (shapes.append((len(rows), max(len(r) for r in rows))), run(rows))[1]
+    enc.batch_tokens = 60
+    got = enc.encode(texts, batch_size=64)
+    assert shapes and all(n <= 64 and n * width <= 60 for n, width in shapes) and sum(n for n, _ in shapes) == 90
+    numpy.testing.assert_allclose(got, want, atol=1e-5)
+
+
 def test_export_keeps_the_weights_beside_the_graph(tiny_bert_path, tmp_path):
     """The weights go to model.onnx.data (ONNX external data, which ONNX Runtime maps), recorded with the graph; an
     export written before (the weights inside model.onnx) loads as it did, with the same vectors; a missing or

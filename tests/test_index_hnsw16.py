@@ -149,7 +149,7 @@ def _levels_and_neighbors(folder):
 @pytest.mark.parametrize("damage,message", [
     ("level", "levels outside"), ("entry", "entry point"), ("neighbour", "neighbour id is out of range"),
     ("upper", "a level-1 neighbour is a name without that level"), ("vector", "not unit length"),
-    ("truncated", "bytes, expected"), ("dtype", "expected"), ("header", "")])
+    ("nan", "row 7 has norm nan"), ("inf", "row 2047 has norm inf"), ("truncated", "bytes, expected"), ("dtype", "expected"), ("header", "")])
 def test_a_damaged_graph_is_refused_before_faiss_reads_it(data, saved, tmp_path, damage, message):
     kb, _, queries = data
     copy, meta = _unrecorded_copy(saved[1], tmp_path)
@@ -170,6 +170,10 @@ def test_a_damaged_graph_is_refused_before_faiss_reads_it(data, saved, tmp_path,
     elif damage == "vector":
         X = numpy.load(copy / VECTORS_F16_FILE)
         X[100] *= 3
+        numpy.save(copy / VECTORS_F16_FILE, X)
+    elif damage in ("nan", "inf"):  # read through faiss's float16 decoder, as faiss reads them
+        X = numpy.load(copy / VECTORS_F16_FILE)
+        X[7 if damage == "nan" else 2047, 3] = numpy.nan if damage == "nan" else numpy.inf
         numpy.save(copy / VECTORS_F16_FILE, X)
     elif damage == "truncated":
         raw = (copy / NEIGHBORS_FILE).read_bytes()

@@ -43,6 +43,18 @@ adjacent processes, so that the load of the shared machine falls on all of them 
   share whose top-1 name / top-5 names equal the exact search's, and the largest error of a returned score
   (faiss's files are read with ``faiss.read_index``, which is fine for a study but not for a file from elsewhere).
 
+- ``arena`` (2026-12-04): per encoder graph of the pipeline (``model.onnx``; ``model.int8.onnx`` of ``--int8-pipeline``)
+  and batch shape (rows x word pieces, ``--shapes``), in a fresh process each: the resident MB that running the
+  session's batches of that shape adds after its creation (ONNX Runtime's CPU arena, which grows in powers of two)
+  and the microseconds per token slot (3 warm-up runs, then 20).
+- ``int8-weights`` (2026-12-04): the int8 graph of ``--int8-pipeline`` as it is written today (weights in
+  ``model.int8.onnx.data``) against the same graph re-saved with its weights inside, in fresh processes alternated over
+  ``--rounds``: session creation seconds, resident MB the session adds, the peak after 60 batches of 64 random rows of
+  4-25 word pieces, and their seconds.
+- ``normcheck`` (2026-12-04): the unit-length check of the float16 hnsw graph's vectors (``vectors.f16.npy``) through
+  numpy's float16 cast against faiss's float16 decoder, alternated in one process over ``--rounds``: seconds, and
+  whether both give the same norms.
+
     python benchmarks/studies/load_path.py kb --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py onnx --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
     python benchmarks/studies/load_path.py ef --pipeline WORK/link_ncbi/nlp_sapbert
@@ -53,6 +65,9 @@ adjacent processes, so that the load of the shared machine falls on all of them 
     python benchmarks/studies/load_path.py memory --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py external --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 4
     python benchmarks/studies/load_path.py storage --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
+    python benchmarks/studies/load_path.py arena --pipeline WORK/link_ncbi/nlp_sapbert --int8-pipeline WORK/link_ncbi/nlp_sapbert_int8
+    python benchmarks/studies/load_path.py int8-weights --int8-pipeline WORK/link_ncbi/nlp_sapbert_int8 --out CACHE/load_path --rounds 2
+    python benchmarks/studies/load_path.py normcheck --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
 """
 from __future__ import annotations
 
@@ -683,6 +698,110 @@ def part_batch(pipeline: Path, rounds: int, runtime: str) -> Dict[str, Any]:
                for size, v in passes.items()}}
 
 
+ARENA_SHAPES = ["64x25", "30x25", "64x12", "16x25", "32x12", "12x64", "6x128"]
+
+
+def _encoder_session(graph: Path) -> Any:
+    """A session over ``graph`` with the options the linker's ONNX encoder gives its own."""
+    from spacy_sapbert.encoding.onnx_encoder import OnnxEncoder
+
+    encoder = OnnxEncoder.__new__(OnnxEncoder)  # only _make_session's options, not a whole folder's checks
+    encoder.folder, encoder.graph_file, encoder.precision = graph.parent, graph.name, "fp32"
+    return encoder._make_session(0)
+
+
+def _random_batch(rows: int, length: int, seed: int) -> Dict[str, Any]:
+    import numpy
+
+    ids = numpy.random.default_rng(seed).integers(1000, 20000, (rows, length))
+    return {"input_ids": ids, "attention_mask": numpy.ones_like(ids)}
+
+
+def arena_worker(graph: Path, shape: str) -> None:
+    """One ``arena`` graph and shape in this fresh process; prints JSON."""
+    rows, length = (int(x) for x in shape.split("x"))
+    session = _encoder_session(graph)
+    before = common.memory_mb()["rss"]
+    feed = _random_batch(rows, length, 0)
+    for _ in range(3):
+        session.run(None, feed)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        session.run(None, feed)
+    per_token_us = (time.perf_counter() - t0) / 20 / (rows * length) * 1e6
+    print(json.dumps({"arena_mb": round(common.memory_mb()["rss"] - before, 1), "us_per_token": round(per_token_us, 1)}))
+
+
+def part_arena(pipeline: Path, int8_pipeline: Path, shapes: List[str]) -> Dict[str, Any]:
+    graphs = {"float32": pipeline / "sapbert_linker/encoder/model.onnx"}
+    if (int8_pipeline / "sapbert_linker/encoder/model.int8.onnx").is_file():
+        graphs["int8"] = int8_pipeline / "sapbert_linker/encoder/model.int8.onnx"
+    out: Dict[str, Any] = {}
+    for shape in shapes:
+        for name, graph in graphs.items():
+            done = subprocess.run([sys.executable, __file__, "arena-worker", "--graph", str(graph), "--shape", shape],
+                                  capture_output=True, text=True, check=True)
+            rows, length = (int(x) for x in shape.split("x"))
+            out[f"{name} {shape} ({rows * length} slots)"] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def int8_weights_worker(graph: Path) -> None:
+    """One ``int8-weights`` variant (the graph file to load) in this fresh process; prints JSON."""
+    from spacy_sapbert.base.util import peak_rss_mb
+
+    before = common.memory_mb()["rss"]
+    t0 = time.perf_counter()
+    session = _encoder_session(graph)
+    session_s = time.perf_counter() - t0
+    added = common.memory_mb()["rss"] - before
+    t0 = time.perf_counter()
+    for i in range(60):
+        session.run(None, _random_batch(64, 4 + i % 22, i))
+    print(json.dumps({"session_s": session_s, "session_added_mb": added, "peak_mb": peak_rss_mb(),
+                      "encode_s": time.perf_counter() - t0}))
+
+
+def part_int8_weights(int8_pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
+    import onnx
+
+    source = int8_pipeline / "sapbert_linker/encoder/model.int8.onnx"
+    inside = out / "int8_weights_inside" / "model.int8.onnx"
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(onnx.load(str(source)), str(inside))  # the external data read in, saved inside the graph
+    graphs = {"weights in model.int8.onnx.data (since 2026-12-04)": source, "weights inside the graph": inside}
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in graphs}
+    for r in range(rounds):
+        for name in (list(graphs) if r % 2 == 0 else list(graphs)[::-1]):
+            done = subprocess.run([sys.executable, __file__, "int8-weights-worker", "--graph", str(graphs[name])],
+                                  capture_output=True, text=True, check=True)
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {name: {key: round(statistics.median(r[key] for r in found), 3) for key in found[0]}
+            for name, found in runs.items()}
+
+
+def part_normcheck(pipeline: Path, rounds: int) -> Dict[str, Any]:
+    import faiss
+    import numpy
+
+    from spacy_sapbert.base.integrity import unit_norm_problem
+
+    vectors = numpy.load(pipeline / "sapbert_linker/index/vectors.f16.npy")
+    quantizer = faiss.ScalarQuantizer(vectors.shape[1], faiss.ScalarQuantizer.QT_fp16)
+    ways = {"numpy's float16 cast": lambda b: numpy.asarray(b, dtype=numpy.float32),
+            "faiss's float16 decoder": lambda b: quantizer.decode(numpy.ascontiguousarray(b).view(numpy.uint8))}
+    times: Dict[str, List[float]] = {name: [] for name in ways}
+    for r in range(rounds):
+        for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
+            t0 = time.perf_counter()
+            assert unit_norm_problem(vectors, rows_per_block=1024, to_float32=ways[name]) is None
+            times[name].append(time.perf_counter() - t0)
+    blocks = [vectors[i:i + 1024] for i in range(0, len(vectors), 1024)]
+    same = all(numpy.array_equal(ways["numpy's float16 cast"](b), ways["faiss's float16 decoder"](b)) for b in blocks)
+    return {"rows": len(vectors), "dim": int(vectors.shape[1]), "same_float32_values": same,
+            **{name: {"median_s": round(statistics.median(t), 4)} for name, t in times.items()}}
+
+
 def _alternate(part: str, pipeline: Path, rounds: int, baseline: str) -> Dict[str, Any]:
     """``part``'s worker for this checkout and ``baseline`` (another checkout), alternated in adjacent processes."""
     codes = {"this checkout": str(common.ROOT), **({"baseline": baseline} if baseline else {})}
@@ -702,7 +821,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap", "batch", "storage", "memory",
                                          "external", "onnx-worker", "kb-worker", "hnsw-worker", "storage-worker", "memory-worker",
-                                         "external-worker"])
+                                         "external-worker", "arena", "arena-worker", "int8-weights",
+                                         "int8-weights-worker", "normcheck"])
     parser.add_argument("--top", type=int, default=8, help="memory: the largest mappings shown")
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
@@ -711,6 +831,10 @@ def main() -> None:
     parser.add_argument("--variant", default="all (ORT defaults)")
     parser.add_argument("--runtime", default="auto", choices=["auto", "torch"], help="batch: the encoder's runtime")
     parser.add_argument("--graph", default="")
+    parser.add_argument("--int8-pipeline", type=Path, default=WORK / "nlp_sapbert_int8",
+                        help="arena, int8-weights: the pipeline after `export-onnx --quantize`")
+    parser.add_argument("--shapes", nargs="+", default=ARENA_SHAPES, help="arena: batch shapes, rows x word pieces")
+    parser.add_argument("--shape", default="64x25", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=WORK / "load_path", help="onnx: where its graphs and vectors go")
     parser.add_argument("--code", default="", help="the checkout a kb or hnsw worker runs")
     parser.add_argument("--baseline", default="", help="kb, hnsw: another checkout to compare with, e.g. ../main")
@@ -720,6 +844,12 @@ def main() -> None:
         return
     if args.part == "external-worker":
         external_worker(args.pipeline, args.variant)
+        return
+    if args.part == "arena-worker":
+        arena_worker(Path(args.graph), args.shape)
+        return
+    if args.part == "int8-weights-worker":
+        int8_weights_worker(Path(args.graph))
         return
     if args.part == "memory-worker":
         memory_worker(args.pipeline, args.top)
@@ -739,6 +869,9 @@ def main() -> None:
                part_storage(args.pipeline, args.rounds, args.out) if args.part == "storage" else
                part_memory(args.pipeline, args.top) if args.part == "memory" else
                part_external(args.pipeline, args.rounds, args.out) if args.part == "external" else
+               part_arena(args.pipeline, args.int8_pipeline, args.shapes) if args.part == "arena" else
+               part_int8_weights(args.int8_pipeline, args.rounds, args.out) if args.part == "int8-weights" else
+               part_normcheck(args.pipeline, args.rounds) if args.part == "normcheck" else
                _alternate(args.part, args.pipeline, args.rounds, args.baseline))
     result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
               "load_average_after": [round(x, 2) for x in os.getloadavg()]}

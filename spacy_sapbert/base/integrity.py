@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import tokenize
 from pathlib import Path, PurePosixPath
-from typing import Any, Dict, Iterable, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 
 import numpy
 
@@ -107,12 +107,14 @@ def inside(folder: Path, name: Any) -> bool:
 
 
 def unit_norm_problem(X: Any, *, sample: Optional[int] = None, zero_rows: Optional[Any] = None,
-                      rows_per_block: int = _ROWS_PER_BLOCK) -> Optional[str]:
+                      rows_per_block: int = _ROWS_PER_BLOCK,
+                      to_float32: Optional[Callable[[numpy.ndarray], numpy.ndarray]] = None) -> Optional[str]:
     """None when the rows of ``X`` (2-D, any float dtype, may be memory-mapped) are unit length within
     :data:`NORM_TOLERANCE`, else what is wrong (for the caller's coded error). ``sample``: check that many
     evenly spread rows (first and last included) instead of all; ``zero_rows`` (bool per row): rows that
     must be all zero instead (a prototype store's definition rows in ``names.npy``); ``rows_per_block``: rows
-    checked at a time (their float32 copy and products are the temporaries)."""
+    checked at a time (their float32 copy and products are the temporaries); ``to_float32``: makes that copy of a
+    block of rows (default ``numpy.asarray``; the float16 hnsw graph passes faiss's decoder, 2x faster)."""
     n = int(X.shape[0])
     if n == 0:
         return None
@@ -123,7 +125,8 @@ def unit_norm_problem(X: Any, *, sample: Optional[int] = None, zero_rows: Option
     for start in range(0, total, rows_per_block):
         stop = start + rows_per_block
         at = numpy.arange(start, min(total, stop)) if rows is None else rows[start:stop]
-        block = numpy.asarray(X[at[0]:at[-1] + 1] if rows is None else X[at], dtype=numpy.float32)
+        raw = X[at[0]:at[-1] + 1] if rows is None else X[at]
+        block = numpy.asarray(raw, dtype=numpy.float32) if to_float32 is None else to_float32(raw)
         with numpy.errstate(all="ignore"):  # x1e30 overflows to inf: a bad norm, not a warning
             norms = numpy.sqrt(numpy.einsum("ij,ij->i", block, block))
         expected = numpy.ones(len(at), dtype=numpy.float32)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from typing import Any, ContextManager, Dict, List, Optional, Sequence, Tuple
+from typing import Any, ContextManager, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 
@@ -20,6 +20,22 @@ def length_order(rows: Sequence[Sequence[int]]) -> List[int]:
     """Indices of token-id ``rows`` sorted by length (ties by position): batches of similar length
     need little padding."""
     return sorted(range(len(rows)), key=lambda i: (len(rows[i]), i))
+
+
+def token_budget_batches(rows: Sequence[Sequence[int]], order: Sequence[int], batch_size: int,
+                         batch_tokens: Optional[int]) -> Iterator[List[int]]:
+    """Consecutive runs of ``order`` (indices of ``rows``, shortest first): at most ``batch_size`` rows each and,
+    with ``batch_tokens``, at most that many token slots once padded to the batch's longest row (a single row
+    longer than the budget still makes a batch of its own)."""
+    batch: List[int] = []
+    for i in order:
+        if batch and (len(batch) >= batch_size
+                      or (batch_tokens is not None and (len(batch) + 1) * max(len(rows[i]), 1) > batch_tokens)):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
 
 
 def unique_rows(rows: Sequence[Sequence[int]]) -> Tuple[List[Sequence[int]], Optional[numpy.ndarray]]:
@@ -51,6 +67,9 @@ class CachedEncoder:
     name: str
     cache_size: int
     _cache: "OrderedDict[str, numpy.ndarray]"
+    # token slots per batch (rows x the longest row), None: only ``batch_size`` bounds a batch. ONNX Runtime's CPU
+    # arena grows in powers of two to a call's largest batch, so this bounds its memory (OnnxEncoder's: 768)
+    batch_tokens: Optional[int] = None
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 128, show_progress: bool = False,
                use_cache: bool = True) -> numpy.ndarray:
@@ -102,16 +121,16 @@ class CachedEncoder:
 
     def encode_rows(self, encoded: List[List[int]], batch_size: int, show_progress: bool = False) -> numpy.ndarray:
         """Vectors of token-id rows (special tokens included), run in length-sorted batches (each padded to
-        its longest row). Identical rows (strings the tokenizer folds together: case and accents for an
-        uncased vocabulary, spacing around punctuation) are run once and their vector copied to each."""
+        its longest row; :func:`token_budget_batches`). Identical rows (strings the tokenizer folds together: case
+        and accents for an uncased vocabulary, spacing around punctuation) are run once and their vector copied to
+        each."""
         unique, inverse = unique_rows(encoded)
         order = length_order(unique)
         result = numpy.empty((len(unique), self.dim), dtype=numpy.float32)
         bar = _progress_bar(len(encoded), show_progress)
         try:
             with self._inference():
-                for start in range(0, len(order), batch_size):
-                    idx = order[start : start + batch_size]
+                for idx in token_budget_batches(unique, order, batch_size, self.batch_tokens):
                     result[idx] = self._encode_batch([unique[i] for i in idx])
                     if bar is not None:
                         bar.update(len(idx))
@@ -153,4 +172,4 @@ def _progress_bar(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc="encode", unit="name")
 
 
-__all__ = ["CachedEncoder", "length_order", "unique_rows"]
+__all__ = ["CachedEncoder", "length_order", "token_budget_batches", "unique_rows"]

@@ -18,7 +18,7 @@ import shutil
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, List, Union
+from typing import Any, List, Optional, Union
 
 import numpy
 
@@ -30,7 +30,8 @@ from ..errors import ConfigError, DataFormatError, Errors, IntegrityError, Missi
 from .cached import CachedEncoder
 from .files import check_recorded, read_settings
 from .int8_recipes import NAME_RECIPE, Int8Recipe, get_recipe, nodes_to_exclude
-from .onnx_export import DATA_FILE, EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current, has_export, recorded_export  # noqa: F401
+from .onnx_export import (DATA_FILE, EXPORT_FILE, INT8_DATA_FILE, INT8_FILE, ONNX_FILE, export_is_current,  # noqa: F401
+                          has_export, recorded_export)
 from .tokenizer_file import pad_token_id, truncating_rows
 from .torch_encoder import Encoder, pool
 
@@ -101,7 +102,8 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
         onnx.save_model(onnx.load(str(stage / "whole.onnx")), str(stage / ONNX_FILE), save_as_external_data=True,
                         all_tensors_to_one_file=True, location=DATA_FILE, size_threshold=1024)
         (folder / EXPORT_FILE).unlink(missing_ok=True)  # no record of a half-replaced export
-        (folder / INT8_FILE).unlink(missing_ok=True)  # made from the previous export, if any
+        for stale in (INT8_FILE, INT8_DATA_FILE):  # made from the previous export, if any
+            (folder / stale).unlink(missing_ok=True)
         if (stage / DATA_FILE).is_file():
             os.replace(stage / DATA_FILE, folder / DATA_FILE)
         else:  # a graph without a weight of 1 KB or more keeps them all inside
@@ -139,24 +141,36 @@ def quantize_export(folder: PathLike, recipe: Union[str, Int8Recipe] = NAME_RECI
             raise MissingExtraError(missing_message("Quantizing the encoder to int8", err.name or "onnx", str(err))) from err
         raise ConfigError(Errors.E119.format(reason=str(err))) from err
     exclude = nodes_to_exclude(chosen, folder / ONNX_FILE)
-    tmp = folder / f".{INT8_FILE}.{os.getpid()}.tmp"
+    stage = folder / f".{INT8_FILE}.{os.getpid()}.tmp"  # the quantized graph and its weights, written here first
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
     logging.disable(logging.WARNING)  # its advice to pre-process the graph, logged on the root logger
     try:
+        import onnx  # quantize_dynamic has just imported it
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            quantize_dynamic(str(folder / ONNX_FILE), str(tmp), weight_type=QuantType.QInt8,
+            quantize_dynamic(str(folder / ONNX_FILE), str(stage / "whole.onnx"), weight_type=QuantType.QInt8,
                              per_channel=chosen.per_channel, reduce_range=chosen.reduce_range,
                              op_types_to_quantize=list(chosen.op_types) or None, nodes_to_exclude=exclude or None)
-        os.replace(tmp, folder / INT8_FILE)
+        # the weights in INT8_DATA_FILE beside the graph (external data), which ONNX Runtime maps at load
+        onnx.save_model(onnx.load(str(stage / "whole.onnx")), str(stage / INT8_FILE), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=INT8_DATA_FILE, size_threshold=1024)
+        if (stage / INT8_DATA_FILE).is_file():
+            os.replace(stage / INT8_DATA_FILE, folder / INT8_DATA_FILE)
+        else:  # a graph without a weight of 1 KB or more keeps them all inside
+            (folder / INT8_DATA_FILE).unlink(missing_ok=True)
+        os.replace(stage / INT8_FILE, folder / INT8_FILE)
     finally:
         logging.disable(logging.NOTSET)
-        if tmp.exists():
-            tmp.unlink()
-    files = dict(recorded.get("files") or {})
-    files.update(file_records(folder, [INT8_FILE]))
+        shutil.rmtree(stage, ignore_errors=True)
+    files = {name: record for name, record in (recorded.get("files") or {}).items() if name != INT8_DATA_FILE}
+    written = [name for name in (INT8_FILE, INT8_DATA_FILE) if (folder / name).is_file()]
+    files.update(file_records(folder, written))
     with atomic_write(folder / EXPORT_FILE) as fh:
-        json.dump({**recorded, "files": files, "int8": INT8_FILE, "int8_recipe": chosen.name,
-                   "int8_options": chosen.options(exclude)}, fh, indent=2, sort_keys=True)
+        json.dump({**recorded, "files": files, "int8": INT8_FILE, "int8_data": INT8_DATA_FILE if INT8_DATA_FILE in written
+                   else None, "int8_recipe": chosen.name, "int8_options": chosen.options(exclude)}, fh, indent=2,
+                  sort_keys=True)
     return folder / INT8_FILE
 
 
@@ -170,6 +184,10 @@ class OnnxEncoder(CachedEncoder):
     the inherited one is kept, never used nor destroyed: its thread pool's threads were not copied by
     fork, and destroying it there waits forever on their condition variables (or crashes).
     """
+
+    # token slots per batch (CachedEncoder.batch_tokens): 64 x 25 word pieces grew the CPU arena by 53 MB (int8) and
+    # 74 MB (float32), 768 slots by 29-31 and 46-48 MB, at the same time per token (load_path.py arena; docs/footprint.md)
+    batch_tokens: Optional[int] = 768
 
     def __init__(self, folder: PathLike, *, threads: int = 0, cache_size: int = 50_000, quantized: bool = False) -> None:
         folder = ensure_path(folder)
@@ -302,7 +320,8 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
 
 def check_int8(folder: Path) -> None:
     """E826 unless ``folder`` holds the int8 copy of a current export, recorded in ``onnx_export.json`` with
-    the size and hash it has (sampled; ``spacy-sapbert verify`` compares the whole file)."""
+    the size and hash it has (sampled; ``spacy-sapbert verify`` compares the whole file), and its weights' file
+    (:data:`INT8_DATA_FILE`) where the record names one."""
     recorded = recorded_export(folder)
     record = (recorded.get("files") or {}).get(INT8_FILE) if isinstance(recorded.get("files"), dict) else None
     if not (folder / INT8_FILE).is_file():
@@ -311,6 +330,11 @@ def check_int8(folder: Path) -> None:
         why = f"is not recorded in {EXPORT_FILE} (written by another tool, or by an older export)"
     else:
         problem = file_problem(folder, INT8_FILE, record)
+        data = recorded.get("int8_data")  # its weights' file (copies written since 2026-12-04)
+        if problem is None and data is not None:
+            problem = (f"its weights' file is recorded as {data!r}, not {INT8_DATA_FILE!r}" if data != INT8_DATA_FILE
+                       else file_problem(folder, INT8_DATA_FILE, recorded["files"].get(INT8_DATA_FILE)))
+            problem = None if problem is None else f"{INT8_DATA_FILE}: {problem}"
         why = None if problem is None else f"is damaged: {problem}"
     if why is not None:
         kind = IntegrityError if why.startswith("is damaged") else MissingInputError

@@ -27,7 +27,7 @@ from ..base.util import PathLike, ensure_path, get_logger, resolve_device
 from ..errors import ConfigError, Errors, MissingInputError
 from .cached import CachedEncoder
 from .files import SETTINGS_FILE, check_hub_model, check_recorded, looks_local, read_settings, write_settings
-from .onnx_export import DATA_FILE, EXPORT_FILE, INT8_FILE, ONNX_FILE, export_is_current
+from .onnx_export import EXPORT_FILES, export_is_current
 from .pooling import POOLINGS, resolve_pooling
 
 if TYPE_CHECKING:  # for annotations only
@@ -156,9 +156,9 @@ def weights_fingerprint(model: "torch.nn.Module") -> str:  # noqa: F821
 
 def _drop_stale_export(folder: Path, fingerprint: str, pooling: str) -> None:
     """Delete an ONNX export in ``folder`` made from other weights than those about to be written."""
-    if any((folder / name).exists() for name in (EXPORT_FILE, ONNX_FILE, DATA_FILE, INT8_FILE)):
+    if any((folder / name).exists() for name in EXPORT_FILES):
         if not export_is_current(folder, fingerprint, pooling):
-            for name in (ONNX_FILE, DATA_FILE, INT8_FILE, EXPORT_FILE):
+            for name in EXPORT_FILES:
                 (folder / name).unlink(missing_ok=True)
 
 
@@ -286,7 +286,7 @@ class Encoder(CachedEncoder):
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.model.state_dict().items()}
         self.model.save_pretrained(path, state_dict=state, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
-        write_settings(path, self.settings(), exclude=(ONNX_FILE, DATA_FILE, INT8_FILE, EXPORT_FILE))  # with checksums of the files
+        write_settings(path, self.settings(), exclude=EXPORT_FILES)  # with checksums of the files
 
     # ---- encoding -----------------------------------------------------------------------
     def check_fork(self) -> None:
