@@ -354,6 +354,21 @@ def test_int8_graph_scores_like_torch_and_files_are_checked(linker_parts, tiny_b
     assert isinstance(load_reranker(folder, runtime="torch"), CrossEncoder)
     with pytest.raises(ConfigError, match="SB-E805"):
         load_reranker(folder, runtime="tensorrt")
+    # each graph's weights beside it (external data), recorded and checked with the graphs
+    from spacy_sapbert.rerank.model import DATA_FILES, read_meta
+
+    recorded = read_meta(folder)["onnx_files"]
+    assert set(recorded) == {"model.onnx", "model.int8.onnx", *DATA_FILES.values()}
+    for graph_file, data_file in DATA_FILES.items():
+        initializers = onnx.load(str(folder / graph_file), load_external_data=False).graph.initializer
+        assert any(t.data_location == onnx.TensorProto.EXTERNAL for t in initializers)
+        assert {e.value for t in initializers for e in t.external_data if e.key == "location"} == {data_file}
+    weights = folder / DATA_FILES["model.int8.onnx"]
+    original = weights.read_bytes()
+    weights.write_bytes(original[: len(original) // 2])
+    with pytest.raises(IntegrityError, match="SB-E551.*model.int8.onnx.data"):
+        load_reranker(folder)
+    weights.write_bytes(original)
     data = bytearray((folder / "model.int8.onnx").read_bytes())
     data[len(data) // 2] ^= 0xFF
     (folder / "model.int8.onnx").write_bytes(bytes(data[:-10]))

@@ -50,7 +50,11 @@ adjacent processes, so that the load of the shared machine falls on all of them 
 - ``int8-weights`` (2026-12-04): the int8 graph of ``--int8-pipeline`` as it is written today (weights in
   ``model.int8.onnx.data``) against the same graph re-saved with its weights inside, in fresh processes alternated over
   ``--rounds``: session creation seconds, resident MB the session adds, the peak after 60 batches of 64 random rows of
-  4-25 word pieces, and their seconds.
+  4-25 word pieces, and their seconds. ``--graph``: another int8 graph with its weights beside it (a re-ranker's
+  ``model.int8.onnx``).
+- ``rerank-weights`` (2026-12-04): two re-ranker folders (``--rerankers``: one exported before, its int8 weights
+  inside the graph, one exported since, with them beside it) scoring the same 200 mentions x 4 names alternated in one
+  process over ``--rounds``: seconds, and the largest difference of their logits.
 - ``normcheck`` (2026-12-04): the unit-length check of the float16 hnsw graph's vectors (``vectors.f16.npy``) through
   numpy's float16 cast against faiss's float16 decoder, alternated in one process over ``--rounds``: seconds, and
   whether both give the same norms.
@@ -67,7 +71,9 @@ adjacent processes, so that the load of the shared machine falls on all of them 
     python benchmarks/studies/load_path.py storage --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
     python benchmarks/studies/load_path.py arena --pipeline WORK/link_ncbi/nlp_sapbert --int8-pipeline WORK/link_ncbi/nlp_sapbert_int8
     python benchmarks/studies/load_path.py int8-weights --int8-pipeline WORK/link_ncbi/nlp_sapbert_int8 --out CACHE/load_path --rounds 2
+    python benchmarks/studies/load_path.py int8-weights --graph RERANKER/model.int8.onnx --out CACHE/load_path --rounds 3
     python benchmarks/studies/load_path.py normcheck --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
+    python benchmarks/studies/load_path.py rerank-weights --pipeline WORK/link_ncbi/nlp_sapbert --rerankers OLD NEW --rounds 20
 """
 from __future__ import annotations
 
@@ -757,15 +763,16 @@ def int8_weights_worker(graph: Path) -> None:
     added = common.memory_mb()["rss"] - before
     t0 = time.perf_counter()
     for i in range(60):
-        session.run(None, _random_batch(64, 4 + i % 22, i))
+        batch = _random_batch(64, 4 + i % 22, i)  # and zeros for any other input (a re-ranker's token_type_ids)
+        session.run(None, {x.name: batch.get(x.name, batch["attention_mask"] * 0) for x in session.get_inputs()})
     print(json.dumps({"session_s": session_s, "session_added_mb": added, "peak_mb": peak_rss_mb(),
                       "encode_s": time.perf_counter() - t0}))
 
 
-def part_int8_weights(int8_pipeline: Path, rounds: int, out: Path) -> Dict[str, Any]:
+def part_int8_weights(int8_pipeline: Path, rounds: int, out: Path, graph: str = "") -> Dict[str, Any]:
     import onnx
 
-    source = int8_pipeline / "sapbert_linker/encoder/model.int8.onnx"
+    source = Path(graph) if graph else int8_pipeline / "sapbert_linker/encoder/model.int8.onnx"
     inside = out / "int8_weights_inside" / "model.int8.onnx"
     inside.parent.mkdir(parents=True, exist_ok=True)
     onnx.save_model(onnx.load(str(source)), str(inside))  # the external data read in, saved inside the graph
@@ -778,6 +785,32 @@ def part_int8_weights(int8_pipeline: Path, rounds: int, out: Path) -> Dict[str, 
             runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
     return {name: {key: round(statistics.median(r[key] for r in found), 3) for key in found[0]}
             for name, found in runs.items()}
+
+
+def part_rerank_weights(pipeline: Path, folders: List[str], rounds: int) -> Dict[str, Any]:
+    """Two re-ranker folders' int8 graphs (``--rerankers OLD NEW``: weights inside, weights beside) scoring the same
+    groups (each of 200 distinct test mentions with 4 names of random test words) alternated in one process."""
+    import random
+
+    from spacy_sapbert.rerank.model import OnnxCrossEncoder
+
+    words = " ".join(json.loads((pipeline.parent / "texts.json").read_text(encoding="utf8"))).split()
+    rng = random.Random(0)
+    groups = [(m, [" ".join(rng.sample(words, rng.randint(1, 4))) for _ in range(4)])
+              for m in sorted(set(_mentions(pipeline)))[:200]]
+    models = {folder: OnnxCrossEncoder(folder) for folder in folders}
+    logits = {folder: model.score_groups(groups) for folder, model in models.items()}  # also a warm-up
+    times: Dict[str, List[float]] = {folder: [] for folder in models}
+    for r in range(rounds):
+        for folder in (list(models) if r % 2 == 0 else list(models)[::-1]):
+            t0 = time.perf_counter()
+            models[folder].score_groups(groups)
+            times[folder].append(time.perf_counter() - t0)
+    first, *rest = logits.values()
+    return {"groups": len(groups), "largest_logit_difference": max(
+                float(abs(a - b).max()) for other in rest for a, b in zip(first, other)),
+            **{folder: {"median_s": round(statistics.median(t), 3), "min_s": round(min(t), 3),
+                        "graph_files": sorted(models[folder].meta["onnx_files"])} for folder, t in times.items()}}
 
 
 def part_normcheck(pipeline: Path, rounds: int) -> Dict[str, Any]:
@@ -822,7 +855,7 @@ def main() -> None:
     parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap", "batch", "storage", "memory",
                                          "external", "onnx-worker", "kb-worker", "hnsw-worker", "storage-worker", "memory-worker",
                                          "external-worker", "arena", "arena-worker", "int8-weights",
-                                         "int8-weights-worker", "normcheck"])
+                                         "int8-weights-worker", "normcheck", "rerank-weights"])
     parser.add_argument("--top", type=int, default=8, help="memory: the largest mappings shown")
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
@@ -835,6 +868,7 @@ def main() -> None:
                         help="arena, int8-weights: the pipeline after `export-onnx --quantize`")
     parser.add_argument("--shapes", nargs="+", default=ARENA_SHAPES, help="arena: batch shapes, rows x word pieces")
     parser.add_argument("--shape", default="64x25", help=argparse.SUPPRESS)
+    parser.add_argument("--rerankers", nargs=2, default=[], help="rerank-weights: two re-ranker folders")
     parser.add_argument("--out", type=Path, default=WORK / "load_path", help="onnx: where its graphs and vectors go")
     parser.add_argument("--code", default="", help="the checkout a kb or hnsw worker runs")
     parser.add_argument("--baseline", default="", help="kb, hnsw: another checkout to compare with, e.g. ../main")
@@ -870,8 +904,9 @@ def main() -> None:
                part_memory(args.pipeline, args.top) if args.part == "memory" else
                part_external(args.pipeline, args.rounds, args.out) if args.part == "external" else
                part_arena(args.pipeline, args.int8_pipeline, args.shapes) if args.part == "arena" else
-               part_int8_weights(args.int8_pipeline, args.rounds, args.out) if args.part == "int8-weights" else
+               part_int8_weights(args.int8_pipeline, args.rounds, args.out, args.graph) if args.part == "int8-weights" else
                part_normcheck(args.pipeline, args.rounds) if args.part == "normcheck" else
+               part_rerank_weights(args.pipeline, args.rerankers, args.rounds) if args.part == "rerank-weights" else
                _alternate(args.part, args.pipeline, args.rounds, args.baseline))
     result = {"part": args.part, "load_average_before": [round(x, 2) for x in load], "figures": figures,
               "load_average_after": [round(x, 2) for x in os.getloadavg()]}

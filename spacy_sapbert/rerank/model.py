@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -41,6 +42,10 @@ ONNX_FILE = "model.onnx"
 INT8_FILE = "model.int8.onnx"
 # the graph the linker's reranker_precision names: int8 (ONNX Runtime's dynamic quantization) or float32
 PRECISION_FILES = {"int8": INT8_FILE, "float32": ONNX_FILE}
+# each graph's weights beside it as ONNX external data (exports since 2026-12-04), mapped by ONNX Runtime at load as the
+# name encoder's are (docs/footprint.md); recorded in "onnx_files" with the graphs. An export before keeps them inside.
+DATA_FILES = {ONNX_FILE: "model.onnx.data", INT8_FILE: "model.int8.onnx.data"}
+GRAPH_FILES = (ONNX_FILE, INT8_FILE, *DATA_FILES.values())
 DEFAULT_RERANK_PRECISION = "int8"
 FORMAT_VERSION = 1
 DEFAULT_MAX_LENGTH = 48
@@ -248,12 +253,12 @@ class CrossEncoder:
         folder.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(folder, safe_serialization=True)
         self.tokenizer.save_pretrained(folder)
-        names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in (META_FILE, ONNX_FILE, INT8_FILE)
+        names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in (META_FILE, *GRAPH_FILES)
                        and not p.name.startswith("."))
         doc = {**dict(meta), "format_version": FORMAT_VERSION, "max_length": self.max_length, "inputs": self.inputs,
                "files": file_records(folder, names)}
         doc.pop("onnx_files", None)
-        for stale in (ONNX_FILE, INT8_FILE):
+        for stale in GRAPH_FILES:
             (folder / stale).unlink(missing_ok=True)
         with atomic_write(folder / META_FILE) as fh:
             json.dump(doc, fh, indent=2, sort_keys=True)
@@ -275,9 +280,10 @@ class CrossEncoder:
 
 def export_int8(model: CrossEncoder, folder: PathLike) -> Path:
     """Add ``model.onnx`` (float32, exported from a CPU copy) and ``model.int8.onnx`` (ONNX Runtime's dynamic
-    int8 quantization) to a saved re-ranker folder, recorded in its ``sapbert_reranker.json``."""
+    int8 quantization), each with its weights beside it (:data:`DATA_FILES`), to a saved re-ranker folder, recorded in
+    its ``sapbert_reranker.json``."""
     try:
-        import onnx  # noqa: F401  (torch's exporter needs it)
+        import onnx  # torch's exporter needs it too
         import torch  # lazy: torch
         from onnxruntime.quantization import QuantType, quantize_dynamic  # lazy: onnxruntime
     except ImportError as err:  # torch / onnx: the [train] extra (E820, exit 2 from the command line)
@@ -300,23 +306,31 @@ def export_int8(model: CrossEncoder, folder: PathLike) -> Path:
 
     graph = _Graph(inner, model.inputs).eval()
     example = pair_inputs(model.tokenizer, ["a b c", "a"], ["d e", "f g h i"], model.max_length, model.inputs, "pt")
-    tmp, tmp8 = folder / f".{ONNX_FILE}.{os.getpid()}.tmp", folder / f".{INT8_FILE}.{os.getpid()}.tmp"
+    stage = folder / f".onnx_export.{os.getpid()}.tmp"  # both graphs and their weights, written here first
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
     axes = {name: {0: "batch", 1: "length"} for name in model.inputs}
     logging.disable(logging.WARNING)  # the quantizer's advice, logged on the root logger
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(graph, tuple(example[n] for n in model.inputs), str(tmp), input_names=model.inputs,
-                              output_names=["logits"], dynamic_axes={**axes, "logits": {0: "batch"}},
-                              opset_version=OPSET, dynamo=False)
-            quantize_dynamic(str(tmp), str(tmp8), weight_type=QuantType.QInt8, **INT8_OPTIONS)
-        os.replace(tmp, folder / ONNX_FILE)
-        os.replace(tmp8, folder / INT8_FILE)
+            torch.onnx.export(graph, tuple(example[n] for n in model.inputs), str(stage / "whole.onnx"),
+                              input_names=model.inputs, output_names=["logits"],
+                              dynamic_axes={**axes, "logits": {0: "batch"}}, opset_version=OPSET, dynamo=False)
+            quantize_dynamic(str(stage / "whole.onnx"), str(stage / "whole8.onnx"), weight_type=QuantType.QInt8,
+                             **INT8_OPTIONS)
+        for whole, graph_file in (("whole.onnx", ONNX_FILE), ("whole8.onnx", INT8_FILE)):
+            onnx.save_model(onnx.load(str(stage / whole)), str(stage / graph_file), save_as_external_data=True,
+                            all_tensors_to_one_file=True, location=DATA_FILES[graph_file], size_threshold=1024)
+        for name in (*DATA_FILES.values(), ONNX_FILE, INT8_FILE):  # weights before the graph naming them; no stale one
+            if (stage / name).is_file():
+                os.replace(stage / name, folder / name)
+            else:
+                (folder / name).unlink(missing_ok=True)
     finally:
         logging.disable(logging.NOTSET)
-        for leftover in (tmp, tmp8):
-            leftover.unlink(missing_ok=True)
-    meta["onnx_files"] = file_records(folder, [ONNX_FILE, INT8_FILE])
+        shutil.rmtree(stage, ignore_errors=True)
+    meta["onnx_files"] = file_records(folder, [name for name in GRAPH_FILES if (folder / name).is_file()])
     with atomic_write(folder / META_FILE) as fh:
         json.dump(meta, fh, indent=2, sort_keys=True)
     return folder / INT8_FILE
@@ -398,6 +412,6 @@ def load_reranker(path: PathLike, *, runtime: str = "auto", device: str = "cpu",
     return CrossEncoder.from_disk(path, device=device)
 
 
-__all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "PRECISION_FILES", "DEFAULT_RERANK_PRECISION", "DEFAULT_MAX_LENGTH", "CrossEncoder",
+__all__ = ["META_FILE", "ONNX_FILE", "INT8_FILE", "DATA_FILES", "GRAPH_FILES", "PRECISION_FILES", "DEFAULT_RERANK_PRECISION", "DEFAULT_MAX_LENGTH", "CrossEncoder",
            "OnnxCrossEncoder", "check_precision", "group_batches", "length_batches", "export_int8", "load_reranker", "read_meta", "check_meta_files", "recorded_files",
            "pair_inputs", "base_config"]
