@@ -31,7 +31,7 @@ from .cached import CachedEncoder
 from .files import check_recorded, read_settings
 from .int8_recipes import NAME_RECIPE, Int8Recipe, get_recipe, nodes_to_exclude
 from .onnx_export import (DATA_FILE, EXPORT_FILE, INT8_DATA_FILE, INT8_FILE, ONNX_FILE, export_is_current,  # noqa: F401
-                          has_export, recorded_export)
+                          has_export, move_into, recorded_export, save_weights_beside)
 from .tokenizer_file import pad_token_id, truncating_rows
 from .torch_encoder import Encoder, pool
 
@@ -60,7 +60,7 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
     copy of the weights, whatever device and precision ``encoder`` runs in.
     """
     try:
-        import onnx  # lazy: the [train] extra (torch's exporter needs it too)
+        import onnx  # noqa: F401  (lazy: the [train] extra; torch's exporter and save_weights_beside need it)
         import torch  # lazy: torch
     except ImportError as err:  # the [train] extra
         raise MissingExtraError(missing_message("Exporting the encoder to ONNX", err.name or "onnx", str(err))) from err
@@ -98,17 +98,11 @@ def export_onnx(encoder: "Encoder", folder: PathLike) -> Path:
                               "vectors": {0: "batch"}},
                 opset_version=OPSET, dynamo=False,
             )
-        # the weights in DATA_FILE beside the graph (external data), which ONNX Runtime maps at load
-        onnx.save_model(onnx.load(str(stage / "whole.onnx")), str(stage / ONNX_FILE), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=DATA_FILE, size_threshold=1024)
+        save_weights_beside(stage / "whole.onnx", stage / ONNX_FILE, DATA_FILE)
         (folder / EXPORT_FILE).unlink(missing_ok=True)  # no record of a half-replaced export
         for stale in (INT8_FILE, INT8_DATA_FILE):  # made from the previous export, if any
             (folder / stale).unlink(missing_ok=True)
-        if (stage / DATA_FILE).is_file():
-            os.replace(stage / DATA_FILE, folder / DATA_FILE)
-        else:  # a graph without a weight of 1 KB or more keeps them all inside
-            (folder / DATA_FILE).unlink(missing_ok=True)
-        os.replace(stage / ONNX_FILE, folder / ONNX_FILE)
+        move_into(stage, folder, ONNX_FILE, DATA_FILE)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     files = [name for name in (ONNX_FILE, DATA_FILE) if (folder / name).is_file()]
@@ -146,21 +140,13 @@ def quantize_export(folder: PathLike, recipe: Union[str, Int8Recipe] = NAME_RECI
     stage.mkdir()
     logging.disable(logging.WARNING)  # its advice to pre-process the graph, logged on the root logger
     try:
-        import onnx  # quantize_dynamic has just imported it
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             quantize_dynamic(str(folder / ONNX_FILE), str(stage / "whole.onnx"), weight_type=QuantType.QInt8,
                              per_channel=chosen.per_channel, reduce_range=chosen.reduce_range,
                              op_types_to_quantize=list(chosen.op_types) or None, nodes_to_exclude=exclude or None)
-        # the weights in INT8_DATA_FILE beside the graph (external data), which ONNX Runtime maps at load
-        onnx.save_model(onnx.load(str(stage / "whole.onnx")), str(stage / INT8_FILE), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=INT8_DATA_FILE, size_threshold=1024)
-        if (stage / INT8_DATA_FILE).is_file():
-            os.replace(stage / INT8_DATA_FILE, folder / INT8_DATA_FILE)
-        else:  # a graph without a weight of 1 KB or more keeps them all inside
-            (folder / INT8_DATA_FILE).unlink(missing_ok=True)
-        os.replace(stage / INT8_FILE, folder / INT8_FILE)
+        save_weights_beside(stage / "whole.onnx", stage / INT8_FILE, INT8_DATA_FILE)
+        move_into(stage, folder, INT8_FILE, INT8_DATA_FILE)
     finally:
         logging.disable(logging.NOTSET)
         shutil.rmtree(stage, ignore_errors=True)

@@ -34,6 +34,7 @@ from ..base.extras import missing_message
 from ..base.integrity import check_files, file_records
 from ..base.processes import ProcessSession  # importing it also registers its collection before every fork
 from ..base.util import PathLike, atomic_write, ensure_path, resolve_device
+from ..encoding.onnx_export import move_into, save_weights_beside
 from ..encoding.tokenizer_file import PairBatches
 from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
 
@@ -283,7 +284,7 @@ def export_int8(model: CrossEncoder, folder: PathLike) -> Path:
     int8 quantization), each with its weights beside it (:data:`DATA_FILES`), to a saved re-ranker folder, recorded in
     its ``sapbert_reranker.json``."""
     try:
-        import onnx  # torch's exporter needs it too
+        import onnx  # noqa: F401  (torch's exporter and save_weights_beside need it)
         import torch  # lazy: torch
         from onnxruntime.quantization import QuantType, quantize_dynamic  # lazy: onnxruntime
     except ImportError as err:  # torch / onnx: the [train] extra (E820, exit 2 from the command line)
@@ -320,13 +321,9 @@ def export_int8(model: CrossEncoder, folder: PathLike) -> Path:
             quantize_dynamic(str(stage / "whole.onnx"), str(stage / "whole8.onnx"), weight_type=QuantType.QInt8,
                              **INT8_OPTIONS)
         for whole, graph_file in (("whole.onnx", ONNX_FILE), ("whole8.onnx", INT8_FILE)):
-            onnx.save_model(onnx.load(str(stage / whole)), str(stage / graph_file), save_as_external_data=True,
-                            all_tensors_to_one_file=True, location=DATA_FILES[graph_file], size_threshold=1024)
-        for name in (*DATA_FILES.values(), ONNX_FILE, INT8_FILE):  # weights before the graph naming them; no stale one
-            if (stage / name).is_file():
-                os.replace(stage / name, folder / name)
-            else:
-                (folder / name).unlink(missing_ok=True)
+            save_weights_beside(stage / whole, stage / graph_file, DATA_FILES[graph_file])
+        for graph_file in (ONNX_FILE, INT8_FILE):
+            move_into(stage, folder, graph_file, DATA_FILES[graph_file])
     finally:
         logging.disable(logging.NOTSET)
         shutil.rmtree(stage, ignore_errors=True)
