@@ -62,6 +62,35 @@ def test_sessions_plan_no_memory_pattern(tiny_bert_path, tmp_path):
     assert enc._make_session(1).get_session_options().enable_mem_pattern is False
 
 
+def _spin_entry(session) -> str:
+    try:
+        return session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+    except RuntimeError:  # never set: ONNX Runtime's default, spinning
+        return ""
+
+
+def test_the_linkers_encoder_does_not_spin_and_encodes_the_same(tiny_bert_path, tmp_path):
+    """A saved pipeline's encoder (load_saved_encoder) runs a session whose threads sleep between batches (the
+    index search after it gets the cores); a bulk encoder keeps ONNX Runtime's spinning. Same vectors both ways."""
+    from spacy_sapbert.encoding.onnx_encoder import load_saved_encoder, quantize_export
+
+    _export(tiny_bert_path, tmp_path / "enc", "mean")
+    bulk = OnnxEncoder.from_disk(tmp_path / "enc", cache_size=0)
+    linking = load_saved_encoder(tmp_path / "enc", runtime="auto", device="auto", precision="auto")
+    assert isinstance(linking, OnnxEncoder) and (bulk.spinning, linking.spinning) == (True, False)
+    assert _spin_entry(linking._sessions.get()) == "0"
+    assert _spin_entry(bulk._sessions.get()) == ""
+    assert _spin_entry(linking._make_session(1)) == "0"  # the session remade after a fork too
+    numpy.testing.assert_array_equal(linking.encode(TEXTS, batch_size=3, use_cache=False),
+                                     bulk.encode(TEXTS, batch_size=3, use_cache=False))
+    quantize_export(tmp_path / "enc")
+    int8 = load_saved_encoder(tmp_path / "enc", runtime="auto", device="auto", precision="int8")
+    assert int8.precision == "int8" and _spin_entry(int8._sessions.get()) == "0"
+    numpy.testing.assert_array_equal(
+        int8.encode(TEXTS, batch_size=3, use_cache=False),
+        OnnxEncoder.from_disk(tmp_path / "enc", cache_size=0, quantized=True).encode(TEXTS, batch_size=3, use_cache=False))
+
+
 
 def test_token_budget_batches_keep_to_the_row_and_token_budgets():
     from spacy_sapbert.encoding.cached import length_order, token_budget_batches

@@ -58,6 +58,11 @@ adjacent processes, so that the load of the shared machine falls on all of them 
 - ``normcheck`` (2026-12-04): the unit-length check of the float16 hnsw graph's vectors (``vectors.f16.npy``) through
   numpy's float16 cast against faiss's float16 decoder, alternated in one process over ``--rounds``: seconds, and
   whether both give the same norms.
+- ``spin`` (2026-12-05): one linking pass over the test documents' gold spans with the encoder's ONNX Runtime
+  threads spinning between batches (ONNX Runtime's default) and sleeping (``OnnxEncoder(spinning=False)``, what a
+  saved pipeline's linker loads since then), alternated in one process over ``--rounds``: seconds of the pass, of its
+  encoding and of its index searches, of encoding the distinct mention texts 5 times in batches of 64 (bulk
+  encoding), and whether both give the same ``kb_ents``.
 
     python benchmarks/studies/load_path.py kb --baseline ../main --pipeline WORK/link_ncbi/nlp_sapbert
     python benchmarks/studies/load_path.py onnx --pipeline WORK/link_ncbi/nlp_sapbert --out CACHE/load_path --rounds 3
@@ -73,6 +78,7 @@ adjacent processes, so that the load of the shared machine falls on all of them 
     python benchmarks/studies/load_path.py int8-weights --int8-pipeline WORK/link_ncbi/nlp_sapbert_int8 --out CACHE/load_path --rounds 2
     python benchmarks/studies/load_path.py int8-weights --graph RERANKER/model.int8.onnx --out CACHE/load_path --rounds 3
     python benchmarks/studies/load_path.py normcheck --pipeline WORK/link_ncbi/nlp_sapbert --rounds 5
+    python benchmarks/studies/load_path.py spin --pipeline WORK/link_ncbi/nlp_sapbert --rounds 9
     python benchmarks/studies/load_path.py rerank-weights --pipeline WORK/link_ncbi/nlp_sapbert --rerankers OLD NEW --rounds 20
 """
 from __future__ import annotations
@@ -704,6 +710,71 @@ def part_batch(pipeline: Path, rounds: int, runtime: str) -> Dict[str, Any]:
                for size, v in passes.items()}}
 
 
+BULK_REPEATS = 5
+
+
+def part_spin(pipeline: Path, rounds: int) -> Dict[str, Any]:
+    """One linking pass over the test documents' gold spans with the encoder's session threads spinning between batches
+    (ONNX Runtime's default) and sleeping (the linker's since 2026-12-05), alternated in this process (the order flips
+    every round): seconds of the pass, of its encoding and of its index searches, of encoding the distinct mention
+    texts :data:`BULK_REPEATS` times in batches of 64 (bulk encoding, as ``build-index``; medians), and whether both
+    give the same ``kb_ents``."""
+    import spacy
+
+    from spacy_sapbert.base.processes import ProcessSession
+    from spacy_sapbert.encoding.cached import CachedEncoder
+
+    texts = _gold_spans(pipeline)
+    nlp = spacy.load(pipeline)
+    nlp.add_pipe("load_path_gold_spans", first=True)
+    linker = nlp.get_pipe("sapbert_linker")
+    encoder, backend = linker.encoder, type(linker.index._backend)
+    sessions = {}
+    for name, spinning in (("spinning", True), ("sleeping", False)):
+        encoder.spinning = spinning
+        sessions[name] = ProcessSession(encoder._make_session, encoder.threads)
+    spent = {"encode": 0.0, "search": 0.0}
+
+    def timed(owner: Any, method: str, key: str) -> None:
+        inner = getattr(owner, method)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[key] += time.perf_counter() - t0
+        setattr(owner, method, wrapper)
+
+    timed(CachedEncoder, "encode", "encode")
+    timed(backend, "_knn", "search")
+    passes: Dict[str, Dict[str, List[float]]] = {name: {"pass": [], "encode": [], "search": [], "bulk_encode": []}
+                                                 for name in sessions}
+    mentions = sorted({e.text for doc in nlp.pipe(texts, batch_size=128) for e in doc.ents})
+    kb_ents: Dict[str, Any] = {}
+    for r in range(rounds + 1):
+        for name in (list(sessions) if r % 2 else list(reversed(list(sessions)))):
+            encoder._sessions = sessions[name]
+            linker.clear_cache()
+            spent.update(encode=0.0, search=0.0)
+            t0 = time.perf_counter()
+            docs = list(nlp.pipe(texts, batch_size=128))
+            if r:  # the first round warms both sessions up
+                passes[name]["pass"].append(time.perf_counter() - t0)
+                passes[name]["encode"].append(spent["encode"])
+                passes[name]["search"].append(spent["search"])
+            kb_ents[name] = [[(e.kb_id_, e._.kb_ents) for e in doc.ents] for doc in docs]
+            t0 = time.perf_counter()
+            for _ in range(BULK_REPEATS):  # encoding batch after batch, as build-index does
+                encoder.encode(mentions, batch_size=64, use_cache=False)
+            if r:
+                passes[name]["bulk_encode"].append(time.perf_counter() - t0)
+    return {"encoder": f"{type(encoder).__name__} ({encoder.precision})",
+            **{name: {f"{key}_s": round(statistics.median(v), 4) for key, v in found.items()}
+               for name, found in passes.items()},
+            "same_kb_ents": kb_ents["spinning"] == kb_ents["sleeping"]}
+
+
 ARENA_SHAPES = ["64x25", "30x25", "64x12", "16x25", "32x12", "12x64", "6x128"]
 
 
@@ -855,7 +926,7 @@ def main() -> None:
     parser.add_argument("part", choices=["kb", "onnx", "hnsw", "ef", "pipeline", "overlap", "batch", "storage", "memory",
                                          "external", "onnx-worker", "kb-worker", "hnsw-worker", "storage-worker", "memory-worker",
                                          "external-worker", "arena", "arena-worker", "int8-weights",
-                                         "int8-weights-worker", "normcheck", "rerank-weights"])
+                                         "int8-weights-worker", "normcheck", "rerank-weights", "spin"])
     parser.add_argument("--top", type=int, default=8, help="memory: the largest mappings shown")
     parser.add_argument("--ef", type=int, nargs="+", default=[70, 100, 150, 200, 400],
                         help="ef: query depths (hnswlib searches at least as deep as the names asked: 70 for MEDIC)")
@@ -900,6 +971,7 @@ def main() -> None:
                part_pipeline(args.pipeline, args.rounds, args.out) if args.part == "pipeline" else
                part_overlap(args.pipeline, args.rounds) if args.part == "overlap" else
                part_batch(args.pipeline, args.rounds, args.runtime) if args.part == "batch" else
+               part_spin(args.pipeline, args.rounds) if args.part == "spin" else
                part_storage(args.pipeline, args.rounds, args.out) if args.part == "storage" else
                part_memory(args.pipeline, args.top) if args.part == "memory" else
                part_external(args.pipeline, args.rounds, args.out) if args.part == "external" else

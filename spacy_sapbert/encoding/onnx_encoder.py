@@ -165,17 +165,20 @@ class OnnxEncoder(CachedEncoder):
 
     Float32 on the CPU; ``quantized=True`` runs the int8 copy :func:`quantize_export` wrote instead
     (``precision`` is then ``"int8"``). ``threads``: intra-op threads (0: ONNX Runtime's default, one per
-    physical core). In a process forked after the session was made (``nlp.pipe(n_process=2)``,
-    ``link-corpus --n-process 2``) a new session with one thread is made, as the torch encoder does, and
-    the inherited one is kept, never used nor destroyed: its thread pool's threads were not copied by
-    fork, and destroying it there waits forever on their condition variables (or crashes).
+    physical core). ``spinning=False``: the session's threads sleep between batches instead of spinning, what a
+    saved pipeline's linker loads (:func:`load_saved_encoder`): the same vectors, and the index search after the
+    encoder no longer shares the cores with idle spinning threads (docs/footprint.md). In a process forked after the
+    session was made (``nlp.pipe(n_process=2)``, ``link-corpus --n-process 2``) a new session with one thread is
+    made, as the torch encoder does, and the inherited one is kept, never used nor destroyed: its thread pool's
+    threads were not copied by fork, and destroying it there waits forever on their condition variables (or crashes).
     """
 
     # token slots per batch (CachedEncoder.batch_tokens): 64 x 25 word pieces grew the CPU arena by 53 MB (int8) and
     # 74 MB (float32), 768 slots by 29-31 and 46-48 MB, at the same time per token (load_path.py arena; docs/footprint.md)
     batch_tokens: Optional[int] = 768
 
-    def __init__(self, folder: PathLike, *, threads: int = 0, cache_size: int = 50_000, quantized: bool = False) -> None:
+    def __init__(self, folder: PathLike, *, threads: int = 0, cache_size: int = 50_000, quantized: bool = False,
+                 spinning: bool = True) -> None:
         folder = ensure_path(folder)
         settings = read_settings(folder)
         if not has_export(folder):
@@ -198,6 +201,7 @@ class OnnxEncoder(CachedEncoder):
         self.graph_file = INT8_FILE if quantized else ONNX_FILE
         self.threads = max(0, int(threads))
         self.cache_size = max(0, int(cache_size))
+        self.spinning = bool(spinning)
         self._cache: "OrderedDict[str, numpy.ndarray]" = OrderedDict()
         self._tokenize = truncating_rows(folder, self.max_length)
         self.pad_id = pad_token_id(folder)
@@ -205,8 +209,8 @@ class OnnxEncoder(CachedEncoder):
 
     @classmethod
     def from_disk(cls, path: PathLike, *, threads: int = 0, cache_size: int = 50_000,
-                  quantized: bool = False) -> "OnnxEncoder":
-        return cls(path, threads=threads, cache_size=cache_size, quantized=quantized)
+                  quantized: bool = False, spinning: bool = True) -> "OnnxEncoder":
+        return cls(path, threads=threads, cache_size=cache_size, quantized=quantized, spinning=spinning)
 
     def to_disk(self, path: PathLike) -> None:
         """Copy the encoder folder (weights, tokenizer, settings and the ONNX export) to ``path``."""
@@ -231,6 +235,10 @@ class OnnxEncoder(CachedEncoder):
         # every call; off, the same vectors at the same speed and a peak ~16-29 MB lower
         # (benchmarks/studies/load_path.py onnx; docs/footprint.md)
         options.enable_mem_pattern = False
+        if not self.spinning:
+            # the linker's encoder: its pool's threads sleep after a batch instead of spinning on both cores while the
+            # index searches (faiss's threads) or a re-ranker runs; bulk encoding, batch after batch, keeps the spin
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         try:
             return onnxruntime.InferenceSession(str(self.folder / self.graph_file), options,
@@ -286,7 +294,7 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
     the int8 copy of the export (:func:`quantize_export`), checked first (E826), never a float32 fallback."""
     if precision == INT8:
         check_int8(folder)
-        return OnnxEncoder.from_disk(folder, quantized=True)
+        return OnnxEncoder.from_disk(folder, quantized=True, spinning=False)
     cpu_fp32 = device in ("auto", "cpu") and precision in ("auto", "fp32")
     if runtime == "onnx" and not cpu_fp32:
         raise ConfigError(Errors.E122.format(device=device, precision=precision))
@@ -295,7 +303,7 @@ def load_saved_encoder(folder: Path, *, runtime: str, device: str, precision: st
         and device_is_cpu(device)
     )
     if use_onnx:
-        return OnnxEncoder.from_disk(folder)
+        return OnnxEncoder.from_disk(folder, spinning=False)
     missing = next((m for m in ("torch", "transformers") if not is_installed(m)), None)
     if missing is not None:
         why = (f"runtime={runtime!r}" if runtime == "torch" else "it has no ONNX export" if not has_export(folder)
