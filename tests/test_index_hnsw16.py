@@ -149,7 +149,8 @@ def _levels_and_neighbors(folder):
 @pytest.mark.parametrize("damage,message", [
     ("level", "levels outside"), ("entry", "entry point"), ("neighbour", "neighbour id is out of range"),
     ("upper", "a level-1 neighbour is a name without that level"), ("vector", "not unit length"),
-    ("nan", "row 7 has norm nan"), ("inf", "row 2047 has norm inf"), ("truncated", "bytes, expected"), ("dtype", "expected"), ("header", "")])
+    ("nan", "row 7 has norm nan"), ("inf", "row 2047 has norm inf"), ("truncated", "bytes, expected"),
+    ("dtype", "expected"), ("header", "")])
 def test_a_damaged_graph_is_refused_before_faiss_reads_it(data, saved, tmp_path, damage, message):
     kb, _, queries = data
     copy, meta = _unrecorded_copy(saved[1], tmp_path)

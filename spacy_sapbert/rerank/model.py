@@ -34,18 +34,17 @@ from ..base.extras import missing_message
 from ..base.integrity import check_files, file_records
 from ..base.processes import ProcessSession  # importing it also registers its collection before every fork
 from ..base.util import PathLike, atomic_write, ensure_path, resolve_device
-from ..encoding.onnx_export import move_into, save_weights_beside
+from ..encoding.onnx_export import DATA_FILE, INT8_DATA_FILE, INT8_FILE, ONNX_FILE, move_into, save_weights_beside
 from ..encoding.tokenizer_file import PairBatches
 from ..errors import ConfigError, DataFormatError, Errors, MissingExtraError, MissingInputError
 
 META_FILE = "sapbert_reranker.json"
-ONNX_FILE = "model.onnx"
-INT8_FILE = "model.int8.onnx"
+# the graphs (ONNX_FILE, INT8_FILE) and their weights' files carry the name encoder's export's names
 # the graph the linker's reranker_precision names: int8 (ONNX Runtime's dynamic quantization) or float32
 PRECISION_FILES = {"int8": INT8_FILE, "float32": ONNX_FILE}
 # each graph's weights beside it as ONNX external data (exports since 2026-12-04), mapped by ONNX Runtime at load as the
 # name encoder's are (docs/footprint.md); recorded in "onnx_files" with the graphs. An export before keeps them inside.
-DATA_FILES = {ONNX_FILE: "model.onnx.data", INT8_FILE: "model.int8.onnx.data"}
+DATA_FILES = {ONNX_FILE: DATA_FILE, INT8_FILE: INT8_DATA_FILE}
 GRAPH_FILES = (ONNX_FILE, INT8_FILE, *DATA_FILES.values())
 DEFAULT_RERANK_PRECISION = "int8"
 FORMAT_VERSION = 1
