@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_sapbert.cli import app
-from spacy_sapbert.encoding.bulk import (ONNX_AUTO_MIN_NAMES, check_bulk_options, names_precision,
-                                         resolve_runtime)
+from spacy_sapbert.encoding.bulk import (BF16_CPU_BULK_BATCH_SIZE, BULK_BATCH_SIZE, ONNX_AUTO_MIN_NAMES,
+                                         bulk_batch_size, check_bulk_options, names_precision, resolve_runtime)
 from spacy_sapbert.encoding.cached import unique_rows
 from spacy_sapbert.encoding.torch_encoder import Encoder
 from spacy_sapbert.errors import ConfigError, IncompatibleError
@@ -101,6 +101,38 @@ def test_auto_runtime_is_onnx_only_for_big_cpu_fp32_jobs():
     assert resolve_runtime("torch", "fp32", "cpu", 10 ** 7) == "torch"
     assert resolve_runtime("auto", "fp32", "cpu", 10 ** 7, ray=True) == "torch"
     assert resolve_runtime("onnx", "fp32", "cpu", 10, ray=True) == "onnx"
+
+
+def test_bulk_batches_are_larger_only_for_bf16_on_a_cpu_unless_given():
+    assert BF16_CPU_BULK_BATCH_SIZE > BULK_BATCH_SIZE
+    assert bulk_batch_size(None, "bf16", "cpu") == BF16_CPU_BULK_BATCH_SIZE
+    for precision in ("auto", "fp32", "int8"):
+        assert bulk_batch_size(None, precision, "cpu") == BULK_BATCH_SIZE
+    assert bulk_batch_size(None, "bf16", "cpu", gpus_per_actor=1.0) == BULK_BATCH_SIZE  # Ray actors on GPUs
+    assert bulk_batch_size(48, "bf16", "cpu") == 48
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigError, match="SB-E105"):
+            bulk_batch_size(bad, "fp32", "cpu")
+
+
+@pytest.mark.filterwarnings("ignore:.*SB-W814")  # bf16 on a CI CPU without bf16 instructions: emulated, still runs
+@pytest.mark.parametrize("precision,given,expected", [
+    ("bf16", None, BF16_CPU_BULK_BATCH_SIZE), ("fp32", None, BULK_BATCH_SIZE), ("bf16", 2, 2)])
+def test_build_index_encodes_in_the_resolved_batch_size(kb_dir, tiny_bert_path, tmp_path, monkeypatch,
+                                                         precision, given, expected):
+    import spacy_sapbert.index.concept_index as concept_index
+
+    seen = []
+    original = concept_index._encode_names
+
+    def spy(kb, enc, *, batch_size, **kwargs):
+        seen.append(batch_size)
+        return original(kb, enc, batch_size=batch_size, **kwargs)
+
+    monkeypatch.setattr(concept_index, "_encode_names", spy)
+    build_index_dir(kb_dir, str(tiny_bert_path), tmp_path / "index", kind="exact", device="cpu", runtime="torch",
+                    precision=precision, batch_size=given, show_progress=False)
+    assert seen == [expected]
 
 
 def test_onnx_build_equals_torch_build_and_int8_is_recorded(kb_dir, tiny_bert_path, tmp_path):

@@ -9,7 +9,8 @@ import typer
 
 from ..base.defaults import DEFAULT_MODEL, MAX_LENGTH
 from ..base.outputs import check_output, check_parent
-from ..encoding.bulk import BULK_BATCH_SIZE, BULK_PRECISIONS, BULK_RUNTIMES, check_bulk_options
+from ..encoding.bulk import (BF16_CPU_BULK_BATCH_SIZE, BULK_BATCH_SIZE, BULK_PRECISIONS, BULK_RUNTIMES,
+                             check_bulk_options)
 from ._app import app
 from ._index_options import (EF_CONSTRUCTION, EF_SEARCH, EXACT, HNSW_VECTORS_OPTION, KIND_HELP, LANGUAGES, LISTS,
                              RESCORE, SPARSE, SPARSE_NGRAMS, THREADS, index_settings)
@@ -25,7 +26,8 @@ def build_index_command(
     output: Path = typer.Option(..., "--output", "-o", help="Index folder to write (atomically)."),
     pooling: str = typer.Option("auto", "--pooling", help="cls (SapBERT), mean, or auto: what the model folder declares (sapbert_encoder.json, sentence-transformers 1_Pooling), else cls."),
     max_length: int = typer.Option(MAX_LENGTH, "--max-length", help="Word pieces per name; longer names are truncated."),
-    batch_size: int = typer.Option(BULK_BATCH_SIZE, "--batch-size", help="Names per encoder batch."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help=f"Names per encoder batch (default: "
+                                             f"{BULK_BATCH_SIZE}; {BF16_CPU_BULK_BATCH_SIZE} for bf16 on a CPU)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     precision: str = typer.Option("auto", "--precision", help="auto (fp32 on CPU, half on GPU), fp32, fp16, bf16 "
                                   "(torch), or int8 (ONNX Runtime on the CPU: faster, vectors a few hundredths of "

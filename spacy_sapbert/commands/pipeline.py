@@ -18,7 +18,7 @@ from ..base.defaults import MAX_LENGTH
 from ..base.lines import require_file
 from ..base.ray_session import check_address, import_ray
 from ..base.util import PathLike, atomic_dir, atomic_write, ensure_path, get_logger
-from ..encoding.bulk import (BULK_BATCH_SIZE, ENCODER_FOLDER, bulk_encoder, check_bulk_options, names_precision,
+from ..encoding.bulk import (ENCODER_FOLDER, bulk_batch_size, bulk_encoder, check_bulk_options, names_precision,
                              ray_encoder_options, resolve_runtime, warn_emulated_bf16)
 from ..encoding.int8_recipes import NAME_RECIPE, get_recipe
 from ..encoding.onnx_encoder import check_int8_settings, export_onnx, quantize_export
@@ -42,7 +42,7 @@ def build_index_dir(
     max_length: int = MAX_LENGTH,
     device: str = "auto",
     precision: str = "auto",
-    batch_size: int = BULK_BATCH_SIZE,
+    batch_size: Optional[int] = None,
     work_dir: Optional[PathLike] = None,
     overwrite: bool = False,
     show_progress: bool = True,
@@ -66,13 +66,15 @@ def build_index_dir(
     linker's ``sparse_weight``) reads; saved in the same folder. ``runtime``: what encodes the
     names, ``torch``, ``onnx`` (an ONNX export of the model's weights, made in the work folder, run by ONNX
     Runtime on the CPU; ``precision="int8"`` its quantized copy) or ``auto`` (ONNX float32 on a CPU from
-    20,000 names, else torch; torch with ``ray``): see :mod:`spacy_sapbert.encoding.bulk`."""
+    20,000 names, else torch; torch with ``ray``): see :mod:`spacy_sapbert.encoding.bulk`. ``batch_size``: names per
+    encoder batch (default: 64; 256 for bf16 on a CPU, :func:`~spacy_sapbert.encoding.bulk.bulk_batch_size`)."""
     settings = IndexSettings.of(settings, **options)  # every setting checked before any work
     kb_dir = ensure_path(kb_dir)
     output = ensure_path(output)
     if output.exists() and not overwrite:
         raise ConfigError(Errors.E003.format(path=output))
     check_bulk_options(runtime, precision, device)
+    batch_size = bulk_batch_size(batch_size, precision, device, gpus_per_actor=gpus_per_actor if ray else 0.0)
     warn_emulated_bf16(precision, device)
     if ray:  # before any work: the extra is installed, the cluster answers
         import_ray("build-index --ray")

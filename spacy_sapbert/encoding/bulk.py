@@ -40,6 +40,10 @@ ONNX_AUTO_MIN_NAMES = 20_000
 # name; 64 was never slower than 256 and up to 1.3x faster for MiniLM and a 768-d model (benchmarks/encode_speed.py
 # --builds-only --build-batch-sizes 64, results encode_speed_batch; docs/scale.md); the linker's batch too
 BULK_BATCH_SIZE = 64
+# ... except under bf16 autocast on a CPU, where larger batches keep the bf16 matrix units busy: 256 names a batch
+# encoded a MiniLM build 1.4x faster than 64 on an AMX CPU and 1.09x on an AVX512-BF16 one, the same vectors
+# (results encode_speed_amx_builds, encode_speed_avx512_builds; docs/scale.md)
+BF16_CPU_BULK_BATCH_SIZE = 256
 ENCODER_FOLDER = "encoder"
 
 
@@ -59,6 +63,19 @@ def check_bulk_options(runtime: str, precision: str, device: str) -> None:
         raise ConfigError(Errors.E831.format(
             what=f"runtime 'onnx' with precision '{precision}' on device '{device}'",
             fix="ONNX Runtime runs fp32 or int8 on the CPU: use --runtime torch for a GPU or for fp16/bf16"))
+
+
+def bulk_batch_size(batch_size: Optional[int], precision: str, device: str, *, gpus_per_actor: float = 0.0) -> int:
+    """Names per encoder batch of a bulk job: ``batch_size`` when given (E105 below 1), else
+    :data:`BF16_CPU_BULK_BATCH_SIZE` for bf16 on a CPU (the Ray actors' too, unless they have GPUs), else
+    :data:`BULK_BATCH_SIZE`."""
+    if batch_size is not None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(Errors.E105.format(value=batch_size))
+        return batch_size
+    if precision == "bf16" and device_is_cpu(device) and not gpus_per_actor:
+        return BF16_CPU_BULK_BATCH_SIZE
+    return BULK_BATCH_SIZE
 
 
 def warn_emulated_bf16(precision: str, device: str, cpuinfo: str = "/proc/cpuinfo") -> bool:
