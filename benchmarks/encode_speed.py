@@ -26,11 +26,16 @@ both mean-pooled, on one seeded sample of MEDIC names (the same names for every 
 Timings depend on the machine's load (other jobs share the 2 cores here): ratios within one run are what count;
 the load average is recorded per row.
 
+``--compile`` adds the PyTorch encoder through ``torch.compile`` (``build-index --compile``): fp32, and bf16 when among
+``--precisions``; the levers table times it after the one-off compile (whose seconds the figures keep), the
+build table's calls include the compile (so the "one-off s" column and the 10M projection carry it).
+
 ``--build-batch-sizes 64`` times the whole call at those batch sizes too (each row's vectors against today's: the
 smallest cosine); ``--builds-only`` skips the levers and the ceiling (the projection then uses each call's own rate).
 
     python benchmarks/encode_speed.py --names 800
     python benchmarks/encode_speed.py --names 4096 --builds-only --build-batch-sizes 64 --name encode_speed_batch
+    python benchmarks/encode_speed.py --names 4096 --precisions fp32,bf16 --compile --name encode_speed_amx_compile
     python benchmarks/encode_speed.py --device cuda --precisions fp32,bf16,fp16 --results-dir "$OUT"   # a GPU
 """
 from __future__ import annotations
@@ -217,6 +222,16 @@ def run_levers(label: str, model: str, names: List[str], mentions: List[str], op
         enc_p = Encoder.load(model, pooling="mean", max_length=25, device=device, precision=precision, cache_size=0)
         variants[f"torch {precision}" + (" autocast" if device == "cpu" else "")] = (
             enc_p, (lambda e: lambda t: e.encode(t, batch_size=bs))(enc_p), 0)
+    compile_seconds: Dict[str, float] = {}
+    for precision in (compiled_precisions(opts) if opts.compile else []):
+        enc_c = Encoder.load(model, pooling="mean", max_length=25, device=device, precision=precision,
+                             cache_size=0).compile()
+        key = f"torch {precision}" + (" autocast" if precision == "bf16" and device == "cpu" else "") + " + torch.compile"
+        start = time.perf_counter()
+        enc_c.encode(names[:bs], batch_size=bs)  # the one-off compile (a full batch: batch size 1 would specialise)
+        compile_seconds[key] = round(time.perf_counter() - start, 1)
+        print(f"  {label} {key}: compiled in {compile_seconds[key]} s", flush=True)
+        variants[key] = (enc_c, (lambda e: lambda t: e.encode(t, batch_size=bs))(enc_c), 0)
     threads = torch.get_num_threads()
     best: Dict[str, float] = {}
     loads: Dict[str, List[float]] = {}
@@ -245,7 +260,17 @@ def run_levers(label: str, model: str, names: List[str], mentions: List[str], op
     figures = {"names": len(names), "distinct_token_rows": distinct,
                "padding_share_sorted": round(padding_share(base, names, bs, True), 4),
                "padding_share_unsorted": round(padding_share(base, names, bs, False), 4), "torch_threads": threads}
+    if compile_seconds:
+        figures["compile_seconds"] = compile_seconds
     return rows, figures
+
+
+def compiled_precisions(opts: argparse.Namespace) -> List[str]:
+    """The precisions timed with ``--compile``: fp32, and bf16 where it is among ``--precisions`` (on a GPU: those
+    given)."""
+    if opts.device != "cpu":
+        return list(opts.precisions)
+    return ["fp32"] + (["bf16"] if "bf16" in opts.precisions else [])
 
 
 def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Namespace, work: Path,
@@ -257,14 +282,17 @@ def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Name
     from spacy_sapbert.index.backends import VECTORS_FILE
 
     if opts.device == "cpu":
-        setups = [("today: torch fp32", "torch", "fp32", "today: torch fp32, length-sorted, batch 256"),
-                  ("onnx fp32 (auto from 20,000 names)", "onnx", "fp32", "onnx fp32"),
-                  ("onnx int8 (opt-in)", "onnx", "int8", "onnx int8 (dynamic quantization)")]
+        setups = [("today: torch fp32", "torch", "fp32", "today: torch fp32, length-sorted, batch 256", False),
+                  ("onnx fp32 (auto from 20,000 names)", "onnx", "fp32", "onnx fp32", False),
+                  ("onnx int8 (opt-in)", "onnx", "int8", "onnx int8 (dynamic quantization)", False)]
         if "bf16" in opts.precisions:  # fast only on CPUs with AVX512-BF16 or AMX (emulated, and slow, elsewhere)
-            setups.append(("torch bf16 (opt-in)", "torch", "bf16", "torch bf16 autocast"))
+            setups.append(("torch bf16 (opt-in)", "torch", "bf16", "torch bf16 autocast", False))
     else:
         setups = [(f"torch {p} on {opts.device}", "torch", p, "today: torch fp32, length-sorted, batch 256" if p == "fp32"
-                   else f"torch {p}") for p in opts.precisions]
+                   else f"torch {p}", False) for p in opts.precisions]
+    for p in (compiled_precisions(opts) if opts.compile else []):  # the call pays the compile: see "one-off s"
+        lever = f"torch {p}" + (" autocast" if p == "bf16" and opts.device == "cpu" else "") + " + torch.compile"
+        setups.append((f"torch {p} + --compile (opt-in)", "torch", p, lever, True))
     batches = [opts.batch_size] + [b for b in opts.build_batch_sizes if b != opts.batch_size]
     if not encode_rate:  # --builds-only: nothing ran before, so the first call would pay the imports and a cold read
         from spacy_sapbert.encoding.torch_encoder import Encoder
@@ -273,12 +301,13 @@ def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Name
     rows = []
     base_s, ref = None, None
     for batch in batches:
-        for name, runtime, precision, lever in setups:
+        for name, runtime, precision, lever, compile in setups:
             out = work / f"index_{label}_{runtime}_{precision}_b{batch}"
             shutil.rmtree(out, ignore_errors=True)
             start = time.perf_counter()
             build_index_dir(kb_dir, model, out, pooling="mean", kind="exact", device=opts.device, runtime=runtime,
-                            precision=precision, batch_size=batch, show_progress=False, overwrite=True)
+                            precision=precision, batch_size=batch, show_progress=False, overwrite=True,
+                            compile=compile)
             seconds = time.perf_counter() - start
             vectors = numpy.load(out / VECTORS_FILE, allow_pickle=False).astype(numpy.float32)
             shutil.rmtree(out, ignore_errors=True)
@@ -321,6 +350,10 @@ def main() -> None:
     parser.add_argument("--workers", default="4,16,64", help="Ray workers for the projection.")
     parser.add_argument("--results-dir", type=Path, default=None, help="Default benchmarks/results.")
     parser.add_argument("--name", default="encode_speed", help="Results file name.")
+    parser.add_argument("--compile", action="store_true",
+                        help="Also time the PyTorch encoder through torch.compile (build-index --compile): fp32, and "
+                             "bf16 when among --precisions; the levers table excludes the one-off compile (its "
+                             "seconds are in the figures), the build table's calls include it.")
     parser.add_argument("--note", action="append", default=[])
     opts = parser.parse_args()
     opts.precisions = [p for p in opts.precisions.split(",") if p]

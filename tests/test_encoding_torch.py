@@ -8,7 +8,7 @@ import numpy
 import pytest
 import torch
 
-from spacy_sapbert.encoding.torch_encoder import Encoder, pool, weights_fingerprint
+from spacy_sapbert.encoding.torch_encoder import Encoder, pad_token_rows, pool, weights_fingerprint
 from spacy_sapbert.errors import ConfigError, MissingInputError
 
 NAMES = ["heart attack", "myocardial infarction", "a", "type 2 diabetes mellitus with complications", "flu"]
@@ -164,3 +164,14 @@ def test_half_precision_on_gpu_close_to_fp32(tiny_bert_path):
     half = Encoder.load(tiny_bert_path, device="cuda", precision="auto")
     assert half.fingerprint == Encoder.load(tiny_bert_path, device="cpu").fingerprint
     numpy.testing.assert_allclose(half.encode(NAMES), full, atol=2e-2)
+
+
+@pytest.mark.parametrize("lengths", [(1,), (3, 1, 5), (4, 4, 4), (2, 7, 1, 7, 3)])
+def test_pad_token_rows_pads_each_row_to_the_longest_with_its_mask(lengths):
+    rows = [[100 * (j + 1) + i for i in range(n)] for j, n in enumerate(lengths)]
+    ids, mask = pad_token_rows(rows, 0, torch.device("cpu"))
+    assert ids.dtype == mask.dtype == torch.long and ids.shape == mask.shape == (len(rows), max(lengths))
+    for j, row in enumerate(rows):
+        assert ids[j].tolist() == row + [0] * (max(lengths) - len(row))
+        assert mask[j].tolist() == [1] * len(row) + [0] * (max(lengths) - len(row))
+    assert pad_token_rows([[5, 6]], 9, "cpu")[0].tolist() == [[5, 6]]

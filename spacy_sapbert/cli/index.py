@@ -36,6 +36,9 @@ def build_index_command(
                                 "to ONNX in the work folder, run by ONNX Runtime on the CPU: the same vectors "
                                 "within 1e-6) or auto (onnx on a CPU in fp32 from 20,000 names, else torch; torch with --ray, where "
                                 "onnx needs the work folder on storage every node reads)."),
+    compile: bool = typer.Option(False, "--compile", help="Run the PyTorch encoder through torch.compile: ~20 s "
+                                 "once (a C++ compiler on a CPU), then faster batches; with --precision bf16 on a CPU "
+                                 "with AMX the fastest build (docs/scale.md)."),
     exact: Optional[bool] = EXACT,
     kind: str = typer.Option("auto", "--kind", help=KIND_HELP),
     rescore: Optional[int] = RESCORE,
@@ -67,7 +70,7 @@ def build_index_command(
     check_choice("--precision", precision, BULK_PRECISIONS)
     check_choice("--runtime", runtime, BULK_RUNTIMES)
     check_device("--device", device)
-    check_bulk_options(runtime, precision, device)
+    check_bulk_options(runtime, precision, device, compile=compile)
     check_output(output, overwrite=overwrite, inputs=[("the KB folder", kb_dir), ("the model", model)])
     if work_dir is not None:
         check_parent(work_dir / "chunk")
@@ -75,7 +78,7 @@ def build_index_command(
     index = build_index_dir(kb_dir, model, output, settings, pooling=pooling, max_length=max_length,
                             device=device, precision=precision, batch_size=batch_size, work_dir=work_dir,
                             overwrite=overwrite, ray=ray, actors=actors, gpus_per_actor=gpus_per_actor,
-                            address=address, runtime=runtime)
+                            address=address, runtime=runtime, compile=compile)
     meta = index.meta
     if index.sparse is not None:
         typer.echo(f"Sparse part: {index.sparse.n_features:,} char n-grams {index.sparse.meta['ngram_range']}, "

@@ -52,6 +52,7 @@ def build_index_dir(
     gpus_per_actor: float = 0.0,
     address: Optional[str] = None,
     runtime: str = "auto",
+    compile: bool = False,
     **options: Any,
 ) -> ConceptIndex:
     """Encode every name of the KB at ``kb_dir`` and write the index to ``output`` (atomically), built as
@@ -67,13 +68,15 @@ def build_index_dir(
     names, ``torch``, ``onnx`` (an ONNX export of the model's weights, made in the work folder, run by ONNX
     Runtime on the CPU; ``precision="int8"`` its quantized copy) or ``auto`` (ONNX float32 on a CPU from
     20,000 names, else torch; torch with ``ray``): see :mod:`spacy_sapbert.encoding.bulk`. ``batch_size``: names per
-    encoder batch (default: 64; 256 for bf16 on a CPU, :func:`~spacy_sapbert.encoding.bulk.bulk_batch_size`)."""
+    encoder batch (default: 64; 256 for bf16 on a CPU, :func:`~spacy_sapbert.encoding.bulk.bulk_batch_size`).
+    ``compile``: run the PyTorch encoder through ``torch.compile`` (a one-off ~20 s, then faster batches; with
+    ``precision="bf16"`` on a CPU with AMX the fastest build, docs/scale.md); E831 with ONNX Runtime or int8."""
     settings = IndexSettings.of(settings, **options)  # every setting checked before any work
     kb_dir = ensure_path(kb_dir)
     output = ensure_path(output)
     if output.exists() and not overwrite:
         raise ConfigError(Errors.E003.format(path=output))
-    check_bulk_options(runtime, precision, device)
+    check_bulk_options(runtime, precision, device, compile=compile)
     batch_size = bulk_batch_size(batch_size, precision, device, gpus_per_actor=gpus_per_actor if ray else 0.0)
     warn_emulated_bf16(precision, device)
     if ray:  # before any work: the extra is installed, the cluster answers
@@ -87,8 +90,8 @@ def build_index_dir(
                        precision="fp32" if precision == "int8" else precision)
     if work_dir is None:
         work_dir = output.with_name(f".{output.name}.work")
-    run = resolve_runtime(runtime, precision, device, len(kb.names), ray=ray)
-    enc = bulk_encoder(enc, run, precision, ensure_path(work_dir) / ENCODER_FOLDER)
+    run = resolve_runtime(runtime, precision, device, len(kb.names), ray=ray, compile=compile)
+    enc = bulk_encoder(enc, run, precision, ensure_path(work_dir) / ENCODER_FOLDER, compile=compile)
     logger.info("encoding %d names with %s (%s)", len(kb.names), type(enc).__name__, names_precision(enc))
     if ray:
         encode_names_ray(kb, enc, kb_dir=kb_dir, model=model, work_dir=work_dir, chunk_size=chunk_size,

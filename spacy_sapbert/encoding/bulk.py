@@ -14,6 +14,11 @@ export of the same weights, in float32 or int8.
   PyTorch on Ray, unless int8 is asked for: ``--runtime onnx`` there needs the work folder on storage that every
   node reads).
 
+``compile=True`` (``build-index --compile``) runs the PyTorch encoder's forward pass through ``torch.compile``
+(:meth:`~spacy_sapbert.encoding.torch_encoder.Encoder.compile`): a one-off compile of ~20 s, then fused kernels;
+with bf16 on a CPU with AMX the fastest way this package encodes a big KB at float32-like recall (docs/scale.md).
+It always runs PyTorch (``auto`` resolves to ``torch``).
+
 :func:`names_precision` says which numbers the vectors hold (recorded in the work folder and the index
 metadata, so that chunks of an int8 build are never mixed with float32 ones).
 """
@@ -48,9 +53,9 @@ BF16_CPU_BULK_BATCH_SIZE = 256
 ENCODER_FOLDER = "encoder"
 
 
-def check_bulk_options(runtime: str, precision: str, device: str) -> None:
+def check_bulk_options(runtime: str, precision: str, device: str, *, compile: bool = False) -> None:
     """E830 for an unknown runtime or precision; E831 for a combination no runtime runs (int8 on PyTorch,
-    ONNX Runtime on a GPU or in half precision)."""
+    ONNX Runtime on a GPU or in half precision, ``compile`` with ONNX Runtime or int8)."""
     if runtime not in BULK_RUNTIMES:
         raise ConfigError(Errors.E830.format(name="runtime", value=runtime, allowed=", ".join(BULK_RUNTIMES)))
     if precision not in BULK_PRECISIONS:
@@ -64,6 +69,11 @@ def check_bulk_options(runtime: str, precision: str, device: str) -> None:
         raise ConfigError(Errors.E831.format(
             what=f"runtime 'onnx' with precision '{precision}' on device '{device}'",
             fix="ONNX Runtime runs fp32 or int8 on the CPU: use --runtime torch for a GPU or for fp16/bf16"))
+    if compile and (runtime == "onnx" or precision == "int8"):
+        raise ConfigError(Errors.E831.format(
+            what=f"--compile with runtime '{runtime}' and precision '{precision}'",
+            fix="--compile compiles the PyTorch encoder: use --runtime torch (or auto) with precision auto, fp32, "
+                "fp16 or bf16, or leave --compile out for ONNX Runtime and int8"))
 
 
 def bulk_batch_size(batch_size: Optional[int], precision: str, device: str, *, gpus_per_actor: float = 0.0) -> int:
@@ -103,16 +113,17 @@ def warn_emulated_bf16(precision: str, device: str, cpuinfo: str = "/proc/cpuinf
     return True
 
 
-def resolve_runtime(runtime: str, precision: str, device: str, n_names: int, *, ray: bool = False) -> str:
+def resolve_runtime(runtime: str, precision: str, device: str, n_names: int, *, ray: bool = False,
+                    compile: bool = False) -> str:
     """``torch`` or ``onnx``: what ``runtime`` (checked by :func:`check_bulk_options`) means for a job of
     ``n_names`` names (see the module docstring). On Ray (``ray``) ``auto`` is ``torch`` unless int8 is asked
     for: the actors would read the export from the driver's work folder, which other nodes may not see, and
-    they may have GPUs the driver has not."""
+    they may have GPUs the driver has not. ``compile`` runs PyTorch."""
     if runtime != "auto":
         return runtime
     if precision == "int8":
         return "onnx"
-    if ray or precision not in ("auto", "fp32") or n_names < ONNX_AUTO_MIN_NAMES or not _onnx_export_possible():
+    if compile or ray or precision not in ("auto", "fp32") or n_names < ONNX_AUTO_MIN_NAMES or not _onnx_export_possible():
         return "torch"
     return "onnx" if device_is_cpu(device) else "torch"
 
@@ -124,12 +135,13 @@ def _onnx_export_possible() -> bool:
     return is_installed("onnx") and is_installed("onnxruntime")
 
 
-def bulk_encoder(enc: Any, runtime: str, precision: str, folder: PathLike, *, threads: int = 0) -> Any:
-    """The encoder that runs the job: ``enc`` itself for ``runtime="torch"``; for ``"onnx"`` an
-    :class:`OnnxEncoder` of ``enc``'s weights exported into ``folder`` (int8 with ``precision="int8"``),
-    which gives the same fingerprint, pooling and dimension as ``enc``."""
+def bulk_encoder(enc: Any, runtime: str, precision: str, folder: PathLike, *, threads: int = 0,
+                 compile: bool = False) -> Any:
+    """The encoder that runs the job: ``enc`` itself for ``runtime="torch"`` (compiled with ``compile``); for
+    ``"onnx"`` an :class:`OnnxEncoder` of ``enc``'s weights exported into ``folder`` (int8 with
+    ``precision="int8"``), which gives the same fingerprint, pooling and dimension as ``enc``."""
     if runtime == "torch":
-        return enc
+        return enc.compile() if compile else enc
     folder = ensure_path(folder)
     quantized = precision == "int8"
     if not export_is_current(folder, enc.fingerprint, enc.pooling):
@@ -160,10 +172,11 @@ def names_precision(enc: Any) -> str:
 
 def ray_encoder_options(enc: Any, options: Dict[str, Any]) -> Dict[str, Any]:
     """What a Ray actor needs to load the same encoder as ``enc``: the torch ``options`` (pooling,
-    max_length, device, precision), or the ONNX folder and whether it runs int8."""
+    max_length, device, precision) and ``compile`` when ``enc`` is compiled, or the ONNX folder and whether it
+    runs int8."""
     folder: Optional[Path] = getattr(enc, "folder", None)
     if folder is None:
-        return dict(options)
+        return dict(options, compile=True) if getattr(enc, "compiled", False) else dict(options)
     return {"onnx_folder": str(Path(folder).resolve()), "quantized": enc.precision == "int8"}
 
 

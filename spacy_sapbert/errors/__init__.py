@@ -24,7 +24,7 @@ Every message is reached as ``Errors.E001`` and reads ``"[SB-E001] ..."``; forma
 - E800–E819 / W800–W809: the cross-encoder re-ranker (its files, training, the linker's use of it)
 - E820–E839 / W810–W819: footprint (E820–E822 / W810–W811 lean runtime and extras, E823–E824 the linker's
   settings, E825–E829 / W812–W813 the int8 name encoder, E830–E831 / W814–W815 encoding big KBs, E832–E834 one
-  large-KB index and the index settings, E835–E839 /
+  large-KB index and the index settings, E835 compiling the bulk encoder, E836–E839 /
   W816–W817 the load path)
 
 Add new entries only at the end of your range; never renumber or reuse a code. The texts live in one file per

@@ -219,3 +219,8 @@ class FeatureErrors:
     E834 = ("Index setting {name} must be {expected}, got {value!r}. Fix the option or config value "
             "(spacy_sapbert.index.IndexSettings; docs/scale.md has each setting's default).")
 
+    # ---- E835: compiling the bulk encoder (build-index --compile) ----
+    E835 = ("torch.compile could not compile the encoder '{name}' on {device} ({reason}). On a CPU it needs a C++ "
+            "compiler (g++ or clang++ on the PATH, or $CXX); on a GPU, Triton. Install one, or build without "
+            "--compile (compile=False): the same vectors within rounding, at the eager speed.")
+

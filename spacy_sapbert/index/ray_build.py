@@ -40,7 +40,11 @@ class EncodeChunks:
             import torch  # lazy: torch
 
             torch.set_num_threads(int(threads))
-            self.enc = Encoder.load(model, **encoder_options)
+            options = dict(encoder_options)
+            compile = bool(options.pop("compile", False))  # build-index --compile: each actor compiles its own
+            self.enc = Encoder.load(model, **options)
+            if compile:
+                self.enc.compile()
         self.batch_size = batch_size
 
     def __call__(self, batch: Dict[str, numpy.ndarray]) -> Dict[str, numpy.ndarray]:
