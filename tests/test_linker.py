@@ -289,3 +289,25 @@ def test_kb_lookups_grow_with_distinct_texts_not_with_mentions(nlp, monkeypatch)
     many = link(nlp, with_ents(nlp, " and ".join(["flu", "zzqx"] * 10), [(i, i + 1) for i in range(0, 40, 2)]))
     assert len(looked_up) == n_once <= 4
     assert [e._.kb_ents for e in many.ents] == [e._.kb_ents for e in once.ents] * 10
+
+
+@pytest.mark.filterwarnings("ignore:.*SB-W814")  # bf16 on a CI CPU without bf16 instructions: emulated, still runs
+@pytest.mark.parametrize("precision,batch_size,expected", [("fp32", 64, 64), ("fp32", 128, 128), ("bf16", 64, 256),
+                                                           ("bf16", 512, 512)])
+def test_an_index_built_on_initialize_uses_build_indexs_batch_where_larger(tiny_bert_path, toy_kb_path, monkeypatch,
+                                                                           precision, batch_size, expected):
+    from spacy_sapbert.index import ConceptIndex
+
+    seen = []
+    original = ConceptIndex.build.__func__
+
+    def spy(cls, kb, enc, settings=None, *, batch_size, **kwargs):
+        seen.append(batch_size)
+        return original(cls, kb, enc, settings, batch_size=batch_size, **kwargs)
+
+    monkeypatch.setattr(ConceptIndex, "build", classmethod(spy))
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert_path), "device": "cpu", "precision": precision,
+                                           "batch_size": batch_size})
+    nlp.get_pipe("sapbert_linker").initialize(kb_path=str(toy_kb_path), show_progress=False)
+    assert seen == [expected]

@@ -123,7 +123,8 @@ def resolve_runtime(runtime: str, precision: str, device: str, n_names: int, *, 
         return runtime
     if precision == "int8":
         return "onnx"
-    if compile or ray or precision not in ("auto", "fp32") or n_names < ONNX_AUTO_MIN_NAMES or not _onnx_export_possible():
+    if (compile or ray or precision not in ("auto", "fp32") or n_names < ONNX_AUTO_MIN_NAMES
+            or not _onnx_export_possible()):
         return "torch"
     return "onnx" if device_is_cpu(device) else "torch"
 

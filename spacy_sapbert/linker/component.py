@@ -28,6 +28,7 @@ from ..base.util import ensure_path, get_logger
 from ..calibration.model import Calibration
 from ..context.ranker import ContextRanker, context_settings
 from ..context.store import PrototypeStore
+from ..encoding.bulk import bulk_batch_size
 from ..encoding.onnx_encoder import INT8, quantized_copy
 from ..encoding.torch_encoder import CachedEncoder, Encoder
 from ..errors import ConfigError, Errors, IntegrityError, MissingExtraError, Warnings
@@ -163,7 +164,9 @@ class SapbertLinker(LinkerRanking, LinkerStorage, Pipe):
             if index_path is None and work_dir is None:
                 logger.info("building the index of %d names on first use (save it with index_path to reuse it)",
                             len(kb.names))
-            index = ConceptIndex.build(kb, encoder, settings, batch_size=self.cfg["batch_size"], work_dir=work_dir,
+            # the linker's batch, or build-index's default where that is larger (bf16 on a CPU: 256)
+            build_batch = max(self.cfg["batch_size"], bulk_batch_size(None, self.cfg["precision"], self.cfg["device"]))
+            index = ConceptIndex.build(kb, encoder, settings, batch_size=build_batch, work_dir=work_dir,
                                        show_progress=show_progress)
             if index_path is not None:  # recorded as build-index does: `spacy-sapbert link INDEX` can use it alone
                 index.meta.update(model=encoder.name, kb_path=str(ensure_path(kb_path).resolve()))
