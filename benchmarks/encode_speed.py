@@ -226,7 +226,7 @@ def run_levers(label: str, model: str, names: List[str], mentions: List[str], op
     for precision in (compiled_precisions(opts) if opts.compile else []):
         enc_c = Encoder.load(model, pooling="mean", max_length=25, device=device, precision=precision,
                              cache_size=0).compile()
-        key = f"torch {precision}" + (" autocast" if precision == "bf16" and device == "cpu" else "") + " + torch.compile"
+        key = compiled_lever(precision, device)
         start = time.perf_counter()
         enc_c.encode(names[:bs], batch_size=bs)  # the one-off compile (a full batch: batch size 1 would specialise)
         compile_seconds[key] = round(time.perf_counter() - start, 1)
@@ -273,6 +273,11 @@ def compiled_precisions(opts: argparse.Namespace) -> List[str]:
     return ["fp32"] + (["bf16"] if "bf16" in opts.precisions else [])
 
 
+def compiled_lever(precision: str, device: str) -> str:
+    """The levers table's row of the compiled encoder at ``precision`` (the build table reads its rate by this key)."""
+    return f"torch {precision}" + (" autocast" if precision == "bf16" and device == "cpu" else "") + " + torch.compile"
+
+
 def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Namespace, work: Path,
                encode_rate: Dict[str, float]) -> List[List[Any]]:
     """The whole build_index_dir call per runtime / precision (and, with ``--build-batch-sizes``, per batch size),
@@ -291,8 +296,7 @@ def run_builds(label: str, model: str, kb_dir: Path, n: int, opts: argparse.Name
         setups = [(f"torch {p} on {opts.device}", "torch", p, "today: torch fp32, length-sorted, batch 256" if p == "fp32"
                    else f"torch {p}", False) for p in opts.precisions]
     for p in (compiled_precisions(opts) if opts.compile else []):  # the call pays the compile: see "one-off s"
-        lever = f"torch {p}" + (" autocast" if p == "bf16" and opts.device == "cpu" else "") + " + torch.compile"
-        setups.append((f"torch {p} + --compile (opt-in)", "torch", p, lever, True))
+        setups.append((f"torch {p} + --compile (opt-in)", "torch", p, compiled_lever(p, opts.device), True))
     batches = [opts.batch_size] + [b for b in opts.build_batch_sizes if b != opts.batch_size]
     if not encode_rate:  # --builds-only: nothing ran before, so the first call would pay the imports and a cold read
         from spacy_sapbert.encoding.torch_encoder import Encoder

@@ -309,8 +309,8 @@ class Encoder(CachedEncoder):
         """Run the forward pass through ``torch.compile`` (Inductor, shapes dynamic, the weights frozen into the
         compiled graph) from the next batch on, for bulk jobs (``build-index --compile``): the first batch compiles
         (~20 s for MiniLM on a CPU, with a C++ compiler), later ones run fused kernels (under bf16 autocast on an
-        AMX CPU 1.2x eager for MiniLM, 1.5x for a 768-d BERT; docs/scale.md). The weights are read once: an encoder that trains afterwards
-        must not be compiled. E835 when compiling fails. Returns the encoder."""
+        AMX CPU 1.2x eager for MiniLM, 1.5x for a 768-d BERT; docs/scale.md). The weights are read once: an
+        encoder that trains afterwards must not be compiled. E835 when compiling fails. Returns the encoder."""
         import torch  # lazy: torch
 
         self.model.eval()
